@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Run a command inside the project's environment, creating it on first use.
+#
+#   ./exec_with_env.sh python3 examples/io_spec_constraints.py --device mncore2:auto
+#   ./exec_with_env.sh pytest
+#
+# First call: makes .venv, installs torch (the pinned CPU build), the project with its test
+# extras, and Icarus Verilog (with apt-get when it is missing). Later calls start at once: a stamp
+# written only after a complete install records what was installed; a missing or stale stamp, or a
+# venv whose interpreter no longer runs, makes the environment be rebuilt from scratch.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="${MNCORE_VENV:-$ROOT/.venv}"
+STAMP="$VENV/.mncore-env-stamp"
+TORCH_PIN="torch==2.13.0"
+PYTHON="${PYTHON:-python3}"
+
+log() { printf '[exec_with_env] %s\n' "$*" >&2; }
+
+# What the environment was built from: the project metadata and this script.
+wanted_stamp() {
+    cat "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1
+}
+
+venv_is_healthy() {
+    [ -x "$VENV/bin/python" ] || return 1
+    [ -f "$STAMP" ] || return 1
+    [ "$(cat "$STAMP")" = "$(wanted_stamp)" ] || return 1
+    "$VENV/bin/python" -c "import sys" >/dev/null 2>&1 || return 1
+}
+
+ensure_iverilog() {
+    command -v iverilog >/dev/null 2>&1 && return 0
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            sudo="sudo -n"
+        fi
+    fi
+    if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" -eq 0 ] || [ -n "$sudo" ]; }; then
+        log "installing Icarus Verilog (apt-get install -y iverilog)"
+        if $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+            $sudo apt-get install -y -qq iverilog >/dev/null; then
+            return 0
+        fi
+    fi
+    log "Icarus Verilog is missing and could not be installed automatically."
+    log "Install it yourself with:  sudo apt-get update && sudo apt-get install -y iverilog"
+    log "(the HDL benches under sim/ are skipped until iverilog is on PATH)"
+}
+
+build_venv() {
+    log "creating the environment in $VENV (first use; a few minutes)"
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+    local pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+    "${pip[@]}" install --upgrade pip
+    # torch first, with the exact pin: it resolves to the CPU build, and the project's own
+    # range then installs nothing more.
+    "${pip[@]}" install "$TORCH_PIN"
+    "${pip[@]}" install -e "$ROOT[test,dev]"
+    wanted_stamp >"$STAMP"
+    log "environment ready"
+}
+
+mkdir -p "$(dirname "$VENV")"
+if ! venv_is_healthy; then
+    # One builder at a time: a second call waits for the first instead of racing it.
+    exec 9>"$ROOT/.venv.lock"
+    flock 9
+    if ! venv_is_healthy; then
+        build_venv
+    fi
+    flock -u 9
+fi
+ensure_iverilog
+
+export VIRTUAL_ENV="$VENV"
+export PATH="$VENV/bin:$PATH"
+unset PYTHONHOME
+if [ "$#" -eq 0 ]; then
+    log "environment ready; usage: $0 COMMAND [ARGS...]"
+    exit 0
+fi
+exec "$@"

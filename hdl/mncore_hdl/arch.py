@@ -1,0 +1,223 @@
+"""The architecture description: the one source of MN-Core 2 geometry and DRAM timing numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DramTiming", "ArchConfig", "MNCORE2", "MNCORE2_SIM"]
+
+LW_BITS = 64
+LW_BYTES = LW_BITS // 8
+
+
+def _check_positive_int(owner: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}.{name} must be an integer, not {value!r}")
+    if value <= 0:
+        raise ValueError(f"{owner}.{name} must be a positive integer, not {value}")
+
+
+def _check_power_of_two(owner: str, name: str, value: int) -> None:
+    _check_positive_int(owner, name, value)
+    if value & (value - 1):
+        raise ValueError(f"{owner}.{name} must be a power of two, not {value}")
+
+
+@dataclass(frozen=True)
+class DramTiming:
+    """GDDR6-like DRAM timing rules, in controller clock cycles.
+
+    Parameters
+    ----------
+    cl : int
+        CAS latency: read command to first data beat.
+    trcd : int
+        Activate to read/write on the same bank.
+    trp : int
+        Precharge to activate on the same bank.
+    tras : int
+        Activate to precharge on the same bank (minimum row-open time).
+    twr : int
+        Last write data beat to precharge (write recovery).
+    trefi : int
+        Average interval between refresh commands.
+    trfc : int
+        Duration of one refresh (all banks busy).
+    burst_length : int
+        Beats (one LW each) per column command.
+    """
+
+    cl: int = 12
+    trcd: int = 12
+    trp: int = 12
+    tras: int = 28
+    twr: int = 12
+    trefi: int = 2925
+    trfc: int = 90
+    burst_length: int = 8
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check_positive_int("DramTiming", f.name, getattr(self, f.name))
+        _check_power_of_two("DramTiming", "burst_length", self.burst_length)
+        if self.trfc >= self.trefi:
+            raise ValueError(
+                f"DramTiming.trfc ({self.trfc}) must be shorter than trefi ({self.trefi}), "
+                "or refresh would take all the time"
+            )
+
+    @property
+    def row_miss_penalty(self) -> int:
+        """Extra cycles of a row conflict over a row hit: precharge then activate."""
+        return self.trp + self.trcd
+
+
+@dataclass(frozen=True)
+class ArchConfig:
+    """The modeled chip: geometry, DRAM organisation, port widths, clock.
+
+    Every consumer (hardware constructors, compiler, functional model, tests, benches) takes
+    this object; nothing re-declares its numbers.
+
+    Parameters
+    ----------
+    groups : int
+        Groups on the chip, each with its own DRAM and memory controller.
+    l2b_per_group, l1b_per_l2b, mab_per_l1b, pe_per_mab : int
+        The PE hierarchy below a Group.
+    lw_bits : int
+        Bits in a long word (LW), the DRAM word. MN-Core 2 uses 64.
+    dram_bytes_per_group : int
+        Modeled DRAM capacity of one Group (the functional model's address space).
+    sim_window_lw : int
+        LWs of DRAM per Group that the RTL backing store holds (the simulated window).
+    banks : int
+        DRAM banks per Group.
+    row_lw : int
+        LWs in one DRAM row (one page).
+    port_lw_per_cycle : int
+        Data-path width of each memory-controller port, in LW per cycle.
+    clock_mhz : float
+        Controller clock, used to turn cycles into time.
+    timing : DramTiming
+        The DRAM timing rules.
+    """
+
+    groups: int = 4
+    l2b_per_group: int = 2
+    l1b_per_l2b: int = 8
+    mab_per_l1b: int = 16
+    pe_per_mab: int = 4
+    lw_bits: int = LW_BITS
+    dram_bytes_per_group: int = 4 << 30
+    sim_window_lw: int = 1 << 17
+    banks: int = 16
+    row_lw: int = 256
+    port_lw_per_cycle: int = 1
+    clock_mhz: float = 750.0
+    timing: DramTiming = field(default_factory=DramTiming)
+
+    def __post_init__(self) -> None:
+        for name in ("groups", "l2b_per_group", "l1b_per_l2b", "mab_per_l1b", "pe_per_mab",
+                     "dram_bytes_per_group", "sim_window_lw", "port_lw_per_cycle"):
+            _check_positive_int("ArchConfig", name, getattr(self, name))
+        for name in ("banks", "row_lw"):
+            _check_power_of_two("ArchConfig", name, getattr(self, name))
+        if self.lw_bits != LW_BITS:
+            raise ValueError(f"ArchConfig.lw_bits must be {LW_BITS} (MN-Core's LW), not {self.lw_bits}")
+        if self.dram_bytes_per_group % LW_BYTES:
+            raise ValueError(
+                "ArchConfig.dram_bytes_per_group must be a multiple of the LW size "
+                f"({LW_BYTES} bytes), not {self.dram_bytes_per_group}"
+            )
+        if self.sim_window_lw > self.dram_lw_per_group:
+            raise ValueError(
+                f"ArchConfig.sim_window_lw ({self.sim_window_lw}) cannot exceed the DRAM size "
+                f"of a Group ({self.dram_lw_per_group} LW)"
+            )
+        if self.row_lw % self.timing.burst_length:
+            raise ValueError(
+                f"ArchConfig.row_lw ({self.row_lw}) must be a multiple of the burst length "
+                f"({self.timing.burst_length})"
+            )
+        if not isinstance(self.timing, DramTiming):
+            raise TypeError(f"ArchConfig.timing must be a DramTiming, not {self.timing!r}")
+
+    # -- derived geometry -------------------------------------------------------------------
+
+    @property
+    def lw_bytes(self) -> int:
+        """Bytes in one LW."""
+        return self.lw_bits // 8
+
+    @property
+    def dram_lw_per_group(self) -> int:
+        """LW addresses in one Group's DRAM."""
+        return self.dram_bytes_per_group // self.lw_bytes
+
+    @property
+    def pes(self) -> int:
+        """PEs on the whole chip."""
+        return (self.groups * self.l2b_per_group * self.l1b_per_l2b * self.mab_per_l1b
+                * self.pe_per_mab)
+
+    @property
+    def port_bytes_per_cycle(self) -> int:
+        """Peak bytes one port moves per cycle."""
+        return self.port_lw_per_cycle * self.lw_bytes
+
+    @property
+    def col_bits(self) -> int:
+        """Address bits selecting the LW inside a row."""
+        return self.row_lw.bit_length() - 1
+
+    @property
+    def bank_bits(self) -> int:
+        """Address bits selecting the bank."""
+        return self.banks.bit_length() - 1
+
+    def split_address(self, lw_address: int) -> tuple[int, int, int]:
+        """Map an LW address to ``(bank, row, column)``.
+
+        The column takes the low bits, then the bank, then the row, so that a sequential
+        stream walks a whole row before it moves to the next bank (row hits), and consecutive
+        rows fall in different banks (their activation overlaps).
+        """
+        col = lw_address & (self.row_lw - 1)
+        bank = (lw_address >> self.col_bits) & (self.banks - 1)
+        row = lw_address >> (self.col_bits + self.bank_bits)
+        return bank, row, col
+
+    def cycles_to_seconds(self, cycles: float) -> float:
+        """Wall-clock time of ``cycles`` controller cycles on the modeled chip."""
+        return cycles / (self.clock_mhz * 1e6)
+
+    # -- serialization ----------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (timing nested)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ArchConfig:
+        """Rebuild a config from :meth:`to_dict` output."""
+        data = dict(data)
+        timing = DramTiming(**data.pop("timing", {}))
+        return cls(timing=timing, **data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def replace(self, **changes: Any) -> ArchConfig:
+        """A copy with some fields changed (the config itself is frozen)."""
+        return dataclasses.replace(self, **changes)
+
+
+#: The modeled MN-Core 2 as the functional model sees it (4 GiB of DRAM per Group).
+MNCORE2 = ArchConfig()
+
+#: The same chip with DRAM shrunk to the RTL's simulated window, for RTL-backed devices.
+MNCORE2_SIM = ArchConfig(dram_bytes_per_group=MNCORE2.sim_window_lw * LW_BYTES)
