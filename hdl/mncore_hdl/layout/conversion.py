@@ -1,0 +1,218 @@
+"""DRAM-to-DRAM layout conversion: the descriptor a layout converter executes, and its golden model.
+
+``conversion(src, dst)`` refines the two layouts' sub-axes into one common loop nest. Each loop
+has an extent, the logical axis and index step it walks, and for the source and the destination
+the Group, LW-address and lane stride of one step. Walking the nest visits every element once;
+an element whose logical index on some axis reaches the axis size is padding and is skipped. The
+converter reads the whole source footprint and writes the whole destination footprint (padding
+lanes and LWs zero), so its traffic is ``src.nbytes + dst.nbytes``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .notation import ADDRESS, GROUP, Layout, LayoutError, SubAxis
+
+__all__ = ["Loop", "ConversionDescriptor", "conversion", "UnsupportedConversion"]
+
+
+class UnsupportedConversion(LayoutError):
+    """Two layouts whose sub-axes do not nest, so no loop nest converts one into the other."""
+
+
+@dataclass(frozen=True)
+class Loop:
+    """One loop of the conversion nest; strides are per step of this loop."""
+
+    extent: int
+    axis: int
+    step: int
+    src_group: int
+    src_addr: int
+    src_lane: int
+    dst_group: int
+    dst_addr: int
+    dst_lane: int
+
+
+@dataclass(frozen=True)
+class ConversionDescriptor:
+    """What a layout converter is programmed with (addresses relative to each buffer's base).
+
+    Attributes
+    ----------
+    shape : tuple of int
+        Logical shape; an index at or past a dimension is padding and is skipped.
+    elem_bits : int
+        Element width (32 or 16); ``64 // elem_bits`` lanes per LW.
+    loops : tuple of Loop
+        The loop nest, outermost first.
+    src_groups, src_lw_per_group, dst_groups, dst_lw_per_group : int
+        The two footprints.
+    src, dst : str
+        The two layouts in notation, for people reading a program.
+    """
+
+    shape: tuple[int, ...]
+    elem_bits: int
+    loops: tuple[Loop, ...]
+    src_groups: int
+    src_lw_per_group: int
+    dst_groups: int
+    dst_lw_per_group: int
+    src: str
+    dst: str
+
+    @property
+    def lanes(self) -> int:
+        return 64 // self.elem_bits
+
+    @property
+    def read_lw(self) -> int:
+        """LWs the converter reads (the whole source footprint)."""
+        return self.src_groups * self.src_lw_per_group
+
+    @property
+    def write_lw(self) -> int:
+        """LWs the converter writes (the whole destination footprint)."""
+        return self.dst_groups * self.dst_lw_per_group
+
+    @property
+    def iterations(self) -> int:
+        """Elements visited by the loop nest, padding included."""
+        return math.prod(loop.extent for loop in self.loops)
+
+    @property
+    def masked(self) -> bool:
+        """True when the nest visits padding positions that must be skipped."""
+        return self.iterations != math.prod(self.shape)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["shape"] = list(self.shape)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ConversionDescriptor:
+        loops = tuple(Loop(**loop) for loop in data["loops"])
+        fields = {k: v for k, v in data.items() if k not in ("loops", "shape")}
+        return cls(shape=tuple(data["shape"]), loops=loops, **fields)
+
+    # -- golden execution -------------------------------------------------------------------
+
+    def element_slots(self) -> tuple[np.ndarray, np.ndarray]:
+        """Source and destination image slots of every non-padding element, in nest order."""
+        lanes = self.lanes
+        n = len(self.loops)
+        src = np.zeros((1,) * n, dtype=np.int64)
+        dst = np.zeros((1,) * n, dtype=np.int64)
+        valid = np.ones((1,) * n, dtype=bool)
+        logical = [np.zeros((1,) * n, dtype=np.int64) for _ in self.shape]
+        for i, loop in enumerate(self.loops):
+            shape = [1] * n
+            shape[i] = loop.extent
+            digit = np.arange(loop.extent, dtype=np.int64).reshape(shape)
+            src = src + digit * ((loop.src_group * self.src_lw_per_group + loop.src_addr) * lanes
+                                 + loop.src_lane)
+            dst = dst + digit * ((loop.dst_group * self.dst_lw_per_group + loop.dst_addr) * lanes
+                                 + loop.dst_lane)
+            logical[loop.axis] = logical[loop.axis] + digit * loop.step
+        for axis, dim in enumerate(self.shape):
+            valid = valid & (logical[axis] < dim)
+        full = np.broadcast_shapes(src.shape, dst.shape, valid.shape)
+        valid = np.broadcast_to(valid, full)
+        return np.broadcast_to(src, full)[valid], np.broadcast_to(dst, full)[valid]
+
+    def execute(self, src_image: np.ndarray) -> np.ndarray:
+        """Convert a source image (``(src_groups, src_lw_per_group)`` uint64) to a new one."""
+        expected = (self.src_groups, self.src_lw_per_group)
+        if src_image.shape != expected or src_image.dtype != np.uint64:
+            raise LayoutError(
+                f"Conversion expects a source image of {expected} uint64 LWs, "
+                f"got {src_image.shape} {src_image.dtype}"
+            )
+        raw = np.uint32 if self.elem_bits == 32 else np.uint16
+        src_flat = np.ascontiguousarray(src_image).reshape(-1).view(raw)
+        dst_flat = np.zeros(self.write_lw * self.lanes, dtype=raw)
+        src_slots, dst_slots = self.element_slots()
+        dst_flat[dst_slots] = src_flat[src_slots]
+        return dst_flat.view(np.uint64).reshape(self.dst_groups, self.dst_lw_per_group)
+
+
+def conversion(src: Layout, dst: Layout) -> ConversionDescriptor:
+    """The descriptor converting a buffer in layout ``src`` into one in layout ``dst``."""
+    if not isinstance(src, Layout) or not isinstance(dst, Layout):
+        raise TypeError(f"conversion() takes two Layouts, not {src!r} and {dst!r}")
+    if src.shape != dst.shape or src.dtype != dst.dtype:
+        raise LayoutError(
+            f"Cannot convert {src} ({src.dtype}) into {dst} ({dst.dtype}): shapes and element "
+            "types must match"
+        )
+    src_n, dst_n = src.normalized, dst.normalized
+    loops: list[Loop] = []
+    for axis, dim in enumerate(src.shape):
+        loops.extend(_refine_axis(axis, dim, src_n.axes[axis], dst_n.axes[axis], src, dst))
+    return ConversionDescriptor(
+        shape=src.shape,
+        elem_bits=src.element.bits,
+        loops=tuple(loops),
+        src_groups=src.groups,
+        src_lw_per_group=src.lw_per_group,
+        dst_groups=dst.groups,
+        dst_lw_per_group=dst.lw_per_group,
+        src=str(src),
+        dst=str(dst),
+    )
+
+
+def _grow(sub: SubAxis, multiple: int) -> SubAxis:
+    """``sub`` with its extent rounded up to a multiple of ``multiple`` (the rest is padding)."""
+    return SubAxis(-(-sub.extent // multiple) * multiple, sub.level, sub.stride)
+
+
+def _strides(sub: SubAxis) -> tuple[int, int, int]:
+    """(group, address, lane) stride of one step of ``sub``."""
+    if sub.level == GROUP:
+        return sub.stride, 0, 0
+    if sub.level == ADDRESS:
+        return 0, sub.stride, 0
+    return 0, 0, sub.stride
+
+
+def _refine_axis(axis: int, dim: int, src_subs: tuple[SubAxis, ...],
+                 dst_subs: tuple[SubAxis, ...], src: Layout, dst: Layout) -> list[Loop]:
+    """Common refinement of one axis' two sub-axis lists, returned major to minor."""
+    s = list(src_subs) or [SubAxis(1, ADDRESS, 0)]
+    d = list(dst_subs) or [SubAxis(1, ADDRESS, 0)]
+    out: list[Loop] = []
+    step = 1
+    while s and d and step < dim:
+        a, b = s[-1], d[-1]
+        a_outer, b_outer = len(s) == 1, len(d) == 1
+        if a.extent % b.extent and b.extent % a.extent:
+            # Only the outermost sub-axis of a side may grow (into padding) to restore nesting.
+            if a_outer:
+                a = _grow(a, b.extent)
+            elif b_outer:
+                b = _grow(b, a.extent)
+            else:
+                raise UnsupportedConversion(
+                    f"Cannot convert {src} into {dst}: on axis {axis}, sub-axes of extent "
+                    f"{a.extent} and {b.extent} do not nest"
+                )
+        e = min(a.extent, b.extent)
+        sg, sa, sl = _strides(a)
+        dg, da, dl = _strides(b)
+        out.append(Loop(e, axis, step, sg, sa, sl, dg, da, dl))
+        step *= e
+        s.pop()
+        d.pop()
+        if a.extent > e:
+            s.append(SubAxis(a.extent // e, a.level, a.stride * e))
+        if b.extent > e:
+            d.append(SubAxis(b.extent // e, b.level, b.stride * e))
+    return [loop for loop in reversed(out) if loop.extent > 1]

@@ -1,0 +1,322 @@
+"""Layouts in MN-Core's sub-axis notation: the data model, parse, print, validation, normalisation.
+
+A layout reads ``(32,64)/((4_G:1, 8:32), (32:1, 2_W:1))``: the shape, then for each logical axis
+its sub-axes from major to minor. A sub-axis ``E:S`` lays ``E`` consecutive digits of the axis'
+index along LW addresses with stride ``S``; ``E_G:S`` spreads them over Groups, ``E_W:S`` over the
+32-bit lanes of an LW and ``E_H:S`` over its 16-bit lanes. An element's Group, LW address and lane
+are the sums of its digits times their strides on each level. Only the outermost sub-axis of an
+axis may cover more indices than the axis has (padding); the extra slots are left zero.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+from .dtypes import DTYPES, ElementType, element_type
+
+__all__ = ["SubAxis", "Layout", "LayoutError", "ADDRESS", "GROUP", "LEVELS"]
+
+ADDRESS = "A"
+GROUP = "G"
+LEVELS = (ADDRESS, GROUP, "W", "H")
+
+
+class LayoutError(ValueError):
+    """A layout that is malformed, or does not fit its shape or element type."""
+
+
+@dataclass(frozen=True)
+class SubAxis:
+    """One sub-axis: ``extent`` digits placed on ``level`` with ``stride``."""
+
+    extent: int
+    level: str
+    stride: int
+
+    def __post_init__(self) -> None:
+        for name in ("extent", "stride"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"Sub-axis {name} must be an integer, not {value!r}")
+        if self.extent <= 0:
+            raise LayoutError(f"Sub-axis extent must be a positive integer, not {self.extent}")
+        if self.stride < 0:
+            raise LayoutError(f"Sub-axis stride must be a non-negative integer, not {self.stride}")
+        if self.level not in LEVELS:
+            raise LayoutError(
+                f"Sub-axis level must be one of {', '.join(LEVELS)} (A = address), "
+                f"not {self.level!r}"
+            )
+
+    def __str__(self) -> str:
+        if self.level == ADDRESS:
+            return f"{self.extent}:{self.stride}"
+        return f"{self.extent}_{self.level}:{self.stride}"
+
+    @property
+    def span(self) -> int:
+        """The largest coordinate offset this sub-axis contributes."""
+        return (self.extent - 1) * self.stride
+
+
+_SUB_RE = re.compile(r"^\s*(\d+)(?:_([A-Za-z]))?\s*:\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A tensor layout in DRAM.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The logical shape.
+    axes : tuple of tuple of SubAxis
+        For each logical axis, its sub-axes from major to minor.
+    dtype : str
+        Element type name (``float32``, ``float16`` or ``bfloat16``).
+
+    Examples
+    --------
+    >>> str(Layout.parse("(32,64)/((4_G:1, 8:32), (32:1, 2_W:1))"))
+    '(32,64)/((4_G:1, 8:32), (32:1, 2_W:1))'
+    """
+
+    shape: tuple[int, ...]
+    axes: tuple[tuple[SubAxis, ...], ...]
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "axes", tuple(tuple(a) for a in self.axes))
+        object.__setattr__(self, "dtype", element_type(self.dtype).name)
+        self._validate()
+
+    # -- parse and print --------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, text: str, dtype: str = "float32") -> Layout:
+        """Parse the notation ``(d0,d1,...)/((sub, ...), (sub, ...), ...)``."""
+        if not isinstance(text, str):
+            raise TypeError(f"Layout text must be a string, not {text!r}")
+        head, sep, body = text.partition("/")
+        if not sep:
+            raise LayoutError(f"Layout {text!r} has no '/': expected '(shape)/(axes)'")
+        shape = tuple(_parse_ints(head, text))
+        groups = _split_parens(body.strip(), text)
+        if len(groups) != 1:
+            raise LayoutError(f"Layout {text!r}: expected one parenthesised list of axes")
+        axis_texts = _split_parens(groups[0], text) if groups[0].strip() else []
+        axes = []
+        for axis_text in axis_texts:
+            subs = []
+            for part in filter(str.strip, axis_text.split(",")):
+                match = _SUB_RE.match(part)
+                if not match:
+                    raise LayoutError(
+                        f"Layout {text!r}: sub-axis {part.strip()!r} is not 'E:S' or 'E_L:S'"
+                    )
+                extent, level, stride = match.groups()
+                subs.append(SubAxis(int(extent), (level or ADDRESS).upper(), int(stride)))
+            axes.append(tuple(subs))
+        return cls(shape, tuple(axes), dtype)
+
+    def __str__(self) -> str:
+        shape = ",".join(str(d) for d in self.shape)
+        axes = ", ".join("(" + ", ".join(str(s) for s in axis) + ")" for axis in self.axes)
+        return f"({shape})/({axes})"
+
+    def __repr__(self) -> str:
+        return f"Layout({str(self)!r}, dtype={self.dtype!r})"
+
+    # -- validation -------------------------------------------------------------------------
+
+    def _validate(self) -> None:
+        etype = self.element
+        for d in self.shape:
+            if isinstance(d, bool) or not isinstance(d, int) or d <= 0:
+                raise LayoutError(f"Shape entries must be positive integers, not {self.shape}")
+        if len(self.axes) != len(self.shape):
+            raise LayoutError(
+                f"Layout {self}: the shape has {len(self.shape)} axes but {len(self.axes)} "
+                "sub-axis lists were given"
+            )
+        for i, (dim, axis) in enumerate(zip(self.shape, self.axes)):
+            covered = math.prod(s.extent for s in axis)
+            inner = covered // axis[0].extent if axis else 1
+            if covered < dim:
+                raise LayoutError(
+                    f"Layout {self}: axis {i} has {dim} indices but its sub-axes cover only "
+                    f"{covered}"
+                )
+            if axis and math.ceil(dim / inner) != axis[0].extent:
+                raise LayoutError(
+                    f"Layout {self}: axis {i} of size {dim} needs an outermost extent of "
+                    f"{math.ceil(dim / inner)}, not {axis[0].extent} (only the outermost "
+                    "sub-axis may pad, and by less than one step)"
+                )
+            for sub in axis:
+                if sub.level in ("W", "H") and sub.level != etype.lane_level:
+                    raise LayoutError(
+                        f"Layout {self}: {etype.name} packs into {etype.lane_level} lanes, "
+                        f"not {sub.level} lanes"
+                    )
+        if self.lanes_used > etype.lanes:
+            raise LayoutError(
+                f"Layout {self}: lanes reach index {self.lanes_used - 1}, but an LW holds only "
+                f"{etype.lanes} {etype.name} lanes"
+            )
+        if not self._provably_injective():
+            self._check_injective_by_enumeration()
+
+    def _provably_injective(self) -> bool:
+        """True when, on every level, each sub-axis' stride clears the span of smaller ones."""
+        by_level: dict[str, list[SubAxis]] = {}
+        for sub in self.subaxes:
+            if sub.extent > 1:
+                by_level.setdefault(sub.level, []).append(sub)
+        for subs in by_level.values():
+            reach = 0
+            for sub in sorted(subs, key=lambda s: s.stride):
+                if sub.stride <= reach:
+                    return False
+                reach += sub.span
+        return True
+
+    def _check_injective_by_enumeration(self) -> None:
+        from .mapping import slots
+
+        if self.numel > 1 << 22:
+            raise LayoutError(
+                f"Layout {self}: sub-axes overlap on one level and the tensor is too large "
+                "to check element by element; use strides that do not interleave"
+            )
+        flat = slots(self).ravel()
+        if len(set(flat.tolist())) != flat.size:
+            raise LayoutError(f"Layout {self}: two elements map to the same LW lane")
+
+    # -- derived sizes ----------------------------------------------------------------------
+
+    @property
+    def element(self) -> ElementType:
+        return DTYPES[self.dtype]
+
+    @property
+    def subaxes(self) -> tuple[SubAxis, ...]:
+        return tuple(s for axis in self.axes for s in axis)
+
+    def _reach(self, level: str) -> int:
+        return sum(s.span for s in self.subaxes if s.level == level) + 1
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def groups(self) -> int:
+        """Groups the layout spans (Group offsets 0 .. groups-1 from the buffer's first)."""
+        return self._reach(GROUP)
+
+    @property
+    def lanes_used(self) -> int:
+        return self._reach(self.element.lane_level)
+
+    @property
+    def lw_per_group(self) -> int:
+        """LW addresses the layout spans in each Group (its footprint)."""
+        return self._reach(ADDRESS)
+
+    @property
+    def lw_count(self) -> int:
+        """LWs in the whole footprint, all Groups together."""
+        return self.groups * self.lw_per_group
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of DRAM the layout occupies (all Groups, padding included)."""
+        return self.lw_count * 8
+
+    @property
+    def data_nbytes(self) -> int:
+        """Bytes of the tensor's elements alone."""
+        return self.numel * self.element.nbytes
+
+    # -- normalisation ----------------------------------------------------------------------
+
+    @cached_property
+    def normalized(self) -> Layout:
+        """The canonical equivalent: unit sub-axes dropped, contiguous neighbours merged."""
+        axes = []
+        for dim, axis in zip(self.shape, self.axes):
+            merged: list[SubAxis] = []
+            for sub in reversed(axis):  # minor to major
+                if sub.extent == 1:
+                    continue
+                if merged:
+                    last = merged[-1]
+                    if last.level == sub.level and sub.stride == last.extent * last.stride:
+                        merged[-1] = SubAxis(last.extent * sub.extent, sub.level, last.stride)
+                        continue
+                merged.append(sub)
+            if merged:
+                # Merging may have folded padding into the outermost sub-axis: trim it back.
+                top = merged[-1]
+                inner = math.prod(s.extent for s in merged[:-1])
+                merged[-1] = SubAxis(math.ceil(dim / inner), top.level, top.stride)
+            axes.append(tuple(reversed(merged)))
+        return Layout(self.shape, tuple(axes), self.dtype)
+
+    def equivalent(self, other: Layout) -> bool:
+        """True when both layouts put every element at the same Group, address and lane."""
+        if not isinstance(other, Layout):
+            return False
+        return self.normalized == other.normalized
+
+    def with_shape_check(self, shape: tuple[int, ...], dtype: str) -> Layout:
+        """Return self if it describes ``shape`` and ``dtype``, else raise LayoutError."""
+        if tuple(shape) != self.shape or element_type(dtype).name != self.dtype:
+            raise LayoutError(
+                f"Layout {self} ({self.dtype}) does not describe a tensor of shape "
+                f"{tuple(shape)} and dtype {element_type(dtype).name}"
+            )
+        return self
+
+    def to_dict(self) -> dict:
+        return {"layout": str(self), "dtype": self.dtype}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Layout:
+        return cls.parse(data["layout"], data["dtype"])
+
+
+def _parse_ints(text: str, whole: str) -> list[int]:
+    inner = text.strip()
+    if not (inner.startswith("(") and inner.endswith(")")):
+        raise LayoutError(f"Layout {whole!r}: shape {inner!r} must be parenthesised")
+    try:
+        return [int(p) for p in inner[1:-1].split(",") if p.strip()]
+    except ValueError:
+        raise LayoutError(f"Layout {whole!r}: shape {inner!r} must hold integers") from None
+
+
+def _split_parens(text: str, whole: str) -> list[str]:
+    """Split ``(a)(b), (c)`` into the insides of its top-level parenthesised groups."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            if depth == 0:
+                start = i + 1
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                raise LayoutError(f"Layout {whole!r}: unbalanced ')'")
+            if depth == 0:
+                parts.append(text[start:i])
+        elif depth == 0 and ch not in " ,":
+            raise LayoutError(f"Layout {whole!r}: unexpected {ch!r} outside parentheses")
+    if depth:
+        raise LayoutError(f"Layout {whole!r}: unbalanced '('")
+    return parts
