@@ -88,6 +88,8 @@ class ArchConfig:
         Groups on the chip, each with its own DRAM and memory controller.
     l2b_per_group, l1b_per_l2b, mab_per_l1b, pe_per_mab : int
         The PE hierarchy below a Group.
+    pe_flops_per_cycle : int
+        Floating-point operations one PE completes per cycle (a fused multiply-add is two).
     lw_bits : int
         Bits in a long word (LW), the DRAM word. MN-Core 2 uses 64.
     dram_bytes_per_group : int
@@ -111,6 +113,7 @@ class ArchConfig:
     l1b_per_l2b: int = 8
     mab_per_l1b: int = 16
     pe_per_mab: int = 4
+    pe_flops_per_cycle: int = 2
     lw_bits: int = LW_BITS
     dram_bytes_per_group: int = 4 << 30
     sim_window_lw: int = 1 << 17
@@ -122,6 +125,7 @@ class ArchConfig:
 
     def __post_init__(self) -> None:
         for name in ("groups", "l2b_per_group", "l1b_per_l2b", "mab_per_l1b", "pe_per_mab",
+                     "pe_flops_per_cycle",
                      "dram_bytes_per_group", "sim_window_lw", "port_lw_per_cycle"):
             _check_positive_int("ArchConfig", name, getattr(self, name))
         for name in ("banks", "row_lw"):
