@@ -1,0 +1,220 @@
+"""CompiledFunction: a loaded device program, called with tensors and/or TensorProxies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+from mncore_compiler.interpreter import interpret
+from mncore_compiler.program import DeviceProgram
+from mncore_hdl.layout import conversion, to_device
+
+from .device.base import LoadedProgram
+from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
+from .errors import ConversionRequiredError, InputError, IOSpecMismatchError
+from .iospec import IOSpec
+from .proxy import TensorProxy
+
+if TYPE_CHECKING:
+    from .context import Context
+
+__all__ = ["CompiledFunction"]
+
+
+class CompiledFunction:
+    """A function compiled for the device; call it with a dict of inputs.
+
+    Inputs may be host tensors (written to the device) or TensorProxies from earlier calls
+    in the same Context (handed over on the device). Outputs are TensorProxies.
+
+    Attributes
+    ----------
+    name : str
+        The device program's name.
+    input_specs, output_specs : dict of str to IOSpec
+        What each IO expects and produces, in calling / returning order.
+    bindings : dict of str to Buffer
+        For each input, the buffer the last call read it from (after a relocation, the
+        producer's buffer).
+    """
+
+    def __init__(self, context: Context, program: DeviceProgram, key: str, strict: bool):
+        self.context = context
+        self.program = program
+        self.name = program.name
+        self.key = key
+        self.strict = strict
+        self.input_specs = {n: self._spec(n) for n in program.inputs}
+        self.output_specs = {n: self._spec(n) for n in program.outputs}
+        self._own: dict[str, Buffer] = {}
+        self.bindings: dict[str, Buffer] = {}
+        if context.device is not None:
+            self._load()
+
+    def _spec(self, name: str) -> IOSpec:
+        ttype = self.program.io_type(name)
+        return IOSpec(name, ttype.shape, ttype.torch_dtype, self.program.layouts[name])
+
+    def __repr__(self) -> str:
+        ins = ", ".join(self.input_specs)
+        outs = ", ".join(self.output_specs)
+        return f"CompiledFunction({self.name!r}: {{{ins}}} -> {{{outs}}})"
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Allocate this function's own buffers, upload its constants, bind its inputs."""
+        device = self.context.device
+        program = self.program
+        graph = program.graph
+        layouts = program.layouts
+        names = [*program.inputs, *program.constants]
+        try:
+            for name in names:
+                self._own[name] = device.allocate(layouts[name])
+        except BaseException:
+            self._release()
+            raise
+        run = _runner(graph)
+        device.load_program(LoadedProgram(
+            self.key, graph, dict(layouts), program.inputs, program.outputs,
+            program.constants, program.flops, run))
+        record = self.context._new_record(self.name, kind="load")
+        for name in program.constants:
+            image = to_device(graph.constants[name], layouts[name])
+            self.context._execute(HostWrite(self._own[name], image), record)
+        for name in program.inputs:
+            self.context._execute(Bind(self.key, name, self._own[name]), record)
+            self.bindings[name] = self._own[name]
+
+    def _release(self) -> None:
+        device = self.context.device
+        for buf in self._own.values():
+            device.free(buf)
+        self._own.clear()
+
+    # -- calling ----------------------------------------------------------------------------
+
+    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
+        """Run the function on ``inputs`` (name -> torch.Tensor or TensorProxy)."""
+        self.context._check_open()
+        self._check_names(inputs)
+        if self.context.device is None:
+            return self._call_on_host(inputs)
+        plan, counts = self._plan(inputs)
+        device = self.context.device
+        outputs: dict[str, Buffer] = {}
+        try:
+            for name in self.program.outputs:
+                outputs[name] = device.allocate(self.program.layouts[name])
+        except BaseException:
+            for buf in outputs.values():
+                device.free(buf)
+            raise
+        record = self.context._new_record(self.name)
+        record.conversions, record.relocations = counts
+        for command in plan:
+            self.context._execute(command, record)
+            if isinstance(command, Bind):
+                self.bindings[command.io] = command.buffer
+        bindings = {**self.bindings, **{c: self._own[c] for c in self.program.constants},
+                    **outputs}
+        self.context._execute(Launch(self.key, bindings), record)
+        return {n: TensorProxy(self.context, self.output_specs[n], outputs[n])
+                for n in self.program.outputs}
+
+    def _check_names(self, inputs: Any) -> None:
+        if not isinstance(inputs, Mapping):
+            raise InputError(f"{self.name} takes a dict of inputs named {list(self.input_specs)},"
+                             f" not {type(inputs).__name__}")
+        missing = [n for n in self.input_specs if n not in inputs]
+        extra = [n for n in inputs if n not in self.input_specs]
+        if missing or extra:
+            raise InputError(f"{self.name} takes inputs {list(self.input_specs)}; missing "
+                             f"{missing}, unexpected {extra}")
+
+    def _plan(self, inputs: Mapping[str, Any]) -> tuple[list[Command], tuple[int, int]]:
+        """Check every input and list the commands that stage it; nothing runs yet."""
+        plan: list[Command] = []
+        conversions = relocations = 0
+        for name, spec in self.input_specs.items():
+            value = inputs[name]
+            own = self._own[name]
+            if isinstance(value, TensorProxy):
+                value.check_usable(self.context)
+                if value.spec.is_memcopyable_to(spec):
+                    plan.append(Bind(self.key, name, value.buffer))
+                    relocations += 1
+                    continue
+                plan.append(self._conversion(name, value, spec))
+                conversions += 1
+            elif isinstance(value, torch.Tensor):
+                _check_tensor(self.name, spec, value)
+                plan.append(HostWrite(own, to_device(value, spec.layout)))
+            else:
+                raise InputError(f"Input {name!r} of {self.name} must be a torch.Tensor or a "
+                                 f"TensorProxy, not {type(value).__name__}")
+            if self.bindings.get(name) != own:
+                plan.append(Bind(self.key, name, own))
+        return plan, (conversions, relocations)
+
+    def _conversion(self, name: str, proxy: TensorProxy, spec: IOSpec) -> Convert:
+        given = proxy.spec
+        if given.shape != spec.shape or given.dtype != spec.dtype:
+            raise IOSpecMismatchError(
+                f"Cannot pass {given} to input {name!r} of {self.name}, which expects {spec}: "
+                f"they differ in {given.describe_difference(spec)}"
+            )
+        if self.strict:
+            raise ConversionRequiredError(
+                f"Input {name!r} of {self.name} expects layout {spec.layout}, but the "
+                f"TensorProxy is in layout {given.layout}; strict mode forbids the "
+                "DRAM-to-DRAM conversion. Compile the producer with io_spec_constraints="
+                f"{{{given.name!r}: <this function>.input_specs[{name!r}]}}"
+            )
+        descriptor = conversion(given.layout, spec.layout)
+        return Convert(proxy.buffer, str(given.layout), self._own[name], str(spec.layout),
+                       descriptor.to_dict(), spec.dtype_name)
+
+    def _call_on_host(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
+        """pfvm:cpu: run the graph eagerly on host tensors; no device, no commands."""
+        values = {}
+        for name, spec in self.input_specs.items():
+            value = inputs[name]
+            if isinstance(value, TensorProxy):
+                value.check_usable(self.context)
+                if value.spec.shape != spec.shape or value.spec.dtype != spec.dtype:
+                    raise IOSpecMismatchError(
+                        f"Cannot pass {value.spec} to input {name!r} of {self.name}, which "
+                        f"expects {spec}")
+                value = value.cpu()
+            elif isinstance(value, torch.Tensor):
+                _check_tensor(self.name, spec, value)
+            else:
+                raise InputError(f"Input {name!r} of {self.name} must be a torch.Tensor or a "
+                                 f"TensorProxy, not {type(value).__name__}")
+            values[name] = value
+        self.context._new_record(self.name)
+        results = interpret(self.program.graph, values)
+        return {n: TensorProxy(self.context, self.output_specs[n], None, results[n])
+                for n in self.program.outputs}
+
+
+def _check_tensor(function: str, spec: IOSpec, value: torch.Tensor) -> None:
+    if tuple(value.shape) != spec.shape or value.dtype != spec.dtype:
+        raise InputError(
+            f"Input {spec.name!r} of {function} must be a {spec.dtype_name} tensor of shape "
+            f"{spec.shape}, not {str(value.dtype).removeprefix('torch.')} of shape "
+            f"{tuple(value.shape)}"
+        )
+
+
+def _runner(graph):
+    """The PE array, functionally: run the graph with constants as read back from DRAM."""
+    def run(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        constants = {n: values[n] for n in graph.constants}
+        inputs = {n: values[n] for n in graph.inputs}
+        return interpret(replace(graph, constants=constants), inputs)
+    return run

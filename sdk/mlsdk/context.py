@@ -1,0 +1,202 @@
+"""Context: one device, the functions compiled for it, and the record of what it did."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import torch
+from mncore_compiler.driver import compile_function
+from mncore_compiler.program import DeviceProgram
+from mncore_hdl.layout import Layout
+
+from .compiled import CompiledFunction
+from .device.commands import Command, CommandResult
+from .device.registry import MNDevice
+from .errors import CodegenError, DeviceError
+from .iospec import IOSpec
+from .report import CallRecord, Report
+from .storage import StoragePath
+
+__all__ = ["Context", "COMPILE_OPTIONS"]
+
+#: Compile options this kit understands, with what each accepts.
+COMPILE_OPTIONS: dict[str, str] = {
+    "float_dtype": "'float' / 'float32', 'half' / 'float16' or 'bfloat16': the compute precision",
+    "strict": "bool: make a call that needs a DRAM-to-DRAM layout conversion an error",
+}
+
+
+class Context:
+    """A session on one device.
+
+    Parameters
+    ----------
+    device : MNDevice
+        The device to run on, e.g. ``MNDevice("mncore2:auto")``.
+
+    Examples
+    --------
+    >>> context = Context(MNDevice("mncore2:auto"))
+    >>> double = context.compile(lambda d: {"y": d["x"] * 2}, {"x": torch.ones(4, 4)},
+    ...                          storage.path("/tmp/double"))
+    >>> double({"x": torch.ones(4, 4)})["y"].cpu()
+    """
+
+    _current: ClassVar[Context | None] = None
+
+    def __init__(self, device: MNDevice):
+        if not isinstance(device, MNDevice):
+            raise TypeError(f"Context takes an MNDevice, not {type(device).__name__}")
+        self.mndevice = device
+        self.device = device.open()
+        self.closed = False
+        self._records: list[CallRecord] = []
+        self._functions: list[CompiledFunction] = []
+        self._keys = itertools.count(1)
+        if Context._current is None:
+            Context._current = self
+
+    # -- the current context ----------------------------------------------------------------
+
+    @classmethod
+    def switch_context(cls, context: Context) -> Context | None:
+        """Make ``context`` the current one; return the one it replaces."""
+        if not isinstance(context, Context):
+            raise TypeError(f"switch_context() takes a Context, not {type(context).__name__}")
+        previous, cls._current = cls._current, context
+        return previous
+
+    @classmethod
+    def current(cls) -> Context | None:
+        return cls._current
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the session: every buffer is freed and TensorProxies become unusable."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.device is not None:
+            self.device.close()
+        if Context._current is self:
+            Context._current = None
+
+    def __repr__(self) -> str:
+        return f"Context({self.mndevice!r}{', closed' if self.closed else ''})"
+
+    # -- compiling --------------------------------------------------------------------------
+
+    def compile(self, fn: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]],
+                sample_inputs: Mapping[str, torch.Tensor], codegen_dir: StoragePath, *,
+                options: Mapping[str, Any] | None = None, training: bool = False,
+                io_spec_constraints: Mapping[str, IOSpec | Layout] | None = None,
+                ) -> CompiledFunction:
+        """Compile ``fn`` for this device and load it.
+
+        Parameters
+        ----------
+        fn : callable
+            Takes a dict of tensors, returns a dict of tensors; may close over nn.Modules.
+        sample_inputs : dict of str to torch.Tensor
+            Example inputs fixing names, shapes and dtypes.
+        codegen_dir : StoragePath
+            ``storage.path(...)``: where the device program is written.
+        options : dict, optional
+            See :data:`COMPILE_OPTIONS`; unknown keys are an error.
+        training : bool
+            Must be False: this kit compiles inference functions.
+        io_spec_constraints : dict of str to IOSpec, optional
+            IO name -> the IOSpec whose layout that IO must have (typically a consumer's
+            ``input_specs[...]``), so that handing the data over is a relocation.
+        """
+        self._check_open()
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(COMPILE_OPTIONS))
+        if unknown:
+            known = "; ".join(f"{k}: {v}" for k, v in COMPILE_OPTIONS.items())
+            raise ValueError(f"Unknown compile option(s) {unknown}; known options are {known}")
+        strict = options.get("strict", False)
+        if not isinstance(strict, bool):
+            raise TypeError(f"Compile option 'strict' must be a bool, not {strict!r}")
+        if training is not False:
+            raise NotImplementedError(
+                f"training={training!r} is not supported: this kit compiles inference "
+                "functions only; pass training=False"
+            )
+        if not isinstance(codegen_dir, StoragePath):
+            raise TypeError("The codegen directory must be given as storage.path(...), not "
+                            f"{type(codegen_dir).__name__}")
+        constraints = _constraint_layouts(io_spec_constraints)
+        program = compile_function(
+            fn, sample_inputs, float_dtype=options.get("float_dtype", "float32"),
+            constraints=constraints, config=self.mndevice.config, options=options)
+        program.save(codegen_dir.path)
+        return self._adopt(program, strict)
+
+    def load(self, codegen_dir: StoragePath, *, strict: bool = False) -> CompiledFunction:
+        """Load a function compiled earlier into ``codegen_dir``."""
+        self._check_open()
+        from mncore_compiler.program import CodegenError as CompilerCodegenError
+
+        try:
+            program = DeviceProgram.load(codegen_dir.path)
+        except CompilerCodegenError as exc:
+            raise CodegenError(str(exc)) from None
+        if program.arch != self.mndevice.config:
+            raise CodegenError(f"{codegen_dir} was compiled for another chip configuration; "
+                               "recompile it for this device")
+        return self._adopt(program, strict)
+
+    def _adopt(self, program: DeviceProgram, strict: bool) -> CompiledFunction:
+        key = f"{program.name}#{next(self._keys)}"
+        function = CompiledFunction(self, program, key, strict)
+        self._functions.append(function)
+        return function
+
+    # -- the record -------------------------------------------------------------------------
+
+    def report(self) -> Report:
+        """What the device did, one record per compiled call (and per program load)."""
+        return Report(self._records, self.mndevice.name)
+
+    def _new_record(self, function: str, kind: str = "call") -> CallRecord:
+        cycles_kind = self.device.cycles_kind if self.device is not None else "none"
+        record = CallRecord(function, kind, cycles_kind=cycles_kind)
+        self._records.append(record)
+        return record
+
+    def _execute(self, command: Command, record: CallRecord) -> CommandResult:
+        result = self.device.execute(command)
+        record.commands.append(result)
+        return result
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise DeviceError("This Context is closed; create a new one")
+
+
+def _constraint_layouts(constraints: Mapping[str, Any] | None) -> dict[str, Layout]:
+    if constraints is None:
+        return {}
+    if not isinstance(constraints, Mapping):
+        raise TypeError("io_spec_constraints must be a dict of IO name -> IOSpec, not "
+                        f"{type(constraints).__name__}")
+    layouts = {}
+    for name, spec in constraints.items():
+        if isinstance(spec, IOSpec):
+            layouts[name] = spec.layout
+        elif isinstance(spec, Layout):
+            layouts[name] = spec
+        else:
+            raise TypeError(f"io_spec_constraints[{name!r}] must be an IOSpec (e.g. "
+                            f"compiled.input_specs[...]), not {type(spec).__name__}")
+    return layouts
+
+

@@ -1,0 +1,45 @@
+"""Errors the SDK raises; each names what was expected and what was given."""
+
+from __future__ import annotations
+
+__all__ = [
+    "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
+    "CodegenError", "IOSpecMismatchError", "ConversionRequiredError", "StaleTensorError",
+    "InputError",
+]
+
+
+class MLSDKError(Exception):
+    """Base class of every SDK error."""
+
+
+class DeviceError(MLSDKError):
+    """A device failed to execute a command."""
+
+
+class DeviceMemoryError(DeviceError, MemoryError):
+    """Device DRAM has no room for a buffer."""
+
+
+class DeviceNotAvailableError(DeviceError):
+    """A known device string whose backend cannot run here."""
+
+
+class CodegenError(MLSDKError):
+    """A codegen directory that is missing, from another version, or corrupt."""
+
+
+class InputError(MLSDKError, ValueError):
+    """Inputs of a call that do not match the compiled function."""
+
+
+class IOSpecMismatchError(InputError):
+    """A TensorProxy whose IOSpec cannot feed the input (different shape or dtype)."""
+
+
+class ConversionRequiredError(InputError):
+    """Strict mode: the call would need a DRAM-to-DRAM layout conversion."""
+
+
+class StaleTensorError(MLSDKError):
+    """A TensorProxy whose buffer was freed, or that belongs to another Context."""

@@ -1,0 +1,101 @@
+"""IOSpec: the compatibility metadata of one input or output of a compiled function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from mncore_hdl.layout import Layout
+
+__all__ = ["IOSpec"]
+
+
+@dataclass(frozen=True, eq=False)
+class IOSpec:
+    """Name, shape, dtype, layout, byte size and location of a function IO.
+
+    An IOSpec carries no address: used as an ``io_spec_constraints`` value it copies the
+    layout and type a buffer must have, never a buffer.
+
+    Attributes
+    ----------
+    name : str
+        The IO's name in the function's input or output dict.
+    shape : tuple of int
+    dtype : torch.dtype
+    layout : Layout
+        Where each element lives in DRAM (MN-Core sub-axis notation).
+    location : str
+        Always ``"DRAM"`` on this model.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    layout: Layout
+    location: str = "DRAM"
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of DRAM a buffer in this spec occupies (padding included)."""
+        return self.layout.nbytes
+
+    @property
+    def dtype_name(self) -> str:
+        return str(self.dtype).removeprefix("torch.")
+
+    def is_memcopyable_to(self, other: IOSpec) -> bool:
+        """True when a buffer written in this spec can be read as ``other`` with no data movement.
+
+        That is: same shape, same dtype, same location, and layouts that place every element
+        at the same Group, LW address and lane (after normalisation). Names do not matter.
+        """
+        if not isinstance(other, IOSpec):
+            raise TypeError(f"is_memcopyable_to() takes an IOSpec, not {type(other).__name__}")
+        return (self.shape == other.shape and self.dtype == other.dtype
+                and self.location == other.location and self.layout.equivalent(other.layout))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, IOSpec):
+            return NotImplemented
+        return self.name == other.name and self.is_memcopyable_to(other)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.shape, self.dtype, self.layout.normalized))
+
+    def __str__(self) -> str:
+        shape = "x".join(str(d) for d in self.shape) or "scalar"
+        return (f"IOSpec({self.name!r}: {shape} {self.dtype_name} in {self.location}, "
+                f"layout {self.layout}, {self.nbytes} bytes)")
+
+    def __repr__(self) -> str:
+        return (f"IOSpec(name={self.name!r}, shape={self.shape}, dtype={self.dtype}, "
+                f"layout={str(self.layout)!r}, nbytes={self.nbytes}, "
+                f"location={self.location!r})")
+
+    def describe_difference(self, other: IOSpec) -> str:
+        """Which of shape, dtype, layout and location differ, in words."""
+        parts = []
+        if self.shape != other.shape:
+            parts.append(f"shape {self.shape} vs {other.shape}")
+        if self.dtype != other.dtype:
+            parts.append(f"dtype {self.dtype_name} vs {other.dtype_name}")
+        if not self.layout.equivalent(other.layout):
+            parts.append(f"layout {self.layout} vs {other.layout}")
+        if self.location != other.location:
+            parts.append(f"location {self.location} vs {other.location}")
+        return ", ".join(parts) or "nothing"
+
+    # -- serialization ----------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype_name,
+                "layout": str(self.layout), "nbytes": self.nbytes, "location": self.location}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> IOSpec:
+        dtype = getattr(torch, data["dtype"])
+        layout = Layout.parse(data["layout"], data["dtype"])
+        return cls(data["name"], tuple(data["shape"]), dtype, layout,
+                   data.get("location", "DRAM"))
