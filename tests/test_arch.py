@@ -1,0 +1,57 @@
+"""The architecture config: validation, derived geometry, serialization."""
+
+from __future__ import annotations
+
+import pytest
+from mncore_hdl.arch import MNCORE2, MNCORE2_SIM, ArchConfig, DramTiming
+
+
+def test_defaults_describe_mncore2():
+    assert MNCORE2.groups == 4
+    assert MNCORE2.l2b_per_group * MNCORE2.l1b_per_l2b * MNCORE2.mab_per_l1b == 256
+    assert MNCORE2.pes == 4 * 2 * 8 * 16 * 4
+    assert MNCORE2.lw_bytes == 8
+    assert MNCORE2.dram_lw_per_group == (4 << 30) // 8
+    assert MNCORE2_SIM.dram_lw_per_group == MNCORE2.sim_window_lw
+
+
+def test_split_address_walks_a_row_then_the_next_bank():
+    cfg = MNCORE2
+    assert cfg.split_address(0) == (0, 0, 0)
+    assert cfg.split_address(cfg.row_lw - 1) == (0, 0, cfg.row_lw - 1)
+    assert cfg.split_address(cfg.row_lw) == (1, 0, 0)
+    assert cfg.split_address(cfg.row_lw * cfg.banks) == (0, 1, 0)
+
+
+def test_round_trip_through_dict():
+    cfg = MNCORE2.replace(groups=2, timing=DramTiming(cl=9))
+    assert ArchConfig.from_dict(cfg.to_dict()) == cfg
+    assert ArchConfig.from_dict(__import__("json").loads(cfg.to_json())) == cfg
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    ({"groups": 0}, ValueError, "ArchConfig.groups must be a positive integer, not 0"),
+    ({"groups": 2.5}, TypeError, "ArchConfig.groups must be an integer, not 2.5"),
+    ({"banks": 12}, ValueError, "ArchConfig.banks must be a power of two, not 12"),
+    ({"lw_bits": 32}, ValueError, "ArchConfig.lw_bits must be 64"),
+    ({"dram_bytes_per_group": 100}, ValueError, "multiple of the LW size"),
+    ({"sim_window_lw": 1 << 40}, ValueError, "cannot exceed the DRAM size"),
+    ({"row_lw": 4}, ValueError, "multiple of the burst length"),
+])
+def test_invalid_config_is_rejected(changes, error, message):
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+        MNCORE2.replace(**changes)
+
+
+def test_invalid_timing_is_rejected():
+    with pytest.raises(ValueError, match="DramTiming.cl must be a positive integer, not -3"):
+        DramTiming(cl=-3)
+    with pytest.raises(ValueError, match="trfc .* must be shorter than trefi"):
+        DramTiming(trfc=5000)
+    with pytest.raises(ValueError, match="burst_length must be a power of two"):
+        DramTiming(burst_length=6)
+
+
+def test_config_is_frozen():
+    with pytest.raises(Exception):
+        MNCORE2.groups = 8  # type: ignore[misc]
