@@ -1,0 +1,130 @@
+"""The headline on the functional model: relocation moves nothing, conversion does the work."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from mlsdk import Context, MNDevice, storage
+
+
+def producer(inputs):
+    return {"shared": inputs["x"] * 2}
+
+
+def consumer(inputs):
+    return {"result": inputs["shared"] + 1}
+
+
+CASES = [((32, 64), torch.float32), ((33, 65), torch.float32), ((2, 33, 65), torch.float32),
+         ((32, 64), torch.float16), ((16, 48), torch.bfloat16)]
+
+
+def _compile_pair(context, tmp_path, shape, dtype, constrained):
+    sample = torch.randn(shape).to(dtype)
+    float_dtype = {torch.float32: "float", torch.float16: "half",
+                   torch.bfloat16: "bfloat16"}[dtype]
+    options = {"float_dtype": float_dtype}
+    cons = context.compile(consumer, {"shared": sample}, storage.path(tmp_path / "c"),
+                           options=options)
+    constraints = {"shared": cons.input_specs["shared"]} if constrained else None
+    prod = context.compile(producer, {"x": sample}, storage.path(tmp_path / "p"),
+                           options=options, io_spec_constraints=constraints)
+    return prod, cons, sample
+
+
+@pytest.mark.parametrize("shape, dtype", CASES)
+def test_constrained_handoff_is_a_relocation(context, tmp_path, seed, shape, dtype):
+    prod, cons, sample = _compile_pair(context, tmp_path, shape, dtype, constrained=True)
+    assert prod.output_specs["shared"].is_memcopyable_to(cons.input_specs["shared"])
+    x = torch.randn(shape).to(dtype)
+    shared = prod({"x": x})["shared"]
+    result = cons({"shared": shared})["result"].cpu()
+    call = context.report().calls("consumer")[-1]
+    assert call.relocations == 1 and call.conversions == 0
+    assert call.bytes["converter"] == 0 and call.bytes["host"] == 0
+    assert [c.command.split()[0] for c in call.commands] == ["Bind", "Launch"]
+    assert cons.bindings["shared"] == shared.buffer
+    assert cons.bindings["shared"].address == shared.buffer.address
+    torch.testing.assert_close(result, x * 2 + 1)
+
+
+@pytest.mark.parametrize("shape, dtype", CASES)
+def test_unconstrained_handoff_converts_on_the_device(context, tmp_path, seed, shape, dtype):
+    prod, cons, sample = _compile_pair(context, tmp_path, shape, dtype, constrained=False)
+    out_spec, in_spec = prod.output_specs["shared"], cons.input_specs["shared"]
+    assert not out_spec.is_memcopyable_to(in_spec)
+    x = torch.randn(shape).to(dtype)
+    shared = prod({"x": x})["shared"]
+    result = cons({"shared": shared})["result"].cpu()
+    call = context.report().calls("consumer")[-1]
+    assert call.conversions == 1 and call.relocations == 0
+    assert call.bytes["host"] == 0
+    assert call.bytes["converter"] == out_spec.nbytes + in_spec.nbytes
+    tensor_bytes = x.numel() * x.element_size()
+    if out_spec.nbytes == in_spec.nbytes == tensor_bytes:  # no padding: exactly 2x the tensor
+        assert call.bytes["converter"] == 2 * tensor_bytes
+    assert cons.bindings["shared"] != shared.buffer
+    torch.testing.assert_close(result, x * 2 + 1)
+
+
+def test_seed_shape_conversion_moves_twice_the_tensor(context, tmp_path):
+    prod, cons, _ = _compile_pair(context, tmp_path, (32, 64), torch.float32, False)
+    cons(prod({"x": torch.ones(32, 64)}))
+    assert context.report().calls("consumer")[-1].bytes["converter"] == 2 * 32 * 64 * 4
+
+
+def test_both_paths_give_identical_results(tmp_path, seed):
+    x = torch.randn(33, 65)
+    results = []
+    for constrained in (True, False):
+        with Context(MNDevice("mncore2:auto")) as ctx:
+            prod, cons, _ = _compile_pair(ctx, tmp_path / str(constrained), (33, 65),
+                                          torch.float32, constrained)
+            results.append(cons(prod({"x": x}))["result"].cpu())
+    assert torch.equal(results[0], results[1])
+
+
+def test_chain_of_three_functions_relocates_twice(context, tmp_path, seed):
+    sample = torch.randn(32, 64)
+
+    def third(inputs):
+        return {"out": inputs["y"] - 3}
+
+    def middle(inputs):
+        return {"y": torch.relu(inputs["shared"])}
+
+    c3 = context.compile(third, {"y": sample}, storage.path(tmp_path / "3"))
+    c2 = context.compile(middle, {"shared": sample}, storage.path(tmp_path / "2"),
+                         io_spec_constraints={"y": c3.input_specs["y"]})
+    c1 = context.compile(producer, {"x": sample}, storage.path(tmp_path / "1"),
+                         io_spec_constraints={"shared": c2.input_specs["shared"]})
+    out = c3(c2(c1({"x": sample})))["out"].cpu()
+    torch.testing.assert_close(out, torch.relu(sample * 2) - 3)
+    calls = context.report().calls()
+    assert [c.relocations for c in calls] == [0, 1, 1]
+    assert sum(c.bytes["converter"] for c in calls) == 0
+
+
+def test_strict_mode_refuses_a_conversion_and_says_what_to_do(context, tmp_path):
+    from mlsdk import ConversionRequiredError
+
+    sample = torch.randn(32, 64)
+    cons = context.compile(consumer, {"shared": sample}, storage.path(tmp_path / "c"),
+                           options={"strict": True})
+    prod = context.compile(producer, {"x": sample}, storage.path(tmp_path / "p"))
+    shared = prod({"x": sample})["shared"]
+    before = len(context.report())
+    with pytest.raises(ConversionRequiredError, match="io_spec_constraints"):
+        cons({"shared": shared})
+    assert len(context.report()) == before
+    torch.testing.assert_close(shared.cpu(), sample * 2)
+
+
+def test_host_tensor_after_a_relocation_binds_the_own_buffer_again(context, tmp_path):
+    prod, cons, sample = _compile_pair(context, tmp_path, (32, 64), torch.float32, True)
+    shared = prod({"x": sample})["shared"]
+    cons({"shared": shared})
+    assert cons.bindings["shared"] == shared.buffer
+    out = cons({"shared": torch.zeros(32, 64)})["result"].cpu()
+    assert cons.bindings["shared"] != shared.buffer
+    torch.testing.assert_close(out, torch.ones(32, 64))
