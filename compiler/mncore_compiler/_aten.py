@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 from torch import fx
@@ -94,9 +94,13 @@ def _cast_to(b: _Builder, node: fx.Node, x: str, dtype: torch.dtype | None) -> s
 
 # -- elementwise --------------------------------------------------------------------------------
 
-_UNARY = ("neg", "relu", "sigmoid", "tanh", "exp", "reciprocal", "sqrt", "rsqrt")
-for _op in _UNARY:
-    HANDLERS[f"aten.{_op}.default"] = lambda b, a, n, op=_op: b.emit(op, [_tensor(n, a["self"])])
+
+def _unary(op: str) -> Handler:
+    return lambda b, a, n: b.emit(op, [_tensor(n, a["self"])])
+
+
+for _op in ("neg", "abs", "relu", "sigmoid", "tanh", "exp", "reciprocal", "sqrt", "rsqrt"):
+    HANDLERS[f"aten.{_op}.default"] = _unary(_op)
 
 
 @_on("gelu.default")
@@ -265,4 +269,5 @@ def _to(b: _Builder, a: dict[str, Any], n: fx.Node) -> str:
 
 @_on("full.default", "zeros.default", "ones.default", "scalar_tensor.default")
 def _factory(b: _Builder, a: dict[str, Any], n: fx.Node) -> str:
-    return b.constant(n.target(*n.args, **n.kwargs), n.name)
+    factory = cast(Callable[..., torch.Tensor], n.target)
+    return b.constant(factory(*n.args, **n.kwargs), n.name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import fx
@@ -249,7 +249,7 @@ class _Converter:
 
     def call(self, node: fx.Node) -> Any:
         if node.target is operator.getitem:
-            source, index = self.values[node.args[0]], node.args[1]
+            source, index = self.values[cast(fx.Node, node.args[0])], node.args[1]
             return source[index]
         key = str(node.target)
         handler = _HANDLERS.get(key)

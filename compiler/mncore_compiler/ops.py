@@ -295,6 +295,7 @@ def _addmm_flops(types: Sequence[TensorType], attrs: Attrs, result: TensorType) 
 
 _UNARY: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], int]] = {
     "neg": (torch.neg, 1),
+    "abs": (torch.abs, 1),
     "relu": (torch.relu, 1),
     "sigmoid": (torch.sigmoid, 4),
     "tanh": (torch.tanh, 4),
@@ -303,8 +304,18 @@ _UNARY: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], int]] = {
     "sqrt": (torch.sqrt, 4),
     "rsqrt": (torch.rsqrt, 4),
 }
+
+
+def _unary_reference(fn: Callable[[torch.Tensor], torch.Tensor]) -> Reference:
+    return lambda x, a: fn(x[0])
+
+
+def _binary_reference(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Reference:
+    return lambda x, a: fn(x[0], x[1])
+
+
 for _name, (_fn, _cost) in _UNARY.items():
-    _register(_name, "elementwise", 1, (), _same, lambda x, a, f=_fn: f(x[0]), _per_output(_cost))
+    _register(_name, "elementwise", 1, (), _same, _unary_reference(_fn), _per_output(_cost))
 
 _register(
     "gelu", "elementwise", 1, ("approximate",), _gelu_rule,
@@ -318,9 +329,7 @@ _BINARY: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "div": torch.div,
 }
 for _name, _fn2 in _BINARY.items():
-    _register(
-        _name, "elementwise", 2, (), _broadcast, lambda x, a, f=_fn2: f(x[0], x[1]), _per_output(1)
-    )
+    _register(_name, "elementwise", 2, (), _broadcast, _binary_reference(_fn2), _per_output(1))
 
 _register(
     "add_scalar", "elementwise", 1, ("scalar",), _scalar_rule,

@@ -1,0 +1,151 @@
+"""The interpreter: input validation, output ownership, and each op's reference semantics."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from mncore_compiler.interpreter import check_inputs, interpret
+from mncore_compiler.ir import Graph, Node, TensorType
+from mncore_compiler.ops import OPS
+
+SEED = 99
+
+
+def t(*shape: int, dtype: str = "float32") -> TensorType:
+    return TensorType(tuple(shape), dtype)
+
+
+def graph_fixture() -> Graph:
+    """y = permute(x) * c, plus the input and the constant returned as is."""
+    return Graph(
+        inputs={"x": t(2, 3), "h": t(3, dtype="float16")},
+        constants={"c": torch.full((3, 1), 2.0)},
+        nodes=[
+            Node("p", "permute", ("x",), {"dims": (1, 0)}, t(3, 2)),
+            Node("y", "mul", ("p", "c"), {}, t(3, 2)),
+        ],
+        outputs={"y": "y", "x_again": "x", "c": "c", "p": "p"},
+    )
+
+
+def good_inputs() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(SEED)
+    return {"x": torch.randn(2, 3, generator=g), "h": torch.randn(3, generator=g).half()}
+
+
+def test_interpret_computes_and_returns_copies() -> None:
+    graph, inputs = graph_fixture(), good_inputs()
+    out = interpret(graph, inputs)
+    assert list(out) == ["y", "x_again", "c", "p"]
+    torch.testing.assert_close(out["y"], inputs["x"].t() * 2, msg=f"seed={SEED}")
+    out["x_again"].zero_()
+    out["c"].zero_()
+    out["p"].zero_()
+    assert inputs["x"].abs().sum() > 0 and graph.constants["c"].sum() == 6
+    assert out["p"].is_contiguous()
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (lambda d: d.pop("h"), ValueError, r"missing \['h'\], unexpected \[\]"),
+        (lambda d: d.update(z=torch.ones(1)), ValueError, r"missing \[\], unexpected \['z'\]"),
+        (lambda d: d.update(x=torch.ones(3, 2)), ValueError,
+         r"input 'x' must have shape \[2, 3\], not \[3, 2\]"),
+        (lambda d: d.update(h=torch.ones(3)), TypeError,
+         "input 'h' must have dtype float16, not float32"),
+        (lambda d: d.update(x=[[1.0] * 3] * 2), TypeError,
+         "input 'x' must be a torch.Tensor, not list"),
+    ],
+    ids=["missing", "extra", "shape", "dtype", "not_tensor"],
+)  # fmt: skip
+def test_input_validation(change, error: type, message: str) -> None:  # type: ignore[no-untyped-def]
+    inputs = good_inputs()
+    change(inputs)
+    with pytest.raises(error, match=message):
+        interpret(graph_fixture(), inputs)
+
+
+def test_inputs_must_be_a_mapping() -> None:
+    with pytest.raises(TypeError, match="inputs must be a dict of str to torch.Tensor, not list"):
+        check_inputs(graph_fixture(), [torch.ones(2, 3)])  # type: ignore[arg-type]
+
+
+def test_reference_disagreeing_with_declared_type_is_reported() -> None:
+    # A node whose declared type is wrong (verify() would reject it) is caught while running.
+    graph = Graph(
+        inputs={"x": t(2)}, nodes=[Node("y", "relu", ("x",), {}, t(3))], outputs={"y": "y"}
+    )
+    with pytest.raises(RuntimeError, match=r"reference of %y \(relu\) gave \(2,\)"):
+        interpret(graph, {"x": torch.ones(2)})
+
+
+# One direct case per op: operand shapes, attributes and the torch expression it must equal.
+CASES = {
+    "neg": ([(3,)], {}, lambda x: -x),
+    "abs": ([(3,)], {}, torch.abs),
+    "relu": ([(3,)], {}, torch.relu),
+    "sigmoid": ([(3,)], {}, torch.sigmoid),
+    "tanh": ([(3,)], {}, torch.tanh),
+    "exp": ([(3,)], {}, torch.exp),
+    "reciprocal": ([(3,)], {}, torch.reciprocal),
+    "sqrt": ([(3,)], {}, lambda x: torch.sqrt(x)),
+    "rsqrt": ([(3,)], {}, torch.rsqrt),
+    "gelu": ([(3,)], {"approximate": "tanh"},
+             lambda x: torch.nn.functional.gelu(x, approximate="tanh")),
+    "add": ([(2, 3), (3,)], {}, torch.add),
+    "sub": ([(2, 3), (2, 1)], {}, torch.sub),
+    "mul": ([(2, 3), ()], {}, torch.mul),
+    "div": ([(2, 3), (2, 3)], {}, torch.div),
+    "add_scalar": ([(3,)], {"scalar": 2.0}, lambda x: x + 2),
+    "mul_scalar": ([(3,)], {"scalar": -3.0}, lambda x: x * -3),
+    "sub_scalar": ([(3,)], {"scalar": 1.5, "reverse": True}, lambda x: 1.5 - x),
+    "div_scalar": ([(3,)], {"scalar": 4.0, "reverse": True}, lambda x: 4 / x),
+    "cast": ([(3,)], {"dtype": "bfloat16"}, lambda x: x.bfloat16()),
+    "matmul": ([(2, 2, 3), (3, 4)], {}, torch.matmul),
+    "addmm": ([(4,), (2, 3), (3, 4)], {"alpha": 2.0, "beta": 0.5},
+              lambda b, x, y: 0.5 * b + 2 * (x @ y)),
+    "sum": ([(2, 3, 4)], {"dims": (0, 2), "keepdim": True}, lambda x: x.sum((0, 2), True)),
+    "mean": ([(2, 3)], {"dims": (1,), "keepdim": False}, lambda x: x.mean(1)),
+    "amax": ([(2, 3)], {"dims": (0, 1), "keepdim": False}, lambda x: x.amax((0, 1))),
+    "softmax": ([(2, 3)], {"dim": 0}, lambda x: x.softmax(0)),
+    "log_softmax": ([(2, 3)], {"dim": 1}, lambda x: x.log_softmax(1)),
+    "reshape": ([(2, 3)], {"shape": (3, 1, 2)}, lambda x: x.reshape(3, 1, 2)),
+    "permute": ([(2, 3, 4)], {"dims": (2, 0, 1)}, lambda x: x.permute(2, 0, 1)),
+    "expand": ([(3, 1)], {"shape": (2, 3, 4)}, lambda x: x.expand(2, 3, 4)),
+    "cat": ([(2, 1), (2, 3)], {"dim": 1}, lambda a, b: torch.cat([a, b], 1)),
+}  # fmt: skip
+
+
+def test_every_op_has_a_case() -> None:
+    assert sorted(CASES) == sorted(OPS)
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_single_op_graph(op: str) -> None:
+    shapes, attrs, expect = CASES[op]
+    g = torch.Generator().manual_seed(SEED)
+    tensors = [torch.rand(s, generator=g) + 0.5 for s in shapes]
+    names = [f"in{i}" for i in range(len(shapes))]
+    types = [TensorType.of(x) for x in tensors]
+    result = OPS[op].infer(types, attrs)
+    graph = Graph(
+        inputs=dict(zip(names, types, strict=True)),
+        nodes=[Node("out", op, tuple(names), attrs, result)],
+        outputs={"out": "out"},
+    )
+    graph.verify()
+    got = interpret(graph, dict(zip(names, tensors, strict=True)))["out"]
+    torch.testing.assert_close(got, expect(*tensors), msg=lambda m: f"{op} (seed={SEED}): {m}")
+    assert OPS[op].flops(types, attrs) >= 0
+
+
+def test_empty_dims_reduce_nothing() -> None:
+    # torch reads dim=[] as "all dims"; the IR reads it as "none" (only 0-d inputs produce it).
+    graph = Graph(
+        inputs={"x": t()},
+        nodes=[Node("s", "sum", ("x",), {"dims": (), "keepdim": False}, t())],
+        outputs={"s": "s"},
+    )
+    graph.verify()
+    assert interpret(graph, {"x": torch.tensor(3.0)})["s"].item() == 3.0
