@@ -3,6 +3,7 @@
 #
 #   ./exec_with_env.sh python3 examples/io_spec_constraints.py --device mncore2:auto
 #   ./exec_with_env.sh pytest
+#   ./exec_with_env.sh --check      (is the environment usable? exit 0 yes, 1 no; builds nothing)
 #
 # First call: makes .venv, installs torch (the pinned CPU build), the project with its test
 # extras, and Icarus Verilog (with apt-get when it is missing). Later calls start at once: a stamp
@@ -16,18 +17,35 @@ STAMP="$VENV/.mncore-env-stamp"
 TORCH_PIN="torch==2.13.0"
 PYTHON="${PYTHON:-python3}"
 
+# Cheap completeness check: find every package the project needs without importing any.
+CHECK_IMPORTS='import importlib.util as u, sys
+need = ("torch", "numpy", "amaranth", "cocotb", "cocotb_tools", "pytest", "mlsdk",
+        "mncore_compiler", "mncore_hdl")
+sys.exit(0 if all(u.find_spec(m) for m in need) else 1)'
+
 log() { printf '[exec_with_env] %s\n' "$*" >&2; }
 
-# What the environment was built from: the project metadata and this script.
+# Bump when the install steps below change in a way that needs existing environments rebuilt.
+ENV_RECIPE=1
+
+# What the environment was built from: the project metadata, the torch pin and the recipe.
 wanted_stamp() {
-    cat "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1
+    { cat "$ROOT/pyproject.toml"; echo "$TORCH_PIN recipe=$ENV_RECIPE"; } | sha256sum | cut -d' ' -f1
 }
 
+# Succeeds when $VENV is complete and current; otherwise sets REASON and fails.
 venv_is_healthy() {
-    [ -x "$VENV/bin/python" ] || return 1
-    [ -f "$STAMP" ] || return 1
-    [ "$(cat "$STAMP")" = "$(wanted_stamp)" ] || return 1
-    "$VENV/bin/python" -c "import sys" >/dev/null 2>&1 || return 1
+    REASON=""
+    if [ ! -x "$VENV/bin/python" ]; then
+        REASON="no interpreter at $VENV/bin/python"
+    elif [ ! -f "$STAMP" ]; then
+        REASON="no completion stamp (a half-made environment)"
+    elif [ "$(cat "$STAMP")" != "$(wanted_stamp)" ]; then
+        REASON="pyproject.toml or the install recipe changed since it was built"
+    elif ! "$VENV/bin/python" -c "$CHECK_IMPORTS" >/dev/null 2>&1; then
+        REASON="its interpreter does not run, or packages are missing"
+    fi
+    [ -z "$REASON" ]
 }
 
 ensure_iverilog() {
@@ -64,8 +82,19 @@ build_venv() {
     log "environment ready"
 }
 
+if [ "${1:-}" = "--check" ]; then
+    # Report whether the environment is usable as it stands; change nothing.
+    if venv_is_healthy; then
+        echo "environment ready: $VENV"
+        exit 0
+    fi
+    echo "environment needs a rebuild: $REASON"
+    exit 1
+fi
+
 mkdir -p "$(dirname "$VENV")"
 if ! venv_is_healthy; then
+    [ -d "$VENV" ] && log "rebuilding $VENV: $REASON"
     # One builder at a time: a second call waits for the first instead of racing it.
     exec 9>"$ROOT/.venv.lock"
     flock 9
