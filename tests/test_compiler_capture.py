@@ -315,6 +315,18 @@ def test_closed_over_tensor_and_factory_constants() -> None:
     assert list(graph.inputs) == ["x"]
 
 
+def test_many_factory_constants_stay_distinct() -> None:
+    # Temporaries created while tracing may reuse each other's id(); each must stay its own.
+    def fn(d: TensorDict) -> TensorDict:
+        y = d["x"]
+        for i in range(12):
+            y = y + torch.full((4,) if i % 2 else (3, 1), float(i)) * torch.ones(1)
+        return {"y": y}
+
+    graph = assert_matches_eager(fn, {"x": randn(SEED, 3, 4)})
+    assert len(graph.constants) == 24
+
+
 def test_shared_parameter_is_one_constant() -> None:
     torch.manual_seed(SEED)
     lin = nn.Linear(4, 4)

@@ -181,7 +181,7 @@ class _Converter:
         self.hints = hints
         self.used: set[str] = set(input_names)
         self.values: dict[fx.Node, Any] = {}
-        self.constant_ids: dict[int, str] = {}
+        self.constant_ids: dict[int, tuple[torch.Tensor, str]] = {}
         self.input_names = input_names
 
     def run(self, out_names: list[str]) -> Graph:
@@ -211,7 +211,7 @@ class _Converter:
     def constant(self, tensor: torch.Tensor, fallback: str) -> str:
         # make_fx emits one get_attr per use of a parameter; keep one constant per tensor.
         if id(tensor) in self.constant_ids:
-            return self.constant_ids[id(tensor)]
+            return self.constant_ids[id(tensor)][1]
         if tensor.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise UnsupportedOperationError(
                 f"constant {fallback!r} has dtype {str(tensor.dtype).replace('torch.', '')}; "
@@ -219,7 +219,8 @@ class _Converter:
             )
         name = self.fresh(self.hints.get(id(tensor), fallback.lstrip("_")))
         self.graph.constants[name] = tensor.detach().clone()
-        self.constant_ids[id(tensor)] = name
+        # Holding the tensor keeps its id from being reused by a later temporary (a factory).
+        self.constant_ids[id(tensor)] = (tensor, name)
         return name
 
     def emit(self, op: str, operands: list[str], **attrs: Any) -> str:
