@@ -182,6 +182,7 @@ class _Converter:
         self.used: set[str] = set(input_names)
         self.values: dict[fx.Node, Any] = {}
         self.constant_ids: dict[int, tuple[torch.Tensor, str]] = {}
+        self.types: dict[str, TensorType] = {}
         self.input_names = input_names
 
     def run(self, out_names: list[str]) -> Graph:
@@ -189,7 +190,7 @@ class _Converter:
         for node in self.module.graph.nodes:
             if node.op == "placeholder":
                 name = next(placeholders)
-                self.graph.inputs[name] = TensorType.of(node.meta["val"])
+                self.graph.inputs[name] = self.types[name] = TensorType.of(node.meta["val"])
                 self.values[node] = name
             elif node.op == "get_attr":
                 self.values[node] = self.constant(getattr(self.module, node.target), node.target)
@@ -219,22 +220,25 @@ class _Converter:
             )
         name = self.fresh(self.hints.get(id(tensor), fallback.lstrip("_")))
         self.graph.constants[name] = tensor.detach().clone()
+        self.types[name] = TensorType.of(tensor)
         # Holding the tensor keeps its id from being reused by a later temporary (a factory).
         self.constant_ids[id(tensor)] = (tensor, name)
         return name
 
     def emit(self, op: str, operands: list[str], **attrs: Any) -> str:
-        types = [self.type(o) for o in operands]
-        node = Node(self.fresh(op), op, tuple(operands), attrs, TensorType((), "float32"))
+        types = [self.types[o] for o in operands]
+        frozen = Node("", op, (), attrs, TensorType((), "float32")).attrs  # lists -> tuples
         try:
-            result = infer_type(op, types, node.attrs)
+            result = infer_type(op, types, frozen)
         except OpTypeError as exc:
             raise CompilerError(f"internal error building {op}: {exc}") from exc
-        self.graph.nodes.append(Node(node.name, op, node.operands, node.attrs, result))
-        return node.name
+        name = self.fresh(op)
+        self.graph.nodes.append(Node(name, op, tuple(operands), frozen, result))
+        self.types[name] = result
+        return name
 
     def type(self, name: str) -> TensorType:
-        return self.graph.type_of(name)
+        return self.types[name]
 
     def resolve(self, arg: Any) -> Any:
         if isinstance(arg, fx.Node):
