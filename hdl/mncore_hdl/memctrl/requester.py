@@ -1,0 +1,213 @@
+"""Controller side of one requester port: request queue, burst chunker, data FIFOs, counters."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from ..arch import ArchConfig
+from .port import RequesterSignature, addr_bits, max_burst
+
+__all__ = ["PortFrontend", "chunk_addr_bits", "read_fifo_depth", "write_fifo_depth"]
+
+COUNTER_BITS = 32
+
+
+def chunk_addr_bits(config: ArchConfig) -> int:
+    """Width of internal addresses: a request address plus a burst never wraps around."""
+    return addr_bits(config) + 1
+
+
+def read_fifo_depth(config: ArchConfig) -> int:
+    """Read beats buffered per port: enough to stream while data is in the CL pipeline."""
+    return config.timing.cl + 2 * config.timing.burst_length + 8
+
+
+def write_fifo_depth(config: ArchConfig) -> int:
+    """Write beats buffered per port: two column bursts plus slack."""
+    return 2 * config.timing.burst_length + 4
+
+
+class PortFrontend(wiring.Component):
+    """Turns one requester's streams into column-sized chunks for the scheduler.
+
+    Requests go through a one-entry queue (``next``) into the chunker (``cur``), which cuts a
+    burst into chunks of at most ``burst_length`` beats that never cross a burst-aligned block
+    (so never a row, nor the window edge). A chunk is ``head_eligible`` once the data it needs
+    is assured: a write chunk when all its beats sit in the write FIFO, a read chunk when the
+    read FIFO has room for all its beats (credits reserved at issue, returned as the requester
+    takes beats). Once eligible, a chunk stays eligible until it is issued.
+
+    Attributes
+    ----------
+    bus : In(RequesterSignature)
+        The requester port.
+    head_valid, head_addr, head_len, head_write, head_oow, head_eligible : Signal, out
+        The chunk waiting for a column command; ``head_oow`` when it lies outside the window.
+    la_valid, la_addr : Signal, out
+        Look-ahead: the start of the next row this port will touch after the head's row.
+    issue : Signal, in
+        The head chunk's column command is issued this cycle.
+    wpop : Signal, in; wbeat_data, wbeat_strb : Signal, out
+        The data engine takes one write beat.
+    rpush, rpush_data, rpush_error : Signal, in
+        The data engine delivers one read beat.
+    pending : Signal, out
+        A request is queued or read beats are still owed to the requester.
+    read_beats, write_beats, stall_cycles : Signal(32), out
+        Beats handed to / taken from the requester, and cycles ``req`` was held off.
+    """
+
+    def __init__(self, config: ArchConfig):
+        if not isinstance(config, ArchConfig):
+            raise TypeError(f"Config must be an ArchConfig, not {config!r}")
+        self.config = config
+        caw = chunk_addr_bits(config)
+        bl = config.timing.burst_length
+        super().__init__({
+            "bus": In(RequesterSignature(config)),
+            "head_valid": Out(1),
+            "head_addr": Out(caw),
+            "head_len": Out(range(bl + 1)),
+            "head_write": Out(1),
+            "head_oow": Out(1),
+            "head_eligible": Out(1),
+            "la_valid": Out(1),
+            "la_addr": Out(caw),
+            "issue": In(1),
+            "wpop": In(1),
+            "wbeat_data": Out(config.lw_bits),
+            "wbeat_strb": Out(config.lw_bytes),
+            "rpush": In(1),
+            "rpush_data": In(config.lw_bits),
+            "rpush_error": In(1),
+            "pending": Out(1),
+            "read_beats": Out(COUNTER_BITS),
+            "write_beats": Out(COUNTER_BITS),
+            "stall_cycles": Out(COUNTER_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        bl = cfg.timing.burst_length
+        caw = chunk_addr_bits(cfg)
+        lbits = max_burst(cfg).bit_length()
+        window = cfg.sim_window_lw
+        req, wdata, rdata = self.bus.req, self.bus.wdata, self.bus.rdata
+
+        # -- request queue (one entry, so the next request is visible for look-ahead) ---
+        nxt_valid = Signal()
+        nxt_addr = Signal(caw)
+        nxt_len = Signal(lbits)
+        nxt_write = Signal()
+        m.d.comb += req.ready.eq(~nxt_valid)
+        with m.If(req.valid & req.ready):
+            m.d.sync += [
+                nxt_valid.eq(1),
+                nxt_addr.eq(req.payload.addr),
+                nxt_len.eq(req.payload.length),
+                nxt_write.eq(req.payload.write),
+            ]
+
+        # -- chunker ----------------------------------------------------------------------
+        cur_valid = Signal()
+        cur_addr = Signal(caw)
+        cur_rem = Signal(lbits)
+        cur_write = Signal()
+        lbl = bl.bit_length() - 1
+        to_boundary = Signal(range(bl + 1))
+        m.d.comb += to_boundary.eq(bl - cur_addr[:lbl] if lbl else 1)
+        head_len = Signal(range(bl + 1))
+        m.d.comb += head_len.eq(Mux(cur_rem < to_boundary, cur_rem, to_boundary))
+        last = Signal()
+        m.d.comb += last.eq(cur_rem == head_len)
+
+        done = Signal()
+        m.d.comb += done.eq(~cur_valid | (self.issue & last))
+        with m.If(self.issue):
+            m.d.sync += [
+                cur_addr.eq(cur_addr + head_len),
+                cur_rem.eq(cur_rem - head_len),
+            ]
+        with m.If(done):
+            m.d.sync += cur_valid.eq(0)
+            with m.If(nxt_valid):
+                m.d.sync += [
+                    nxt_valid.eq(0),
+                    cur_valid.eq(nxt_len != 0),  # a zero-length request is dropped
+                    cur_addr.eq(nxt_addr),
+                    cur_rem.eq(nxt_len),
+                    cur_write.eq(nxt_write),
+                ]
+
+        m.d.comb += [
+            self.head_valid.eq(cur_valid),
+            self.head_addr.eq(cur_addr),
+            self.head_len.eq(head_len),
+            self.head_write.eq(cur_write),
+            self.head_oow.eq(cur_addr >= window),
+        ]
+
+        # -- look-ahead: the next row after the head's row --------------------------------
+        cb = cfg.col_bits
+        row_left = Signal(range(cfg.row_lw + 1))
+        m.d.comb += row_left.eq(cfg.row_lw - cur_addr[:cb])
+        cont = Signal()
+        m.d.comb += cont.eq(cur_valid & (cur_rem > row_left))
+        la_addr = Signal(caw)
+        next_row_addr = Signal(caw)
+        m.d.comb += next_row_addr.eq((cur_addr[cb:] + 1) << cb)
+        m.d.comb += la_addr.eq(Mux(cont, next_row_addr, nxt_addr))
+        m.d.comb += [
+            self.la_addr.eq(la_addr),
+            self.la_valid.eq((cont | (nxt_valid & (nxt_len != 0))) & (la_addr < window)),
+        ]
+
+        # -- write data FIFO and the beats not yet claimed by a column command -------------
+        wd = write_fifo_depth(cfg)
+        m.submodules.wfifo = wfifo = SyncFIFO(width=cfg.lw_bits + cfg.lw_bytes, depth=wd)
+        m.d.comb += [
+            wfifo.w_data.eq(Cat(wdata.payload.data, wdata.payload.strb)),
+            wfifo.w_en.eq(wdata.valid),
+            wdata.ready.eq(wfifo.w_rdy),
+            wfifo.r_en.eq(self.wpop),
+            self.wbeat_data.eq(wfifo.r_data[:cfg.lw_bits]),
+            self.wbeat_strb.eq(wfifo.r_data[cfg.lw_bits:]),
+        ]
+        wavail = Signal(range(wd + 1))
+        w_in = wdata.valid & wdata.ready
+        w_claim = self.issue & cur_write
+        m.d.sync += wavail.eq(wavail + w_in - Mux(w_claim, head_len, 0))
+
+        # -- read data FIFO and its credits -------------------------------------------------
+        rd = read_fifo_depth(cfg)
+        m.submodules.rfifo = rfifo = SyncFIFO(width=cfg.lw_bits + 1, depth=rd)
+        m.d.comb += [
+            rfifo.w_data.eq(Cat(self.rpush_data, self.rpush_error)),
+            rfifo.w_en.eq(self.rpush),
+            rdata.valid.eq(rfifo.r_rdy),
+            rdata.payload.data.eq(rfifo.r_data[:cfg.lw_bits]),
+            rdata.payload.error.eq(rfifo.r_data[cfg.lw_bits]),
+            rfifo.r_en.eq(rdata.ready),
+        ]
+        reserved = Signal(range(rd + 1))
+        r_out = rdata.valid & rdata.ready
+        r_claim = self.issue & ~cur_write
+        m.d.sync += reserved.eq(reserved + Mux(r_claim, head_len, 0) - r_out)
+
+        m.d.comb += self.head_eligible.eq(cur_valid & Mux(
+            cur_write, wavail >= head_len, reserved + head_len <= rd))
+
+        m.d.comb += self.pending.eq(cur_valid | nxt_valid | rfifo.r_rdy | (reserved != 0))
+
+        # -- counters ---------------------------------------------------------------------
+        with m.If(r_out):
+            m.d.sync += self.read_beats.eq(self.read_beats + 1)
+        with m.If(w_in):
+            m.d.sync += self.write_beats.eq(self.write_beats + 1)
+        with m.If(req.valid & ~req.ready):
+            m.d.sync += self.stall_cycles.eq(self.stall_cycles + 1)
+        return m

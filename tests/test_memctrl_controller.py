@@ -1,0 +1,147 @@
+"""The whole controller in Amaranth's simulator on a tiny config: data, timing, validation."""
+
+import gc
+import random
+import warnings
+
+import pytest
+from amaranth.hdl import UnusedElaboratable
+from amaranth.sim import Simulator
+from memctrl_model import SparseMemory, TimingChecker, split_chunks
+from mncore_hdl import timing
+from mncore_hdl.arch import MNCORE2_SIM, DramTiming
+from mncore_hdl.memctrl.controller import MemoryController
+from mncore_hdl.memctrl.csr import register_map
+
+
+def expect_error(exc, msg, fn, *args):
+    """``fn(*args)`` raises ``exc`` with exactly ``msg`` (the half-built object is not reported
+    as an unused elaboratable)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(exc) as info:
+            fn(*args)
+        text = str(info.value)
+        del info
+        gc.collect()
+    assert text == msg
+
+TINY = MNCORE2_SIM.replace(
+    banks=4, row_lw=32, sim_window_lw=512,
+    timing=DramTiming(cl=4, trcd=3, trp=3, tras=8, twr=3, trefi=300, trfc=20, burst_length=8))
+
+
+def run_traffic(config, requests, seed, cycles=3000):
+    """Drive ``requests[port] = [(addr, length, write)]``; return reads, commands, counters."""
+    rng = random.Random(seed)
+    nports = len(requests)
+    dut = MemoryController(config, nports)
+    model = SparseMemory()
+    checker = TimingChecker(config)
+    out = {"reads": [[] for _ in range(nports)], "expected": [[] for _ in range(nports)]}
+    cols = [[] for _ in range(nports)]
+    wbeats = [[] for _ in range(nports)]
+    for p, reqs in enumerate(requests):
+        for a, n, w in reqs:
+            data = [rng.getrandbits(64) for _ in range(n)] if w else None
+            strb = [rng.getrandbits(8) | 1 for _ in range(n)] if w else None
+            if w:
+                wbeats[p].extend(zip(data, strb, strict=True))
+            cols[p].extend(c for c in split_chunks(config, p, a, n, w, data, strb)
+                           if c.in_window)
+            if not w:
+                out["expected"][p].extend(range(a, a + n))
+
+    async def bench(ctx):
+        queues = [list(r) for r in requests]
+        wq = [list(b) for b in wbeats]
+        for cyc in range(cycles):
+            for p, port in enumerate(dut.ports):
+                if queues[p]:
+                    a, n, w = queues[p][0]
+                    ctx.set(port.req.payload, {"addr": a, "length": n, "write": w})
+                ctx.set(port.req.valid, bool(queues[p]) and rng.random() < 0.8)
+                if wq[p]:
+                    d, s = wq[p][0]
+                    ctx.set(port.wdata.payload, {"data": d, "strb": s})
+                ctx.set(port.wdata.valid, bool(wq[p]) and rng.random() < 0.8)
+                ctx.set(port.rdata.ready, rng.random() < 0.7)
+            if ctx.get(dut.cmd_valid):
+                kind, bank, row = ctx.get(dut.cmd_kind), ctx.get(dut.cmd_bank), ctx.get(dut.cmd_row)
+                p, n = ctx.get(dut.cmd_port), ctx.get(dut.cmd_len)
+                checker.command(cyc, kind, bank, row, p, n)
+                if kind in (3, 4):
+                    ch = cols[p].pop(0)
+                    assert (ch.length, ch.write) == (n, kind == 4), f"seed={seed} cycle {cyc}"
+                    for k in range(n):
+                        if ch.write:
+                            model.write(ch.addr + k, ch.data[k], ch.strb[k])
+                        else:
+                            out["reads"][p].append(model.read(ch.addr + k))
+            for p, port in enumerate(dut.ports):
+                if ctx.get(port.req.valid) and ctx.get(port.req.ready):
+                    queues[p].pop(0)
+                if ctx.get(port.wdata.valid) and ctx.get(port.wdata.ready):
+                    wq[p].pop(0)
+                if ctx.get(port.rdata.valid) and ctx.get(port.rdata.ready):
+                    out.setdefault(f"got{p}", []).append(ctx.get(port.rdata.payload.data))
+            await ctx.tick()
+        regs = register_map(nports)
+        out["counters"] = {}
+        for name in ("row_hits", "row_misses", "refreshes", "port0.read_beats"):
+            ctx.set(dut.csr_addr, regs[name])
+            await ctx.tick()
+            out["counters"][name] = ctx.get(dut.csr_rdata)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    out["checker"] = checker
+    return out
+
+
+def test_random_traffic_matches_model():
+    seed = 20261129
+    rng = random.Random(seed)
+    reqs = []
+    for _ in range(2):
+        r = []
+        for _ in range(25):
+            r.append((rng.randrange(200), rng.randint(1, 40), rng.random() < 0.5))
+        reqs.append(r)
+    out = run_traffic(TINY, reqs, seed, cycles=2500)
+    assert out["checker"].errors == [], f"seed={seed}"
+    for p in range(2):
+        assert out.get(f"got{p}", []) == out["reads"][p], f"seed={seed} port {p}"
+        assert len(out["reads"][p]) == len(out["expected"][p]), f"seed={seed}: traffic unfinished"
+    assert out["checker"].counts["REF"] >= 5
+    c = out["counters"]
+    assert c["row_hits"] + c["row_misses"] == out["checker"].counts["RD"] + \
+        out["checker"].counts["WR"]
+    assert c["refreshes"] == out["checker"].counts["REF"]
+    assert c["port0.read_beats"] == len(out["got0"])
+
+
+def test_row_hit_latency_formula():
+    # first read opens the row (miss), the second hits it
+    out = run_traffic(TINY, [[(0, 1, False), (1, 1, False)]], seed=1, cycles=60)
+    assert out["checker"].transcript[:2] == [(1, "ACT", 0, 0), (4, "RD", 0, 0)]
+    assert timing.read_latency(TINY, "hit") == 2 + TINY.timing.cl + 1
+
+
+@pytest.mark.parametrize("changes,exc,msg", [
+    ({"port_lw_per_cycle": 2}, ValueError,
+     "The memory controller moves one LW per cycle per port; port_lw_per_cycle must be 1, not 2"),
+    ({"sim_window_lw": 100}, ValueError,
+     "sim_window_lw must be a multiple of the burst length (8), not 100"),
+    ({"timing": DramTiming(cl=1)}, ValueError, "CAS latency must be at least 2 cycles, not 1"),
+])
+def test_config_validation(changes, exc, msg):
+    expect_error(exc, msg, MemoryController, TINY.replace(**changes))
+
+
+def test_argument_validation():
+    expect_error(TypeError, "Config must be an ArchConfig, not 'cfg'", MemoryController, "cfg")
+    expect_error(TypeError, "Port count must be an integer, not '3'", MemoryController, TINY, "3")
+    expect_error(ValueError, "Port count must be between 1 and 8, not 0", MemoryController, TINY, 0)
