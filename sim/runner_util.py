@@ -1,0 +1,131 @@
+"""Build and launch cocotb benches on Icarus from pytest (shared by the HDL benches).
+
+The API is three functions:
+
+- :func:`require_icarus` skips the calling test when Icarus Verilog is not installed;
+- :func:`test_seed` gives a test's seed (``SIM_SEED`` in the environment overrides it);
+- :func:`run_cocotb` builds a Verilog top once per file (cached under ``build/sim/_build``)
+  and runs one cocotb test of a ``tb_*.py`` module against it, leaving its VCD at
+  ``build/sim/<test_name>/<test_name>.vcd``; it fails when the cocotb test fails.
+
+Typical launcher::
+
+    def test_something():
+        require_icarus()
+        verilog = export_memctrl(CONFIG, ports=3, build_dir=BUILD_ROOT / "verilog")
+        run_cocotb(verilog, "memctrl", "tb_memctrl", "something", seed=test_seed("something"))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+__all__ = ["BUILD_ROOT", "REPO_ROOT", "require_icarus", "run_cocotb", "test_seed"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Every simulation product goes below this ignored folder.
+BUILD_ROOT = REPO_ROOT / "build" / "sim"
+SIM_DIR = Path(__file__).resolve().parent
+
+
+def require_icarus() -> None:
+    """Skip the calling test (with the reason) when ``iverilog``/``vvp`` are not on PATH."""
+    for tool in ("iverilog", "vvp"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} (Icarus Verilog) is not installed; "
+                        "install it with: sudo apt-get install -y iverilog")
+
+
+def test_seed(name: str) -> int:
+    """The seed of test ``name``: ``$SIM_SEED`` if set, else a stable hash of the name."""
+    env = os.environ.get("SIM_SEED")
+    if env:
+        return int(env, 0)
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
+
+
+test_seed.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+def _vcd_runner():
+    """``get_runner("icarus")``, dumping VCD instead of the FST it defaults to with waves."""
+    from cocotb_tools.runner import get_runner
+
+    base = type(get_runner("icarus"))
+
+    class IcarusVcd(base):  # type: ignore[misc, valid-type]
+        def _test_command(self):
+            cmds = super()._test_command()
+            return [[("-vcd" if arg == "-fst" else arg) for arg in cmd] for cmd in cmds]
+
+    return IcarusVcd()
+
+
+def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str, testcase: str,
+               *, seed: int, test_name: str | None = None,
+               extra_env: Mapping[str, str] | None = None, waves: bool = True) -> Path:
+    """Run cocotb test ``testcase`` of module ``test_module`` (in ``sim/``) on ``verilog``.
+
+    Parameters
+    ----------
+    verilog : path-like
+        The Verilog file (e.g. from :func:`mncore_hdl.verilog.export_memctrl`). Its compiled
+        simulation is cached per file, so every test of one configuration shares one build.
+    toplevel : str
+        The top module name.
+    test_module, testcase : str
+        Python module holding the cocotb coroutines, and the test to run.
+    seed : int
+        Random seed (``cocotb.RANDOM_SEED`` in the bench); printed for reproduction.
+    test_name : str, optional
+        Names the output folder and the VCD; defaults to ``testcase``.
+    extra_env : mapping, optional
+        Environment variables for the bench (its parameters).
+    waves : bool
+        Dump a VCD at ``build/sim/<test_name>/<test_name>.vcd``.
+
+    Returns
+    -------
+    pathlib.Path
+        The test's output folder.
+    """
+    from cocotb_tools.check_results import get_results
+
+    verilog = Path(verilog).resolve()
+    test_name = test_name or testcase
+    print(f"[sim] {test_name}: seed={seed} (rerun with SIM_SEED={seed})")
+    key = hashlib.sha256(str(verilog).encode()).hexdigest()[:12]
+    build_dir = BUILD_ROOT / "_build" / f"{toplevel}-{key}"
+    test_dir = BUILD_ROOT / test_name
+    test_dir.mkdir(parents=True, exist_ok=True)
+    vcd = test_dir / f"{test_name}.vcd"
+    if vcd.exists():
+        vcd.unlink()
+
+    runner = _vcd_runner()
+    runner.build(sources=[verilog], hdl_toplevel=toplevel, build_dir=build_dir,
+                 waves=True, timescale=("1ns", "1ps"))
+    env = dict(extra_env or {})
+    pythonpath = os.pathsep.join([str(SIM_DIR), str(REPO_ROOT / "hdl"),
+                                  os.environ.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = pythonpath
+    results = runner.test(
+        hdl_toplevel=toplevel, test_module=test_module, testcase=testcase, seed=seed,
+        test_dir=test_dir, build_dir=build_dir, waves=waves,
+        plusargs=[f"+dumpfile_path={vcd}"] if waves else [], extra_env=env,
+        results_xml=str(test_dir / "results.xml"))
+    num_tests, num_failed = get_results(Path(results))
+    if num_tests == 0 or num_failed:
+        pytest.fail(f"{test_name}: {num_failed} of {num_tests} cocotb tests failed "
+                    f"(seed={seed}; log above, VCD {vcd})")
+    if waves and (not vcd.exists() or vcd.stat().st_size == 0):
+        pytest.fail(f"{test_name}: no VCD written at {vcd}")
+    sys.stdout.flush()
+    return test_dir

@@ -1,0 +1,42 @@
+"""pytest launchers of the memory controller benches (sim/tb_memctrl.py) on Icarus."""
+
+from __future__ import annotations
+
+import pytest
+from mncore_hdl.arch import MNCORE2_SIM
+from runner_util import BUILD_ROOT, require_icarus, run_cocotb, test_seed
+
+#: The benches' configuration: the real timing and geometry, a smaller window to build fast.
+CONFIG = MNCORE2_SIM.replace(sim_window_lw=1 << 14)
+PORTS = 3
+
+
+def _run(testcase: str, name: str | None = None, **env: str) -> None:
+    require_icarus()
+    from mncore_hdl.verilog import export_memctrl
+
+    verilog = export_memctrl(CONFIG, PORTS, build_dir=BUILD_ROOT / "verilog")
+    env["MC_META"] = str(verilog.with_suffix(".json"))
+    name = name or f"memctrl_{testcase}"
+    run_cocotb(verilog, "memctrl", "tb_memctrl", testcase, seed=test_seed(name),
+               test_name=name, extra_env=env)
+
+
+@pytest.mark.parametrize("testcase", ["smoke", "ordering_strobes_rows", "latency",
+                                      "out_of_range"])
+def test_directed(testcase):
+    _run(testcase)
+
+
+@pytest.mark.parametrize("idle,bp", [(0.0, 0.0), (0.3, 0.5)], ids=["eager", "throttled"])
+def test_random_traffic(idle, bp):
+    _run("random_traffic", f"memctrl_random_traffic_{'eager' if idle == 0 else 'throttled'}",
+         MC_IDLE=str(idle), MC_BP=str(bp))
+
+
+def test_refresh_interval():
+    _run("refresh_interval")
+
+
+def test_stream_vs_model():
+    _run("stream_vs_model")
