@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from mlsdk import Context, MNDevice, storage
 
 COLS = 256

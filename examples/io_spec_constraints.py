@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 import torch
-
 from mlsdk import Context, MNDevice, storage
 
 Tensors = dict[str, torch.Tensor]

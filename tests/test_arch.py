@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from mncore_hdl.arch import MNCORE2, MNCORE2_SIM, ArchConfig, DramTiming
 
@@ -53,5 +55,5 @@ def test_invalid_timing_is_rejected():
 
 
 def test_config_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         MNCORE2.groups = 8  # type: ignore[misc]

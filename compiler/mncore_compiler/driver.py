@@ -1,4 +1,4 @@
-"""The compile driver: capture -> passes (decomposition, DCE, layout assignment) -> DeviceProgram."""
+"""The compile driver: capture -> passes (decompose, DCE, layout assignment) -> DeviceProgram."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.T
     graph = run_pipeline(graph, ctx, PIPELINE)
     plan = ctx.state["layouts"]
     return DeviceProgram(
-        name=name or getattr(fn, "__name__", "function"),
+        name=name or str(getattr(fn, "__name__", "function")),
         graph=graph,
         layouts=plan.all(),
         inputs=tuple(graph.inputs),

@@ -131,7 +131,9 @@ class ArchConfig:
         for name in ("banks", "row_lw"):
             _check_power_of_two("ArchConfig", name, getattr(self, name))
         if self.lw_bits != LW_BITS:
-            raise ValueError(f"ArchConfig.lw_bits must be {LW_BITS} (MN-Core's LW), not {self.lw_bits}")
+            raise ValueError(
+                f"ArchConfig.lw_bits must be {LW_BITS} (MN-Core's LW), not {self.lw_bits}"
+            )
         if self.dram_bytes_per_group % LW_BYTES:
             raise ValueError(
                 "ArchConfig.dram_bytes_per_group must be a multiple of the LW size "

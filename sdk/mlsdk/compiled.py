@@ -13,7 +13,12 @@ from mncore_hdl.layout import conversion, to_device
 
 from .device.base import LoadedProgram
 from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
-from .errors import ConversionRequiredError, InputError, IOSpecMismatchError
+from .errors import (
+    ConversionRequiredError,
+    InputError,
+    IOSpecMismatchError,
+    StaleTensorError,
+)
 from .iospec import IOSpec
 from .proxy import TensorProxy
 
@@ -66,7 +71,7 @@ class CompiledFunction:
 
     def _load(self) -> None:
         """Allocate this function's own buffers, upload its constants, bind its inputs."""
-        device = self.context.device
+        device = self.context.require_device()
         program = self.program
         graph = program.graph
         layouts = program.layouts
@@ -90,7 +95,7 @@ class CompiledFunction:
             self.bindings[name] = self._own[name]
 
     def _release(self) -> None:
-        device = self.context.device
+        device = self.context.require_device()
         for buf in self._own.values():
             device.free(buf)
         self._own.clear()
@@ -104,7 +109,7 @@ class CompiledFunction:
         if self.context.device is None:
             return self._call_on_host(inputs)
         plan, counts = self._plan(inputs)
-        device = self.context.device
+        device = self.context.require_device()
         outputs: dict[str, Buffer] = {}
         try:
             for name in self.program.outputs:
@@ -144,6 +149,8 @@ class CompiledFunction:
             own = self._own[name]
             if isinstance(value, TensorProxy):
                 value.check_usable(self.context)
+                if value.buffer is None:
+                    raise StaleTensorError(f"{value!r} holds no device buffer")
                 if value.spec.is_memcopyable_to(spec):
                     plan.append(Bind(self.key, name, value.buffer))
                     relocations += 1
@@ -175,6 +182,7 @@ class CompiledFunction:
                 f"{{{given.name!r}: <this function>.input_specs[{name!r}]}}"
             )
         descriptor = conversion(given.layout, spec.layout)
+        assert proxy.buffer is not None  # checked by _plan
         return Convert(proxy.buffer, str(given.layout), self._own[name], str(spec.layout),
                        descriptor.to_dict(), spec.dtype_name)
 

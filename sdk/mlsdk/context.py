@@ -12,6 +12,7 @@ from mncore_compiler.program import DeviceProgram
 from mncore_hdl.layout import Layout
 
 from .compiled import CompiledFunction
+from .device.base import Device
 from .device.commands import Command, CommandResult
 from .device.registry import MNDevice
 from .errors import CodegenError, DeviceError
@@ -172,8 +173,14 @@ class Context:
         self._records.append(record)
         return record
 
+    def require_device(self) -> Device:
+        """The device backend; a DeviceError on pfvm:cpu, which has none."""
+        if self.device is None:
+            raise DeviceError(f"{self.mndevice.name} runs on the host and has no device")
+        return self.device
+
     def _execute(self, command: Command, record: CallRecord) -> CommandResult:
-        result = self.device.execute(command)
+        result = self.require_device().execute(command)
         record.commands.append(result)
         return result
 

@@ -9,7 +9,7 @@ import torch
 from mncore_hdl.layout import from_device
 
 from .device.commands import Buffer, HostRead
-from .errors import StaleTensorError
+from .errors import DeviceError, StaleTensorError
 from .iospec import IOSpec
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class TensorProxy:
             )
         if self._freed or context.closed:
             raise StaleTensorError(f"{self!r}: its device buffer was freed")
-        if self.buffer is not None and not context.device.is_live(self.buffer):
+        if self.buffer is not None and not context.require_device().is_live(self.buffer):
             raise StaleTensorError(f"{self!r}: its device buffer was freed")
 
     def cpu(self) -> torch.Tensor:
@@ -82,8 +82,12 @@ class TensorProxy:
         self.check_usable(context)
         if self._host is not None:
             return self._host.clone()
+        if self.buffer is None:
+            raise StaleTensorError(f"{self!r} holds no data")
         record = context._new_record(f"{self.spec.name}.cpu()", kind="read")
         result = context._execute(HostRead(self.buffer), record)
+        if result.data is None:
+            raise DeviceError(f"The device returned no data for HostRead of {self.buffer}")
         return from_device(result.data, self.spec.layout)
 
     def free(self) -> None:

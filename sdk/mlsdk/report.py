@@ -94,12 +94,12 @@ class Report:
             rows.append([str(i), r.function, r.kind, str(b["host"]), str(b["compute"]),
                          str(b["converter"]), str(r.conversions), str(r.relocations),
                          str(r.cycles), r.cycles_kind])
-        widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+        widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
         lines = [f"device {self.device}",
-                 "  ".join(h.ljust(w) for h, w in zip(head, widths)),
+                 "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
                  "  ".join("-" * w for w in widths)]
         for i, row in enumerate(rows):
-            lines.append("  ".join(x.ljust(w) for x, w in zip(row, widths)))
+            lines.append("  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)))
             if commands:
                 for result in self.records[i].commands:
                     lines.append(f"      {result.command}  [{result.cycles} cycles]")

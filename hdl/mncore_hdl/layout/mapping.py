@@ -63,7 +63,7 @@ def to_device(tensor: Any, layout: Layout) -> np.ndarray:
     _check_tensor(tensor, layout)
     etype = layout.element
     bits = to_bits(tensor)
-    flat = np.zeros(layout.lw_count * etype.lanes, dtype=etype.raw)
+    flat: np.ndarray = np.zeros(layout.lw_count * etype.lanes, dtype=etype.raw)
     flat[slots(layout).ravel()] = bits.ravel()
     return flat.view(np.uint64).reshape(image_shape(layout))
 
@@ -77,7 +77,7 @@ def from_device(words: np.ndarray, layout: Layout) -> Any:
             f"got {words.shape} {words.dtype}"
         )
     etype = layout.element
-    flat = np.ascontiguousarray(words).reshape(-1).view(etype.raw)
+    flat: np.ndarray = np.ascontiguousarray(words).reshape(-1).view(etype.raw)
     bits = flat[slots(layout).ravel()].reshape(layout.shape)
     return from_bits(bits, layout.dtype)
 

@@ -143,7 +143,7 @@ class Layout:
                 f"Layout {self}: the shape has {len(self.shape)} axes but {len(self.axes)} "
                 "sub-axis lists were given"
             )
-        for i, (dim, axis) in enumerate(zip(self.shape, self.axes)):
+        for i, (dim, axis) in enumerate(zip(self.shape, self.axes, strict=True)):
             covered = math.prod(s.extent for s in axis)
             inner = covered // axis[0].extent if axis else 1
             if covered < dim:
@@ -249,7 +249,7 @@ class Layout:
     def normalized(self) -> Layout:
         """The canonical equivalent: unit sub-axes dropped, contiguous neighbours merged."""
         axes = []
-        for dim, axis in zip(self.shape, self.axes):
+        for dim, axis in zip(self.shape, self.axes, strict=True):
             merged: list[SubAxis] = []
             for sub in reversed(axis):  # minor to major
                 if sub.extent == 1:

@@ -1,4 +1,4 @@
-"""First-fit DRAM allocator over the Groups: a buffer takes the same LW range in each Group it spans."""
+"""First-fit DRAM allocator: a buffer takes the same LW range in each Group it spans."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -131,7 +131,7 @@ class Bind:
                 "buffer": self.buffer.to_dict()}
 
 
-Command = Union[HostWrite, HostRead, Convert, Launch, Bind]
+Command = HostWrite | HostRead | Convert | Launch | Bind
 
 
 def command_from_dict(data: dict[str, Any]) -> Command:
