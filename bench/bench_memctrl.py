@@ -74,7 +74,8 @@ def run_icarus(verilog: Path, cases: list[dict], waves: bool) -> list[dict]:
 
     out = BUILD_ROOT / "memctrl_bench" / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    env = {"MC_BENCH_CASES": json.dumps(cases), "MC_BENCH_OUT": str(out)}
+    env = {"MC_BENCH_CASES": json.dumps(cases), "MC_BENCH_OUT": str(out),
+           "COCOTB_LOG_LEVEL": "WARNING", "GPI_LOG_LEVEL": "WARNING"}
     run_cocotb(verilog, "memctrl_bench", "tb_memctrl_bench", "run_cases", seed=1,
                test_name="memctrl_bench", extra_env=env, waves=waves)
     return json.loads(out.read_text())
@@ -122,9 +123,10 @@ def main() -> None:
     cases = [make_case(cfg, tr, p, args.lw) for tr in TRAFFIC for p in (1, 2, 3)]
     rtl = {r["name"]: r for r in run_icarus(verilog, cases, args.waves)}
 
-    print(f"\nMemory controller, {cfg.banks} banks, row {cfg.row_lw} LW, BL {cfg.timing.burst_length}"
-          f", CL {cfg.timing.cl}, tREFI {cfg.timing.trefi}, tRFC {cfg.timing.trfc}; "
-          f"{args.lw} LW per port; one data bus of 1 LW/cycle shared by the ports")
+    t = cfg.timing
+    print(f"\nMemory controller, {cfg.banks} banks, row {cfg.row_lw} LW, BL {t.burst_length}, "
+          f"CL {t.cl}, tREFI {t.trefi}, tRFC {t.trfc}; {args.lw} LW per port; "
+          "one data bus of 1 LW/cycle shared by the ports")
     hdr = (f"{'traffic':<8} {'ports':>5} {'beats':>7} {'RTL cyc':>8} {'eff':>6} "
            f"{'model cyc':>9} {'model/RTL':>9} {'Icarus cyc/s':>12}")
     print(hdr)
