@@ -84,7 +84,7 @@ def stream_cycles(config: ArchConfig, lw_count: int, *, write: bool,
     start = STREAM_EDGES + REQUEST_TO_PREPARE + t.trcd
     if not write:
         start += t.cl + READ_RETURN
-    base = start + lw_count
+    base: float = start + lw_count
     if not sequential:
         bursts = math.ceil(lw_count / config.row_lw)
         base += (bursts - 1) * (t.trp + t.trcd) / config.banks

@@ -28,15 +28,11 @@ class Refresher(wiring.Component):
         No refresh is in progress (tRFC has elapsed since the last REF).
     """
 
-    issue: In(1)
-    want: Out(1)
-    trfc_ready: Out(1)
-
     def __init__(self, config: ArchConfig):
         if not isinstance(config, ArchConfig):
             raise TypeError(f"Config must be an ArchConfig, not {config!r}")
         self.config = config
-        super().__init__()
+        super().__init__({"issue": In(1), "want": Out(1), "trfc_ready": Out(1)})
 
     def elaborate(self, platform):
         m = Module()

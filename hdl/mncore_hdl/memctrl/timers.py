@@ -29,9 +29,6 @@ class TimingCounter(wiring.Component):
         Event B may happen this cycle.
     """
 
-    trigger: In(1)
-    ready: Out(1)
-
     def __init__(self, cycles: int, name: str = "rule"):
         if isinstance(cycles, bool) or not isinstance(cycles, int):
             raise TypeError(f"Cycle count must be an integer, not {cycles!r}")
@@ -41,7 +38,7 @@ class TimingCounter(wiring.Component):
             raise TypeError(f"Rule name must be a string, not {name!r}")
         self.cycles = cycles
         self.name = name
-        super().__init__()
+        super().__init__({"trigger": In(1), "ready": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
