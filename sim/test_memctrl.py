@@ -23,7 +23,7 @@ def _run(testcase: str, name: str | None = None, **env: str) -> None:
 
 
 @pytest.mark.parametrize("testcase", ["smoke", "ordering_strobes_rows", "latency",
-                                      "out_of_range"])
+                                      "out_of_range", "fairness"])
 def test_directed(testcase):
     _run(testcase)
 
