@@ -1,0 +1,364 @@
+"""Compile a conversion descriptor into the layout converter's register program (pure Python).
+
+The converter walks three small loop tables, each a nest of counters whose every step adds one
+signed *carry* to a few accumulators (the classic DMA trick: the carry of loop ``k`` is its
+stride minus what the inner loops added while they ran, so the hardware never multiplies):
+
+- the **outer** table enumerates *blocks*; it yields each block's source Group/address base,
+  source lane offset, destination Group/address base and logical index base;
+- the **read** table walks the block's source LWs as bursts of ``burst`` LWs (the burst loop
+  itself is implicit); LW ``i`` of the walk lands at buffer LW ``i`` of the block's half;
+- the **gather** table walks the block's destination LWs in address order; each step yields the
+  buffer *element* index (buffer LW * lanes + lane) of lane 0's source, a destination address and
+  logical index offsets;
+- the **lane** table says, for each destination lane, whether it is used and the element and
+  logical offsets of its source relative to the gather position.
+
+Loops are stored innermost first. Nothing here imports Amaranth, so the functional model and
+the timing model can use it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..arch import ArchConfig
+from ..layout.conversion import ConversionDescriptor, Loop
+
+__all__ = ["MAX_LOOPS", "MAX_AXES", "MAX_LANES", "TableLoop", "LaneEntry", "ConverterProgram",
+           "ProgramError", "compile_program", "simulate_program"]
+
+#: Loops in each of the outer, read and gather tables.
+MAX_LOOPS = 6
+#: Logical axes the masking logic compares.
+MAX_AXES = 4
+#: Destination lanes per LW the gather fills per cycle (16-bit elements).
+MAX_LANES = 4
+
+
+class ProgramError(ValueError):
+    """A descriptor the converter cannot execute (the message says which limit and why)."""
+
+
+@dataclass(frozen=True)
+class TableLoop:
+    """One counter of a loop table: its extent and the carry added to each accumulator."""
+
+    extent: int
+    carries: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LaneEntry:
+    """Where destination lane ``l`` takes its element from, relative to the gather position."""
+
+    valid: int
+    elem: int
+    log: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ConverterProgram:
+    """The register contents for one conversion (bases excluded; see ``registers``).
+
+    Outer accumulators: ``(src_group, src_addr, src_lane, dst_group, dst_addr, log0..log3)``.
+    Read accumulators: ``(group, addr)``. Gather accumulators: ``(elem, dst_addr, log0..log3)``.
+    """
+
+    elem_bits: int
+    dims: tuple[int, ...]
+    src_groups: int
+    src_lw_per_group: int
+    dst_groups: int
+    dst_lw_per_group: int
+    burst: int
+    outer: tuple[TableLoop, ...]
+    read: tuple[TableLoop, ...]
+    gather: tuple[TableLoop, ...]
+    lanes: tuple[LaneEntry, ...]
+    half_lw: int
+    blocks: int = field(default=1)
+
+    @property
+    def lanes_per_lw(self) -> int:
+        return 64 // self.elem_bits
+
+    @property
+    def block_read_lw(self) -> int:
+        """Source LWs one block reads (the buffer LWs it fills)."""
+        return self.burst * math.prod(loop.extent for loop in self.read)
+
+    @property
+    def block_write_lw(self) -> int:
+        """Destination LWs one block's gather visits (some may be all padding and dropped)."""
+        return math.prod(loop.extent for loop in self.gather)
+
+    @property
+    def read_lw(self) -> int:
+        return self.blocks * self.block_read_lw
+
+    @property
+    def write_lw(self) -> int:
+        return self.dst_groups * self.dst_lw_per_group
+
+
+def _carries(loops: list[tuple[int, tuple[int, ...]]]) -> tuple[TableLoop, ...]:
+    """Loops given innermost first as ``(extent, strides)``, with carries instead of strides."""
+    out = []
+    for k, (extent, strides) in enumerate(loops):
+        carries = []
+        for q, stride in enumerate(strides):
+            back = sum((e - 1) * s[q] for e, s in loops[:k])
+            carries.append(stride - back)
+        out.append(TableLoop(extent, tuple(carries)))
+    return tuple(out)
+
+
+def _check_nested(loops: list[Loop], level: str, what: str) -> None:
+    """Raise unless the loops' strides on ``level`` nest (so the walk is monotonic)."""
+    subs = sorted((getattr(lp, level), lp.extent) for lp in loops if getattr(lp, level))
+    reach = 0
+    for stride, extent in subs:
+        if stride <= reach:
+            raise ProgramError(
+                f"The destination's {what} sub-axes interleave (stride {stride} inside a reach "
+                f"of {reach}); the converter writes destinations in address order only"
+            )
+        reach += (extent - 1) * stride
+
+
+def _check_dst_order(desc: ConversionDescriptor, order: list[Loop], lane_loops: list[Loop]) -> None:
+    """Raise unless walking ``order`` visits the destination LWs holding data strictly increasing.
+
+    Padding may break the nesting of the strides (a refined sub-axis grown past its layout's
+    extent), so the walk is checked exactly when it is small enough, else conservatively.
+    """
+    import numpy as np
+
+    if desc.iterations > 1 << 22:
+        for level, what in (("dst_lane", "lane"), ("dst_addr", "address"),
+                            ("dst_group", "Group")):
+            _check_nested(list(desc.loops), level, what)
+        return
+    nest = order + lane_loops
+    n = len(nest)
+    slot = np.zeros((1,) * n, dtype=np.int64)
+    logical = [np.zeros((1,) * n, dtype=np.int64) for _ in desc.shape]
+    for i, lp in enumerate(nest):
+        shape = [1] * n
+        shape[i] = lp.extent
+        digit = np.arange(lp.extent, dtype=np.int64).reshape(shape)
+        slot = slot + digit * (lp.dst_group * desc.dst_lw_per_group + lp.dst_addr)
+        logical[lp.axis] = logical[lp.axis] + digit * lp.step
+    valid = np.ones((1,) * n, dtype=bool)
+    for axis, dim in enumerate(desc.shape):
+        valid = valid & (logical[axis] < dim)
+    full = tuple(lp.extent for lp in nest)
+    words = len(order)
+    valid = np.broadcast_to(valid, full).reshape(full[:words] + (-1,)).any(axis=-1).ravel()
+    slot = np.broadcast_to(slot, full).reshape(full[:words] + (-1,))[..., 0].ravel()[valid]
+    if slot.size > 1 and not np.all(np.diff(slot) > 0):
+        raise ProgramError(
+            "The destination's sub-axes interleave: walking it in address order does not visit "
+            "each LW once in increasing order; the converter writes destinations in order only"
+        )
+
+
+def _split(loop: Loop, inner: int) -> tuple[Loop, Loop]:
+    """Split ``loop`` into (outer, inner) loops with the inner one of extent ``inner``."""
+    outer = Loop(loop.extent // inner, loop.axis, loop.step * inner,
+                 loop.src_group * inner, loop.src_addr * inner, loop.src_lane * inner,
+                 loop.dst_group * inner, loop.dst_addr * inner, loop.dst_lane * inner)
+    return outer, Loop(inner, *[getattr(loop, f) for f in
+                                ("axis", "step", "src_group", "src_addr", "src_lane",
+                                 "dst_group", "dst_addr", "dst_lane")])
+
+
+def _read_lw(block: list[Loop]) -> int:
+    return math.prod(lp.extent for lp in block if lp.src_group or lp.src_addr)
+
+
+def _choose_block(order: list[Loop], lane_loops: list[Loop],
+                  half_lw: int) -> tuple[list[Loop], list[Loop]]:
+    """Split the destination-ordered nest (outermost first) into (outer, block) loops."""
+    block = list(lane_loops)
+    rest = list(order)
+    while rest and not rest[-1].dst_group and len(block) - len(lane_loops) < MAX_LOOPS:
+        cand = rest[-1]
+        if _read_lw(block + [cand]) <= half_lw:
+            block.append(rest.pop())
+            continue
+        # The whole loop does not fit: take its largest divisor that does, then stop.
+        room = half_lw // max(1, _read_lw(block))
+        for f in range(min(room, cand.extent - 1), 1, -1):
+            if cand.extent % f == 0:
+                outer, inner = _split(cand, f)
+                rest[-1] = outer
+                block.append(inner)
+                break
+        break
+    return rest, block
+
+
+def _read_order(block: list[Loop]) -> list[Loop]:
+    """The block's LW loops in source order, innermost first (Group level outermost)."""
+    lw_loops = [lp for lp in block if lp.src_group or lp.src_addr]
+    return sorted(lw_loops, key=lambda lp: (lp.src_group, lp.src_addr))
+
+
+def _read_table(order: list[Loop], max_burst: int) -> tuple[int, list[tuple[int, tuple]]]:
+    """(burst, remaining read loops innermost first as (extent, (g, a) strides))."""
+    loops = [(lp.extent, (lp.src_group, lp.src_addr)) for lp in order]
+    burst = 1
+    while loops and loops[0][1] == (0, burst):
+        burst *= loops[0][0]
+        loops.pop(0)
+    if burst > max_burst:
+        unit = max(f for f in range(1, max_burst + 1) if burst % f == 0)
+        loops.insert(0, (burst // unit, (0, unit)))
+        burst = unit
+    return burst, loops
+
+
+def compile_program(desc: ConversionDescriptor, config: ArchConfig,
+                    buffer_lw: int = 2048) -> ConverterProgram:
+    """Compile ``desc`` for a converter with a ``buffer_lw``-LW double buffer.
+
+    Raises
+    ------
+    ProgramError
+        When the descriptor exceeds a converter limit (loops, axes, lanes, destination order).
+    """
+    if not isinstance(desc, ConversionDescriptor):
+        raise TypeError(f"Descriptor must be a ConversionDescriptor, not {desc!r}")
+    if not isinstance(config, ArchConfig):
+        raise TypeError(f"Config must be an ArchConfig, not {config!r}")
+    if len(desc.shape) > MAX_AXES:
+        raise ProgramError(f"The converter masks at most {MAX_AXES} axes, not {len(desc.shape)}")
+    lanes = desc.lanes
+    half_lw = buffer_lw // 2
+    loops = list(desc.loops)
+    for lp in loops:
+        levels = [lp.dst_group, lp.dst_addr, lp.dst_lane]
+        if sum(1 for v in levels if v) != 1:
+            raise ProgramError(f"Loop {lp} must move exactly one destination level")
+    lane_loops = [lp for lp in loops if lp.dst_lane]
+    word_loops = [lp for lp in loops if not lp.dst_lane]
+    # Destination order: Group loops outermost, then addresses by decreasing stride.
+    order = sorted(word_loops, key=lambda lp: (-lp.dst_group, -lp.dst_addr))
+    _check_dst_order(desc, order, lane_loops)
+    outer, block = _choose_block(order, lane_loops, half_lw)
+    gather_loops = [lp for lp in block if not lp.dst_lane]  # innermost first
+    read_order = _read_order(block)
+    # Buffer LW stride of each source LW loop: its position weight in the read walk.
+    buf_stride: dict[int, int] = {}
+    weight = 1
+    for lp in read_order:
+        buf_stride[id(lp)] = weight
+        weight *= lp.extent
+
+    def elem(lp: Loop) -> int:
+        return buf_stride[id(lp)] * lanes if id(lp) in buf_stride else lp.src_lane
+
+    def logs(lp: Loop) -> tuple[int, ...]:
+        return tuple(lp.step if lp.axis == ax else 0 for ax in range(MAX_AXES))
+
+    burst, read_loops = _read_table(read_order, config.row_lw)
+    gather = [(lp.extent, (elem(lp), lp.dst_addr) + logs(lp)) for lp in gather_loops]
+    outer_t = [(lp.extent, (lp.src_group, lp.src_addr, lp.src_lane, lp.dst_group, lp.dst_addr)
+                + logs(lp)) for lp in reversed(outer)]
+    for name, table in (("outer", outer_t), ("read", read_loops), ("gather", gather)):
+        if len(table) > MAX_LOOPS:
+            raise ProgramError(
+                f"The {name} table needs {len(table)} loops; the converter has {MAX_LOOPS}"
+            )
+    lane_tab = [LaneEntry(0, 0, (0,) * MAX_AXES) for _ in range(MAX_LANES)]
+    for digits in _digit_space([lp.extent for lp in lane_loops]):
+        lane = sum(d * lp.dst_lane for d, lp in zip(digits, lane_loops))
+        off = sum(d * elem(lp) for d, lp in zip(digits, lane_loops))
+        log = tuple(sum(d * lg for d, lg in zip(digits, col))
+                    for col in zip(*[logs(lp) for lp in lane_loops])) or (0,) * MAX_AXES
+        lane_tab[lane] = LaneEntry(1, off, log)
+    dims = tuple(desc.shape) + (1,) * (MAX_AXES - len(desc.shape))
+    return ConverterProgram(
+        elem_bits=desc.elem_bits, dims=dims,
+        src_groups=desc.src_groups, src_lw_per_group=desc.src_lw_per_group,
+        dst_groups=desc.dst_groups, dst_lw_per_group=desc.dst_lw_per_group,
+        burst=burst, outer=_carries(outer_t), read=_carries(read_loops),
+        gather=_carries(gather), lanes=tuple(lane_tab[:MAX_LANES]), half_lw=half_lw,
+        blocks=math.prod(lp.extent for lp in outer),
+    )
+
+
+def _digit_space(extents: list[int]):
+    if not extents:
+        yield ()
+        return
+    for rest in _digit_space(extents[1:]):
+        for d in range(extents[0]):
+            yield (d,) + rest
+
+
+# -- a plain Python interpreter of the program: the converter's behaviour, step by step ----------
+
+def _walk(table: tuple[TableLoop, ...], nq: int):
+    """Yield the accumulators of every step of a loop table (innermost first)."""
+    acc = [0] * nq
+    count = [0] * len(table)
+    while True:
+        yield tuple(acc)
+        for k, loop in enumerate(table):
+            if count[k] != loop.extent - 1:
+                count[k] += 1
+                for j in range(k):
+                    count[j] = 0
+                acc = [a + c for a, c in zip(acc, loop.carries)]
+                break
+        else:
+            return
+
+
+def simulate_program(prog: ConverterProgram, src_image):
+    """Run ``prog`` the way the hardware does on a source image; return the destination image.
+
+    Used to test the compiler against ``descriptor.execute`` without a simulator.
+    """
+    import numpy as np
+
+    lanes = prog.lanes_per_lw
+    w = prog.elem_bits
+    mask = (1 << w) - 1
+    dst = np.zeros((prog.dst_groups, prog.dst_lw_per_group), dtype=np.uint64)
+    buf = [0] * prog.half_lw
+    last_slot = (-1, -1)
+    for ob in _walk(prog.outer, 5 + MAX_AXES):
+        sg, sa, sl, dg, da = ob[:5]
+        olog = ob[5:]
+        idx = 0
+        for rd in _walk(prog.read, 2):
+            g, a = sg + rd[0], sa + rd[1]
+            for beat in range(prog.burst):
+                if g < prog.src_groups and a + beat < prog.src_lw_per_group:
+                    buf[idx] = int(src_image[g, a + beat])
+                idx += 1
+        for ga in _walk(prog.gather, 2 + MAX_AXES):
+            word = 0
+            used = False
+            for lane, entry in enumerate(prog.lanes[:lanes]):
+                e = sl + ga[0] + entry.elem
+                ok = entry.valid and all(
+                    ob[5 + ax] + ga[2 + ax] + entry.log[ax] < prog.dims[ax]
+                    for ax in range(MAX_AXES))
+                if ok:
+                    used = True
+                    value = (buf[(e // lanes) % prog.half_lw] >> (w * (e % lanes))) & mask
+                    word |= value << (w * lane)
+            if used:
+                slot = (dg, da + ga[1])
+                if slot <= last_slot:
+                    raise ProgramError(f"Destination LW {slot} written out of order")
+                last_slot = slot
+                dst[slot] = word
+        del olog
+    return dst

@@ -1,0 +1,164 @@
+"""The converter's write engine: fills gaps with zeros and writes the destination as bursts."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from ..arch import ArchConfig
+from ..memctrl.port import addr_bits, max_burst
+from .config import config_layout
+from .walker import ACC_BITS
+
+__all__ = ["WriteEngine"]
+
+
+class WriteEngine(wiring.Component):
+    """Write the whole destination footprint, Group by Group, in address order.
+
+    The gather engine delivers the LWs holding data in increasing order; every LW of the
+    footprint it skips (padding, or a gap between sub-axes) is written as zero, so the
+    destination ends up exactly as ``ConversionDescriptor.execute`` says. Beats collect in a
+    FIFO; a write request is issued only once all its beats are there, so a write never waits
+    for data that itself waits for a read from the same controller.
+
+    Parameters
+    ----------
+    config : ArchConfig
+    burst : int
+        Longest write burst in LWs (bursts also stop at DRAM row ends).
+
+    Attributes
+    ----------
+    in_valid, in_group, in_addr, in_data : In; in_ready : Out
+        LWs from the gather engine (relative Group and address).
+    gather_done : In(1)
+        No more LWs will come.
+    req_valid, req_group, req_addr, req_len : Out; req_ready : In
+        Write requests (absolute Group and address).
+    wdata_valid : Out array; wdata_data : Out; wdata_ready : In array
+        Write beats, to the Group of the oldest issued burst.
+    """
+
+    def __init__(self, config: ArchConfig, burst: int = 32):
+        if isinstance(burst, bool) or not isinstance(burst, int):
+            raise TypeError(f"Write burst must be an integer, not {burst!r}")
+        if not 1 <= burst <= max_burst(config):
+            raise ValueError(f"Write burst must be between 1 and {max_burst(config)}, not {burst}")
+        self.config = config
+        self.burst = burst
+        groups = config.groups
+        super().__init__({
+            "cfg": In(config_layout(config)),
+            "start": In(1),
+            "done": Out(1),
+            "in_valid": In(1),
+            "in_group": In(signed(ACC_BITS)),
+            "in_addr": In(signed(ACC_BITS)),
+            "in_data": In(config.lw_bits),
+            "in_ready": Out(1),
+            "gather_done": In(1),
+            "req_valid": Out(1),
+            "req_group": Out(range(groups)),
+            "req_addr": Out(addr_bits(config)),
+            "req_len": Out(range(max_burst(config) + 1)),
+            "req_ready": In(1),
+            "wdata_valid": Out(1).array(groups),
+            "wdata_data": Out(config.lw_bits),
+            "wdata_ready": In(1).array(groups),
+            "beat": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        cfgr = self.config
+        groups = cfgr.groups
+        m.submodules.beats = beats = SyncFIFO(width=cfgr.lw_bits, depth=2 * self.burst)
+        issued = data.StructLayout({"group": range(groups), "len": range(self.burst + 1)})
+        m.submodules.bursts = bursts = SyncFIFO(width=issued.size, depth=4)
+
+        # -- gap filler: one beat per footprint LW, data where the gather has some ------------
+        running = Signal()
+        wg = Signal(range(groups + 1))
+        wa = Signal(addr_bits(cfgr))
+        filled = Signal()
+        match = Signal()
+        m.d.comb += match.eq((self.in_group == wg) & (self.in_addr == wa))
+        push = Signal()
+        with m.If(running & ~filled & beats.w_rdy):
+            with m.If(self.in_valid):
+                m.d.comb += push.eq(1)
+                m.d.comb += self.in_ready.eq(match)
+            with m.Elif(self.gather_done):
+                m.d.comb += push.eq(1)
+        m.d.comb += [
+            beats.w_en.eq(push),
+            beats.w_data.eq(Mux(self.in_valid & match, self.in_data, 0)),
+        ]
+        with m.If(push):
+            m.d.sync += wa.eq(wa + 1)
+            with m.If(wa + 1 == cfg.dst_lwpg):
+                m.d.sync += [wa.eq(0), wg.eq(wg + 1)]
+                with m.If(wg + 1 == cfg.dst_groups):
+                    m.d.sync += filled.eq(1)
+
+        # -- requests: issued once their beats are buffered ------------------------------------
+        unclaimed = Signal(range(2 * self.burst + 1))
+        rg = Signal(range(groups + 1))
+        ra = Signal(addr_bits(cfgr))
+        requested = Signal()
+        row_left = Signal(range(cfgr.row_lw + 1))
+        group_left = Signal(32)
+        length = Signal(range(self.burst + 1))
+        abs_addr = Signal(addr_bits(cfgr))
+        m.d.comb += [
+            abs_addr.eq(cfg.dst_addr + ra),
+            row_left.eq(cfgr.row_lw - abs_addr[:cfgr.col_bits]),
+            group_left.eq(cfg.dst_lwpg - ra),
+            length.eq(self.burst),
+        ]
+        with m.If(row_left < self.burst):
+            m.d.comb += length.eq(row_left)
+        with m.If((group_left < self.burst) & (group_left < row_left)):
+            m.d.comb += length.eq(group_left)
+        m.d.comb += [
+            self.req_valid.eq(running & ~requested & (unclaimed >= length) & bursts.w_rdy),
+            self.req_group.eq(cfg.dst_group + rg),
+            self.req_addr.eq(abs_addr),
+            self.req_len.eq(length),
+        ]
+        entry = data.View(issued, bursts.w_data)
+        m.d.comb += [entry.group.eq(self.req_group), entry.len.eq(length)]
+        accept = Signal()
+        m.d.comb += [accept.eq(self.req_valid & self.req_ready), bursts.w_en.eq(accept)]
+        m.d.sync += unclaimed.eq(unclaimed + push - Mux(accept, length, 0))
+        with m.If(accept):
+            m.d.sync += ra.eq(ra + length)
+            with m.If(ra + length == cfg.dst_lwpg):
+                m.d.sync += [ra.eq(0), rg.eq(rg + 1)]
+                with m.If(rg + 1 == cfg.dst_groups):
+                    m.d.sync += requested.eq(1)
+
+        # -- write beats, to the Group of the oldest issued burst ------------------------------
+        head = data.View(issued, bursts.r_data)
+        count = Signal(range(self.burst + 1))
+        ready = Array(self.wdata_ready)[head.group]
+        m.d.comb += self.wdata_data.eq(beats.r_data)
+        with m.If(bursts.r_rdy & beats.r_rdy):
+            m.d.comb += Array(self.wdata_valid)[head.group].eq(1)
+            with m.If(ready):
+                m.d.comb += [beats.r_en.eq(1), self.beat.eq(1)]
+                m.d.sync += count.eq(count + 1)
+                with m.If(count + 1 == head.len):
+                    m.d.sync += count.eq(0)
+                    m.d.comb += bursts.r_en.eq(1)
+
+        # -- control ---------------------------------------------------------------------------
+        with m.If(self.start):
+            m.d.sync += [running.eq(1), wg.eq(0), wa.eq(0), filled.eq(0), rg.eq(0), ra.eq(0),
+                         requested.eq(0), unclaimed.eq(0), count.eq(0)]
+        m.d.comb += self.done.eq(running & filled & requested & ~bursts.r_rdy & ~beats.r_rdy)
+        return m
