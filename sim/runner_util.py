@@ -18,6 +18,7 @@ Typical launcher::
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -110,8 +111,11 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
         vcd.unlink()
 
     runner = _vcd_runner()
-    runner.build(sources=[verilog], hdl_toplevel=toplevel, build_dir=build_dir,
-                 waves=True, timescale=("1ns", "1ps"))
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir / ".lock", "w") as lock:  # one compile at a time per build folder
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        runner.build(sources=[verilog], hdl_toplevel=toplevel, build_dir=build_dir,
+                     waves=True, timescale=("1ns", "1ps"))
     env = dict(extra_env or {})
     pythonpath = os.pathsep.join([str(SIM_DIR), str(REPO_ROOT / "hdl"),
                                   os.environ.get("PYTHONPATH", "")])

@@ -10,8 +10,13 @@ from amaranth.sim import Simulator
 from memctrl_model import SparseMemory, TimingChecker, split_chunks
 from mncore_hdl import timing
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
+from mncore_hdl.memctrl.bankmachine import BankMachine
 from mncore_hdl.memctrl.controller import MemoryController
 from mncore_hdl.memctrl.csr import register_map
+from mncore_hdl.memctrl.datapath import DataEngine
+from mncore_hdl.memctrl.refresher import Refresher
+from mncore_hdl.memctrl.requester import PortFrontend
+from mncore_hdl.memctrl.trafficgen import TrafficGen
 
 
 def expect_error(exc, msg, fn, *args):
@@ -139,6 +144,15 @@ def test_row_hit_latency_formula():
 ])
 def test_config_validation(changes, exc, msg):
     expect_error(exc, msg, MemoryController, TINY.replace(**changes))
+
+
+@pytest.mark.parametrize("block", [PortFrontend, BankMachine, Refresher, TrafficGen])
+def test_blocks_validate_config(block):
+    expect_error(TypeError, "Config must be an ArchConfig, not 7", block, 7)
+
+
+def test_engine_validates_config():
+    expect_error(TypeError, "Config must be an ArchConfig, not 7", DataEngine, 7, 2)
 
 
 def test_argument_validation():
