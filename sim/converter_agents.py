@@ -66,6 +66,10 @@ class TB:
             getattr(dut, f"host__{g}__req__valid").value = 0
             getattr(dut, f"host__{g}__wdata__valid").value = 0
             getattr(dut, f"host__{g}__rdata__ready").value = 1
+            if hasattr(dut, f"compute__{g}__req__valid"):
+                getattr(dut, f"compute__{g}__req__valid").value = 0
+                getattr(dut, f"compute__{g}__wdata__valid").value = 0
+                getattr(dut, f"compute__{g}__rdata__ready").value = 1
         await ClockCycles(dut.clk, 3)
         dut.rst.value = 0
         await RisingEdge(dut.clk)
@@ -121,9 +125,18 @@ class TB:
         if not int(dut.done.value):
             await with_timeout(RisingEdge(dut.done), timeout_us, "us")
         await RisingEdge(dut.clk)
+        await self.drain()
         return {name: int(getattr(dut, name).value) for name in
                 ("error", "error_code", "beats_read", "beats_written", "stall_cycles",
                  "busy_cycles")}
+
+    async def drain(self) -> None:
+        """Wait until every memory controller is idle (its accepted writes are in memory)."""
+        if not hasattr(self.dut, "mc_idle"):
+            return
+        full = (1 << self.config.groups) - 1
+        while int(self.dut.mc_idle.value) != full:
+            await RisingEdge(self.dut.clk)
 
     # -- one checked conversion ----------------------------------------------------------------
     async def convert(self, a, b, desc, tensor, src=(0, 0x100), dst=(0, 0x4000),

@@ -1,0 +1,102 @@
+"""The memory-system top: one controller per Group, the layout converter, host and compute ports.
+
+One Amaranth design that both Amaranth's simulator and Icarus (through
+:func:`mncore_hdl.verilog.export_verilog`) run.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .arch import ArchConfig
+from .converter.converter import LayoutConverter
+from .converter.regmap import REG_ADDR_BITS, REG_BITS
+from .memctrl.controller import MemoryController
+from .memctrl.csr import COUNTER_BITS, CSR_ADDR_BITS
+from .memctrl.port import RequesterSignature
+
+__all__ = ["MemorySystem", "HOST_PORT", "COMPUTE_PORT", "CONVERTER_PORT"]
+
+#: Requester port index of each user on every Group controller (its CSR counters use these).
+HOST_PORT, COMPUTE_PORT, CONVERTER_PORT = 0, 1, 2
+
+
+class MemorySystem(wiring.Component):
+    """``config.groups`` memory controllers, the layout converter and the requester ports.
+
+    A host (the issue-5 backend) drives it like this:
+
+    1. write and read DRAM of Group ``g`` through ``host[g]`` (a :class:`RequesterSignature`
+       port: ``req`` = address/write/length, ``wdata`` beats, ``rdata`` beats). In simulation
+       the backing store of Group ``g`` is also reachable by back door at ``mc<g>.engine.mem``;
+    2. program the converter through ``reg_addr``/``reg_wdata``/``reg_we`` with the values of
+       :func:`mncore_hdl.converter.regmap.registers` (from
+       :func:`mncore_hdl.converter.program.compile_program` of a ``ConversionDescriptor``), then
+       write 1 to register ``CTRL``;
+    3. wait for ``done``; ``error``/``error_code`` say whether it ran, the converter counters how
+       much it moved and how long it took (``busy_cycles``).
+
+    ``compute[g]`` is the compute engine's port into Group ``g``. The converter has a port into
+    every controller (port :data:`CONVERTER_PORT`), so it reads one Group and writes another
+    with no crossbar. Every controller's own counters are readable through ``mc_csr_addr[g]``
+    / ``mc_csr_rdata[g]`` (see :mod:`mncore_hdl.memctrl.csr`), its out-of-window flag on
+    ``mc_error[g]``.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        The only source of geometry and timing (``MNCORE2_SIM`` for the RTL).
+    buffer_lw, write_burst : int
+        Converter buffer and write burst (see :class:`LayoutConverter`).
+    """
+
+    def __init__(self, config: ArchConfig, buffer_lw: int = 2048, write_burst: int = 32):
+        if not isinstance(config, ArchConfig):
+            raise TypeError(f"Config must be an ArchConfig, not {config!r}")
+        self.config = config
+        self.converter = LayoutConverter(config, buffer_lw, write_burst)
+        self.controllers = [MemoryController(config, ports=3) for _ in range(config.groups)]
+        groups = config.groups
+        super().__init__({
+            "host": In(RequesterSignature(config)).array(groups),
+            "compute": In(RequesterSignature(config)).array(groups),
+            "reg_addr": In(REG_ADDR_BITS),
+            "reg_wdata": In(REG_BITS),
+            "reg_we": In(1),
+            "reg_rdata": Out(REG_BITS),
+            "busy": Out(1),
+            "done": Out(1),
+            "error": Out(1),
+            "error_code": Out(4),
+            "beats_read": Out(32),
+            "beats_written": Out(32),
+            "stall_cycles": Out(32),
+            "busy_cycles": Out(32),
+            "mc_csr_addr": In(CSR_ADDR_BITS).array(groups),
+            "mc_csr_rdata": Out(COUNTER_BITS).array(groups),
+            "mc_error": Out(groups),
+            "mc_idle": Out(groups),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.conv = conv = self.converter
+        for g, mc in enumerate(self.controllers):
+            m.submodules[f"mc{g}"] = mc
+            wiring.connect(m, wiring.flipped(self.host[g]), mc.ports[HOST_PORT])
+            wiring.connect(m, wiring.flipped(self.compute[g]), mc.ports[COMPUTE_PORT])
+            wiring.connect(m, conv.ports[g], mc.ports[CONVERTER_PORT])
+            m.d.comb += [
+                mc.csr_addr.eq(self.mc_csr_addr[g]),
+                self.mc_csr_rdata[g].eq(mc.csr_rdata),
+                self.mc_error[g].eq(mc.error),
+                self.mc_idle[g].eq(mc.idle),
+            ]
+        m.d.comb += [conv.reg_addr.eq(self.reg_addr), conv.reg_wdata.eq(self.reg_wdata),
+                     conv.reg_we.eq(self.reg_we), self.reg_rdata.eq(conv.reg_rdata)]
+        for name in ("busy", "done", "error", "error_code", "beats_read", "beats_written",
+                     "stall_cycles", "busy_cycles"):
+            m.d.comb += getattr(self, name).eq(getattr(conv, name))
+        return m
