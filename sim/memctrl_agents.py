@@ -109,7 +109,9 @@ class PortAgent:
         self.rd_ready.value = int(rng.random() >= self.backpressure)
 
     def done(self) -> bool:
-        return not (self.requests or self.wbeats or self.expected or self.req_on)
+        """Everything submitted was accepted, issued to the DRAM and answered."""
+        return not (self.requests or self.wbeats or self.expected or self.req_on
+                    or self.columns)
 
 
 class TB:
@@ -217,6 +219,8 @@ class TB:
             if self.cycle - start > limit:
                 self.error(f"traffic did not finish within {limit} cycles")
                 break
+        while not int(self.dut.idle.value):  # the last write burst may still be landing
+            await self.step()
         for _ in range(4):
             await self.step()
         return self.cycle - start
