@@ -1,0 +1,142 @@
+"""Fast Amaranth-simulator tests of the converter's parts and of small whole conversions."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from amaranth.sim import Simulator
+
+from mncore_hdl.arch import MNCORE2_SIM
+from mncore_hdl.converter import Reg, compile_program, registers
+from mncore_hdl.converter.behavioural import BehaviouralMemory
+from mncore_hdl.converter.converter import LayoutConverter
+from mncore_hdl.converter.harness import ConverterHarness
+from mncore_hdl.converter.program import TableLoop, _carries, _walk
+from mncore_hdl.converter.walker import LoopWalker
+from mncore_hdl.converter.writer import WriteEngine
+from mncore_hdl.layout import DTYPES, UnsupportedConversion, conversion, to_device
+from mncore_hdl.layout.random_layouts import random_layout, random_shape
+
+SMALL = MNCORE2_SIM.replace(sim_window_lw=4096, dram_bytes_per_group=4096 * 8)
+
+
+# -- constructor validation -------------------------------------------------------------------
+
+@pytest.mark.parametrize("factory,exc,msg", [
+    (lambda: LoopWalker(0, 1), ValueError, "Loop count must be a positive integer, not 0"),
+    (lambda: LoopWalker(2, "a"), TypeError, "Quantity count must be an integer, not 'a'"),
+    (lambda: LayoutConverter("cfg"), TypeError, "Config must be an ArchConfig"),
+    (lambda: LayoutConverter(SMALL, buffer_lw=1000), ValueError,
+     "Buffer size must be a power of two of at least 512 LW"),
+    (lambda: LayoutConverter(SMALL, buffer_lw=2.0), TypeError, "Buffer size must be an integer"),
+    (lambda: LayoutConverter(SMALL, write_burst=0), ValueError,
+     "Write burst must be between 1 and 256, not 0"),
+    (lambda: WriteEngine(SMALL, burst=-3), ValueError, "Write burst must be between 1 and 256"),
+    (lambda: WriteEngine(SMALL, burst=None), TypeError, "Write burst must be an integer"),
+    (lambda: BehaviouralMemory(SMALL, ports=0), ValueError,
+     "Port count must be a positive integer, not 0"),
+    (lambda: BehaviouralMemory(SMALL, latency=True), TypeError, "Latency must be an integer"),
+    (lambda: BehaviouralMemory(None), TypeError, "Config must be an ArchConfig"),
+])
+def test_constructor_errors(factory, exc, msg):
+    with pytest.raises(exc, match=msg):
+        factory()
+
+
+def test_system_constructor_error():
+    from mncore_hdl.system import MemorySystem
+
+    with pytest.raises(TypeError, match="Config must be an ArchConfig"):
+        MemorySystem({})
+
+
+# -- loop walker against the Python walk ------------------------------------------------------
+
+def test_walker_matches_python_walk():
+    rng = random.Random(7)
+    loops = [(rng.randint(1, 4), (rng.randint(-5, 9), rng.randint(0, 40))) for _ in range(3)]
+    table = _carries(loops)
+    want = list(_walk(table, 2))
+    dut = LoopWalker(4, 2)
+    got = []
+
+    async def bench(ctx):
+        ctx.set(dut.n, len(table))
+        for k, loop in enumerate(table):
+            ctx.set(dut.extent[k], loop.extent)
+            for q, c in enumerate(loop.carries):
+                ctx.set(dut.carry[k][q], c)
+        ctx.set(dut.restart, 1)
+        await ctx.tick()
+        ctx.set(dut.restart, 0)
+        ctx.set(dut.advance, 1)
+        while True:
+            got.append((ctx.get(dut.acc[0]), ctx.get(dut.acc[1])))
+            if ctx.get(dut.last):
+                break
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == want
+    assert isinstance(table[0], TableLoop)
+
+
+# -- whole conversions on the behavioural harness ---------------------------------------------
+
+def _convert(seed: int):
+    rng = random.Random(seed)
+    while True:
+        dtype = rng.choice(sorted(DTYPES))
+        shape = random_shape(rng, max_numel=300)
+        a = random_layout(rng, shape, dtype, max_lw_per_group=600)
+        b = random_layout(rng, shape, dtype, max_lw_per_group=600)
+        try:
+            desc = conversion(a, b)
+            prog = compile_program(desc, SMALL, buffer_lw=512)
+        except (UnsupportedConversion, ValueError):
+            continue
+        break
+    tensor = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+    src = to_device(tensor.to(getattr(torch, dtype)), a)
+    base_src, base_dst = 0x40, 0x800
+    init = [[0] * base_src + [int(x) for x in src[g]] if g < len(src) else [] for g in range(4)]
+    dut = ConverterHarness(SMALL, latency=4, buffer_lw=512, init=init)
+    result = {}
+
+    async def bench(ctx):
+        for addr, value in registers(prog, 0, base_src, 0, base_dst).items():
+            ctx.set(dut.reg_addr, addr)
+            ctx.set(dut.reg_wdata, value)
+            ctx.set(dut.reg_we, 1)
+            await ctx.tick()
+        ctx.set(dut.reg_addr, Reg.CTRL)
+        ctx.set(dut.reg_wdata, 1)
+        await ctx.tick()
+        ctx.set(dut.reg_we, 0)
+        for _ in range(20000):
+            await ctx.tick()
+            if ctx.get(dut.done):
+                break
+        result["error"] = ctx.get(dut.error)
+        result["image"] = np.array(
+            [[ctx.get(dut.mems[g].mem.data[base_dst + i]) for i in range(desc.dst_lw_per_group)]
+             for g in range(desc.dst_groups)], dtype=np.uint64)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    return a, b, desc.execute(src), result
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_small_conversion(seed):
+    a, b, want, result = _convert(seed)
+    assert not result["error"], f"seed {seed}: {a} -> {b} raised the error flag"
+    assert np.array_equal(result["image"], want), f"seed {seed}: {a} -> {b} differs"
