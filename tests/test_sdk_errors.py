@@ -10,7 +10,6 @@ from mlsdk import (
     CodegenError,
     Context,
     DeviceMemoryError,
-    DeviceNotAvailableError,
     InputError,
     IOSpecMismatchError,
     MNDevice,
@@ -48,12 +47,6 @@ def test_unknown_device_lists_the_valid_strings():
         MNDevice("mncore3:0")
     with pytest.raises(TypeError, match="Device name must be a string"):
         MNDevice(3)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("name", ["mncore2:rtl", "mncore2:icarus"])
-def test_rtl_devices_say_they_are_not_available_yet(name):
-    with pytest.raises(DeviceNotAvailableError, match="not available yet"):
-        Context(MNDevice(name))
 
 
 def test_constraint_key_that_is_no_io(context, tmp_path, pair):
