@@ -1,0 +1,134 @@
+"""The public API's small parts: IOSpec, TensorProxy, Context, Report, commands, allocator."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from mlsdk import DEVICE_STRINGS, Context, IOSpec, MNDevice, TensorProxy, storage
+from mlsdk.device.allocator import ALIGN_LW, Allocator
+from mlsdk.device.commands import (
+    Bind,
+    Buffer,
+    Convert,
+    HostRead,
+    HostWrite,
+    Launch,
+    command_from_dict,
+)
+from mlsdk.errors import DeviceMemoryError
+from mncore_hdl.layout import conversion, host_layout, native_layout
+
+
+def double(inputs):
+    return {"y": inputs["x"] * 2}
+
+
+@pytest.fixture
+def compiled(context, tmp_path):
+    return context.compile(double, {"x": torch.randn(32, 64)}, storage.path(tmp_path / "d"))
+
+
+def test_iospec_prints_compares_and_serialises(compiled):
+    spec = compiled.input_specs["x"]
+    assert str(spec) == ("IOSpec('x': 32x64 float32 in DRAM, layout (32,64)/((32:32), "
+                         "(32:1, 2_W:1)), 8192 bytes)")
+    assert "layout='(32,64)/((32:32), (32:1, 2_W:1))'" in repr(spec)
+    again = IOSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec and hash(again) == hash(spec)
+    out = compiled.output_specs["y"]
+    assert out != spec
+    assert not out.is_memcopyable_to(spec)
+    renamed = IOSpec("other", spec.shape, spec.dtype, spec.layout)
+    assert renamed != spec and renamed.is_memcopyable_to(spec)
+    assert spec.nbytes == 32 * 64 * 4 and spec.location == "DRAM"
+    with pytest.raises(TypeError, match="takes an IOSpec, not str"):
+        spec.is_memcopyable_to("x")  # type: ignore[arg-type]
+
+
+def test_tensor_proxy_exposes_spec_and_buffer(context, compiled):
+    y = compiled({"x": torch.ones(32, 64)})["y"]
+    assert isinstance(y, TensorProxy)
+    assert y.shape == torch.Size([32, 64]) and y.dtype == torch.float32
+    assert y.spec == compiled.output_specs["y"]
+    assert y.buffer.nbytes == y.spec.nbytes
+    assert y.buffer.groups == y.spec.layout.groups == 4
+    assert y.buffer.address % ALIGN_LW == 0
+    assert "TensorProxy('y', shape=(32, 64)" in repr(y)
+    torch.testing.assert_close(y.cpu(), torch.full((32, 64), 2.0))
+
+
+def test_every_functional_device_string_runs(tmp_path):
+    for name, (backend, _) in DEVICE_STRINGS.items():
+        if backend not in ("functional", "reference"):
+            continue
+        with Context(MNDevice(name)) as ctx:
+            f = ctx.compile(double, {"x": torch.ones(4, 4)}, storage.path(tmp_path / "f"))
+            torch.testing.assert_close(f({"x": torch.ones(4, 4)})["y"].cpu(),
+                                       torch.full((4, 4), 2.0))
+            assert ctx.report().calls()[0].cycles_kind == (
+                "modeled" if backend == "functional" else "none")
+
+
+def test_switch_context():
+    a = Context(MNDevice("mncore2:auto"))
+    b = Context(MNDevice("pfvm:cpu"))
+    try:
+        previous = Context.switch_context(b)
+        assert Context.current() is b
+        Context.switch_context(previous or a)
+        with pytest.raises(TypeError, match="takes a Context"):
+            Context.switch_context("b")  # type: ignore[arg-type]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_report_table_and_json(context, compiled):
+    compiled({"x": torch.ones(32, 64)})["y"].cpu()
+    report = context.report()
+    kinds = [r.kind for r in report]
+    assert kinds == ["load", "call", "read"]
+    call = report.calls("double")[0]
+    assert call.bytes == {"host": 8192, "compute": 16384, "converter": 0}
+    assert call.cycles == sum(c.cycles for c in call.commands) > 0
+    table = report.table(commands=True)
+    assert "host B" in table and "HostWrite" in table and "Launch double#1" in table
+    data = json.loads(report.to_json())
+    assert data["device"] == "mncore2:auto"
+    assert data["records"][1]["cycles_kind"] == "modeled"
+
+
+def test_commands_round_trip_through_json():
+    buf = Buffer(3, 1, 2, 0x40, 16)
+    image = np.arange(32, dtype=np.uint64).reshape(2, 16)
+    desc = conversion(host_layout((4, 8)), native_layout((4, 8)))
+    commands = [HostWrite(buf, image), HostRead(buf),
+                Convert(buf, "a", buf, "b", desc.to_dict()),
+                Launch("f#1", {"x": buf}), Bind("f#1", "x", buf)]
+    for command in commands:
+        again = command_from_dict(json.loads(json.dumps(command.to_dict())))
+        assert again == command and type(again) is type(command)
+    assert np.array_equal(command_from_dict(commands[0].to_dict()).data, image)
+    with pytest.raises(ValueError, match="Unknown device command kind 'Poke'"):
+        command_from_dict({"kind": "Poke"})
+    assert str(buf) == "buf#3@G1-G2:0x40+16LW"
+
+
+def test_allocator_places_multi_group_buffers_at_one_address():
+    alloc = Allocator(groups=4, lw_per_group=1024)
+    a = alloc.allocate(1, 100)
+    b = alloc.allocate(4, 10)
+    assert b.group == 0 and b.groups == 4
+    assert all(alloc.used_lw(g) >= 16 for g in range(4))
+    c = alloc.allocate(1, 900)
+    assert c.group != a.group
+    alloc.free(a)
+    with pytest.raises(ValueError, match="not allocated"):
+        alloc.free(a)
+    with pytest.raises(DeviceMemoryError, match="spanning 5 Groups"):
+        alloc.allocate(5, 1)
+    with pytest.raises(DeviceMemoryError, match="exhausted"):
+        alloc.allocate(4, 1000)
