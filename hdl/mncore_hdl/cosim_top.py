@@ -1,0 +1,100 @@
+"""The co-simulation top: the memory system, the input-descriptor table and a cycle counter.
+
+This is the design ``mncore2:rtl`` (Amaranth's simulator) and ``mncore2:icarus`` (its Verilog
+under cocotb) run. It adds to :class:`~mncore_hdl.system.MemorySystem` only what the runtime
+needs to execute the command stream: the descriptor registers ``Bind`` writes (one register
+write per relocation) and ``Launch`` reads its input addresses from, and a free-running cycle
+counter that both simulators read to measure cycles.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from amaranth.hdl import Array, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .arch import ArchConfig
+from .descriptors import DESCRIPTOR_BITS, DESCRIPTOR_SLOTS, SLOT_BITS
+from .system import MemorySystem
+
+__all__ = ["CosimTop", "CYCLE_BITS", "export_cosim_top"]
+
+CYCLE_BITS = 48
+_HDL = Path(__file__).resolve().parent
+
+
+class CosimTop(wiring.Component):
+    """:class:`MemorySystem` plus the input-descriptor register table and a cycle counter.
+
+    Every port of the memory system is passed through under the same name (``host[g]``,
+    ``compute[g]``, ``reg_*``, ``busy``, converter counters, ``mc_csr_*``, ``mc_idle``, ...).
+
+    Parameters
+    ----------
+    config : ArchConfig
+        The chip (``MNCORE2_SIM`` for the RTL backends).
+
+    Attributes
+    ----------
+    desc_index, desc_wdata, desc_we : Signal, in
+        Write port of the table: at a clock edge with ``desc_we``, slot ``desc_index`` takes
+        ``desc_wdata`` (see :mod:`mncore_hdl.descriptors` for the word's fields).
+    desc_rdata : Signal, out
+        Slot ``desc_index`` (combinational).
+    cycle : Signal(48), out
+        Clock cycles since reset.
+    """
+
+    def __init__(self, config: ArchConfig):
+        if not isinstance(config, ArchConfig):
+            raise TypeError(f"Config must be an ArchConfig, not {config!r}")
+        self.config = config
+        self.system = MemorySystem(config)
+        members = dict(self.system.signature.members)
+        members.update({
+            "desc_index": In(SLOT_BITS),
+            "desc_wdata": In(DESCRIPTOR_BITS),
+            "desc_we": In(1),
+            "desc_rdata": Out(DESCRIPTOR_BITS),
+            "cycle": Out(CYCLE_BITS),
+        })
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.system = system = self.system
+        groups = self.config.groups
+        for g in range(groups):
+            wiring.connect(m, wiring.flipped(self.host[g]), system.host[g])
+            wiring.connect(m, wiring.flipped(self.compute[g]), system.compute[g])
+            m.d.comb += [system.mc_csr_addr[g].eq(self.mc_csr_addr[g]),
+                         self.mc_csr_rdata[g].eq(system.mc_csr_rdata[g])]
+        for name in ("reg_addr", "reg_wdata", "reg_we"):
+            m.d.comb += getattr(system, name).eq(getattr(self, name))
+        for name in ("reg_rdata", "busy", "done", "error", "error_code", "beats_read",
+                     "beats_written", "stall_cycles", "busy_cycles", "mc_error", "mc_idle"):
+            m.d.comb += getattr(self, name).eq(getattr(system, name))
+
+        # -- input-descriptor table --------------------------------------------------------
+        table = Array(Signal(DESCRIPTOR_BITS, name=f"desc{i}") for i in range(DESCRIPTOR_SLOTS))
+        with m.If(self.desc_we):
+            m.d.sync += table[self.desc_index].eq(self.desc_wdata)
+        m.d.comb += self.desc_rdata.eq(table[self.desc_index])
+
+        # -- cycle counter -----------------------------------------------------------------
+        m.d.sync += self.cycle.eq(self.cycle + 1)
+        return m
+
+
+def export_cosim_top(config: ArchConfig, build_dir: str | os.PathLike[str] = "build/verilog"
+                     ) -> Path:
+    """Verilog of :class:`CosimTop` for ``config`` (module ``cosim_top``), cached by sources."""
+    from .verilog import export_verilog
+
+    meta = {"component": "CosimTop", "config": config.to_dict()}
+    sources = [_HDL / "converter", _HDL / "memctrl", _HDL / "arch.py", _HDL / "system.py",
+               _HDL / "verilog.py", _HDL / "cosim_top.py", _HDL / "descriptors.py"]
+    return export_verilog(lambda: CosimTop(config), "cosim_top", meta, build_dir, sources)

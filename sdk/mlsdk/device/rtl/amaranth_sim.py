@@ -1,0 +1,183 @@
+"""``mncore2:rtl``: the co-simulation top in Amaranth's simulator, in a worker thread.
+
+The simulator runs one async testbench that takes operations from a queue and executes them
+with the shared :class:`~mlsdk.device.rtl.driver.Driver`. While the testbench waits for the
+next operation it blocks the simulator thread, so simulated time does not advance between
+commands; ``close()`` sends ``stop`` and the testbench returns, ending ``sim.run()``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from mncore_hdl.arch import ArchConfig
+
+from .driver import Driver
+
+__all__ = ["AmaranthBus", "AmaranthSession"]
+
+#: Memories with more rows than this are left out of the VCD (the DRAM backing stores would
+#: add half a million variables; the converter's buffer and FIFOs stay in).
+VCD_MEMORY_ROWS = 4096
+
+
+class AmaranthBus:
+    """:class:`~mlsdk.device.rtl.driver.Bus` over an Amaranth testbench context."""
+
+    def __init__(self, ctx: Any, top: Any, config: ArchConfig):
+        from amaranth.hdl import Value
+
+        self._value = Value.cast
+        self.ctx = ctx
+        self.top = top
+        self._signals: dict[str, Any] = {}
+        self._mems = [mc.engine.mem.data for mc in top.system.controllers]
+
+    def _sig(self, name: str) -> Any:
+        sig = self._signals.get(name)
+        if sig is None:
+            obj = self.top
+            for part in name.split("__"):
+                obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+            sig = self._signals[name] = self._value(obj)
+        return sig
+
+    def set(self, name: str, value: int) -> None:
+        self.ctx.set(self._sig(name), value)
+
+    def get(self, name: str) -> int:
+        return int(self.ctx.get(self._sig(name)))
+
+    async def edge(self, names: Sequence[str]) -> list[int]:
+        sampled = await self.ctx.tick().sample(*[self._sig(n) for n in names])
+        return [int(v) for v in sampled[2:]]  # (clk, rst, *values)
+
+    async def wait_until(self, name: str, value: int, max_cycles: int) -> bool:
+        sig, cycle = self._sig(name), self._sig("cycle")
+        deadline = self.ctx.get(cycle) + max_cycles
+        await self.ctx.tick().until((sig == value) | (cycle >= deadline))
+        return self.ctx.get(sig) == value or self.ctx.get(cycle) <= deadline
+
+    def mem_read(self, group: int, address: int, count: int) -> np.ndarray:
+        mem = self._mems[group]
+        return np.array([self.ctx.get(mem[address + i]) for i in range(count)], dtype=np.uint64)
+
+    def mem_write(self, group: int, address: int, words: np.ndarray) -> None:
+        mem = self._mems[group]
+        for i, w in enumerate(words):
+            self.ctx.set(mem[address + i], int(w))
+
+
+class _SmallMemories:
+    """The simulator's design as the VCD writer sees it, minus the huge memories."""
+
+    def __init__(self, design: Any):
+        self._design = design
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._design, name)
+
+    @property
+    def fragments(self) -> dict[Any, Any]:
+        from amaranth.hdl._mem import MemoryInstance
+
+        return {f: info for f, info in self._design.fragments.items()
+                if not (isinstance(f, MemoryInstance) and f._data.depth > VCD_MEMORY_ROWS)}
+
+
+class AmaranthSession:
+    """A persistent Amaranth simulation of :class:`~mncore_hdl.cosim_top.CosimTop`.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        The chip (its DRAM is the simulated window).
+    vcd : path, optional
+        Write a VCD of the whole session there.
+    progress : callable, optional
+        ``progress(cycle, operations_done)``, called from the simulator thread.
+    """
+
+    kind = "rtl"
+
+    def __init__(self, config: ArchConfig, vcd: Path | None = None,
+                 progress: Callable[[int, int], None] | None = None):
+        self.config = config
+        self.vcd = vcd
+        self.progress = progress
+        self._requests: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._responses: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.dead: str | None = None
+        self._thread = threading.Thread(target=self._run, name="mncore2-rtl-sim", daemon=True)
+        self._thread.start()
+        ready = self._responses.get()
+        if "error" in ready:
+            self.dead = ready["error"]
+
+    def _run(self) -> None:
+        try:
+            from amaranth.sim import Simulator
+            from mncore_hdl.cosim_top import CosimTop
+
+            top = CosimTop(self.config)
+            sim = Simulator(top)
+            sim.add_clock(1e-6 / self.config.clock_mhz)
+            sim.add_testbench(self._bench(top))
+            if self.vcd is None:
+                sim.run()
+                return
+            engine = sim._engine
+            design, engine._design = engine._design, _SmallMemories(engine._design)
+            writer = sim.write_vcd(str(self.vcd))
+            try:
+                writer.__enter__()
+            finally:
+                engine._design = design
+            try:
+                sim.run()
+            finally:
+                writer.__exit__(None, None, None)
+        except BaseException as exc:  # report to the caller instead of dying silently
+            self._responses.put({"error": f"the Amaranth simulation failed: "
+                                          f"{type(exc).__name__}: {exc}", "fatal": True})
+
+    def _bench(self, top: Any) -> Callable[[Any], Any]:
+        async def bench(ctx: Any) -> None:
+            driver = Driver(AmaranthBus(ctx, top, self.config), self.config, self.progress)
+            self._responses.put({"ready": True})
+            while True:
+                msg = self._requests.get()
+                if msg.get("op") == "stop":
+                    return
+                try:
+                    result = await driver.execute(msg)
+                except Exception as exc:
+                    result = {"error": f"{type(exc).__name__}: {exc}"}
+                self._responses.put(result)
+        return bench
+
+    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Execute one operation; ``{"error": ...}`` when it fails or takes over ``timeout`` s."""
+        if self.dead:
+            return {"error": self.dead, "fatal": True}
+        self._requests.put(msg)
+        try:
+            result = self._responses.get(timeout=timeout)
+        except queue.Empty:
+            self.dead = (f"the Amaranth simulation did not answer {msg.get('op')!r} within "
+                         f"{timeout:.0f} s")
+            return {"error": self.dead, "fatal": True}
+        if result.get("fatal"):
+            self.dead = result["error"]
+        return result
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop the testbench and wait for the simulator thread (the VCD is then complete)."""
+        if self._thread.is_alive() and not self.dead:
+            self._requests.put({"op": "stop"})
+        self._thread.join(timeout)

@@ -1,0 +1,267 @@
+"""The RTL-backed devices: the command stream executed on the co-simulation top.
+
+:class:`RtlDevice` fills the :class:`~mlsdk.device.base.Device` hooks with driver operations
+sent to a simulator session (Amaranth in-process for ``mncore2:rtl``, Icarus in a child process
+for ``mncore2:icarus``). Bytes per path come from the controllers' own port beat counters and
+the converter's beat counters; cycles are simulated clock cycles (``measured``). The PE array's
+compute cycles stay modeled (``flops / (PEs * flops per cycle)``), as on the functional model.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from mncore_hdl.arch import ArchConfig
+from mncore_hdl.descriptors import SlotTable
+from mncore_hdl.layout import ConversionDescriptor
+
+from ...errors import DeviceError
+from ..base import Device, LoadedProgram
+from ..commands import Buffer, Command, CommandResult, Launch
+from .driver import pack_words, unpack_words
+from .waves import write_gtkw
+
+__all__ = ["RtlDevice"]
+
+#: Wall seconds allowed per operation: a base plus a generous per-cycle budget.
+TIMEOUT_BASE = float(os.environ.get("MNCORE_COSIM_TIMEOUT", "120"))
+TIMEOUT_PER_LW = 0.05
+
+
+def _progress_printer() -> Any:
+    """Prints simulated cycles and operations on a terminal (stderr), at most once a second."""
+    if not sys.stderr.isatty():
+        return None
+    last = [0.0]
+
+    def show(cycle: int, ops: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 1.0:
+            last[0] = now
+            sys.stderr.write(f"\r[cosim] {cycle:,} cycles simulated, {ops} operations done ")
+            sys.stderr.flush()
+    return show
+
+
+class RtlDevice(Device):
+    """MN-Core 2's memory system in RTL simulation: exact data, measured cycles.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        The chip; its DRAM must be the RTL's simulated window (``MNCORE2_SIM``).
+    name : str
+        The device string.
+    backend : str
+        ``"rtl"`` (Amaranth simulator) or ``"icarus"`` (cocotb on Icarus).
+    waves : path, optional
+        Folder for the session's VCD and GTKWave save file.
+    """
+
+    cycles_kind = "measured"
+
+    def __init__(self, config: ArchConfig, name: str, backend: str,
+                 waves: str | os.PathLike[str] | None = None):
+        if config.dram_lw_per_group > config.sim_window_lw:
+            raise ValueError(
+                f"RTL devices simulate {config.sim_window_lw} LW of DRAM per Group, but the "
+                f"config models {config.dram_lw_per_group}; pass mncore_hdl.arch.MNCORE2_SIM "
+                "(or a config whose dram_bytes_per_group equals the simulated window)")
+        if backend not in ("rtl", "icarus"):
+            raise ValueError(f"RTL backend must be 'rtl' or 'icarus', not {backend!r}")
+        super().__init__(config, name)
+        self.backend = backend
+        self.waves_dir = Path(waves) if waves else None
+        self.vcd_path: Path | None = None
+        self.gtkw_path: Path | None = None
+        self.slots = SlotTable()
+        self.last_conversion: dict[str, int] = {}
+        self._session: Any = None
+        self._measured: dict[str, int] = {}
+        self._port_beats: dict[str, list[list[int]]] = {}
+        self._high_water = [0] * config.groups
+        self._progress = _progress_printer()
+
+    # -- the simulator session ---------------------------------------------------------------
+
+    def _start(self) -> Any:
+        if self._session is not None:
+            return self._session
+        if self.waves_dir is not None:
+            self.waves_dir.mkdir(parents=True, exist_ok=True)
+            stem = f"mncore2_{self.backend}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
+            self.vcd_path = self.waves_dir / f"{stem}.vcd"
+        say = self._say
+        try:
+            if self.backend == "rtl":
+                from .amaranth_sim import AmaranthSession
+
+                say("starting the Amaranth simulation of the memory system")
+                self._session = AmaranthSession(self.config, self.vcd_path, self._progress)
+                if self._session.dead:
+                    raise RuntimeError(self._session.dead)
+            else:
+                from .icarus import IcarusSession
+
+                self._session = IcarusSession(self.config, self.vcd_path, self._progress, say)
+        except (RuntimeError, OSError) as exc:
+            self._session = None
+            raise DeviceError(f"Device {self.name!r} could not start its simulator: {exc}"
+                              ) from None
+        return self._session
+
+    def _say(self, text: str) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"[cosim] {text}\n")
+
+    def _request(self, msg: dict[str, Any], lw: int = 0) -> dict[str, Any]:
+        self._check_open()
+        session = self._start()
+        result = session.request(msg, TIMEOUT_BASE + TIMEOUT_PER_LW * lw)
+        if "error" in result:
+            raise DeviceError(f"Device {self.name!r}: {msg.get('op')} failed: {result['error']}")
+        return result
+
+    # -- the command stream -----------------------------------------------------------------
+
+    def execute(self, command: Command) -> CommandResult:
+        self._measured = {}
+        result = super().execute(command)
+        for path, nbytes in self._measured.items():
+            result.bytes[path] = nbytes
+        return result
+
+    def _track(self, buf: Buffer) -> None:
+        for g in range(buf.group, buf.group + buf.groups):
+            self._high_water[g] = max(self._high_water[g], buf.address + buf.lw_per_group)
+
+    def _count_port(self, path: str, beats: list[list[int]]) -> None:
+        """Bytes ``path`` moved in this op: the growth of its controllers' beat counters."""
+        before = self._port_beats.get(path, [[0, 0] for _ in beats])
+        delta = sum((now - old) % (1 << 32) for b, a in zip(before, beats, strict=True)
+                    for old, now in zip(b, a, strict=True))
+        self._port_beats[path] = beats
+        self._measured[path] = self._measured.get(path, 0) + delta * self.config.lw_bytes
+
+    def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
+        result = self._request({"op": "read", "path": path, "buffer": buf.to_dict()},
+                               buf.lw_per_group)
+        self._count_port(path, result["port_beats"])
+        return unpack_words(result["data"], (buf.groups, buf.lw_per_group)), result["cycles"]
+
+    def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
+        self._track(buf)
+        result = self._request({"op": "write", "path": path, "buffer": buf.to_dict(),
+                                "data": pack_words(image)}, buf.lw_per_group)
+        self._count_port(path, result["port_beats"])
+        return int(result["cycles"])
+
+    def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
+        self._track(dst)
+        result = self._request({"op": "convert", "descriptor": descriptor.to_dict(),
+                                "src": src.to_dict(), "dst": dst.to_dict()},
+                               descriptor.read_lw + descriptor.write_lw)
+        counters = result["counters"]
+        self.last_conversion = {**counters, "cycles": result["cycles"],
+                                "program_cycles": result["program_cycles"]}
+        self._measured["converter"] = ((counters["beats_read"] + counters["beats_written"])
+                                       * self.config.lw_bytes)
+        return int(result["cycles"])
+
+    def _bind(self, function: str, io: str, buf: Buffer) -> int:
+        try:
+            slot = self.slots.slot(function, io, live=set(self.descriptors))
+        except RuntimeError as exc:
+            raise DeviceError(str(exc)) from None
+        return int(self._request({"op": "bind", "slot": slot, "buffer": buf.to_dict()})["cycles"])
+
+    def _launch(self, command: Launch, result: CommandResult) -> None:
+        """Launch, reading every input's address back from its descriptor register."""
+        program = self.programs.get(command.program)
+        bindings = dict(command.bindings)
+        for name in program.inputs if program is not None else ():
+            slot = self.slots.lookup(command.program, name)
+            if slot is None or name not in bindings:
+                continue
+            desc = self._request({"op": "lookup", "slot": slot})["descriptor"]
+            given = bindings[name]
+            if desc is None:
+                raise DeviceError(f"Launch of {command.program!r}: the descriptor register of "
+                                  f"input {name!r} (slot {slot}) is empty")
+            bindings[name] = Buffer(given.id, **desc)
+            if bindings[name] != given:
+                raise DeviceError(
+                    f"Launch of {command.program!r}: descriptor register {slot} of input "
+                    f"{name!r} holds {bindings[name]}, but the runtime bound {given}")
+        super()._launch(Launch(command.program, bindings), result)
+
+    def _compute_cycles(self, program: LoadedProgram) -> int:
+        return math.ceil(program.flops / (self.config.pes * self.config.pe_flops_per_cycle))
+
+    # -- inspection -------------------------------------------------------------------------
+
+    def _peek_rows(self, group: int, address: int, count: int) -> np.ndarray:
+        data = self._request({"op": "peek", "group": group, "address": address,
+                              "count": count}, count)["data"]
+        return unpack_words(data, (count,))
+
+    def peek(self, buf: Buffer) -> np.ndarray:
+        return np.stack([self._peek_rows(buf.group + i, buf.address, buf.lw_per_group)
+                         for i in range(buf.groups)])
+
+    def dram_snapshot(self) -> list[dict[int, np.ndarray]]:
+        """Every Group's non-zero pages, in :meth:`FunctionalDevice.dram_snapshot`'s format.
+
+        Only the part of the window the session ever wrote (its high-water mark) is read.
+        """
+        from ..functional import PAGE_LW
+
+        out = []
+        for g, end in enumerate(self._high_water):
+            pages: dict[int, np.ndarray] = {}
+            if end:
+                words = self._peek_rows(g, 0, end)
+                padded = np.zeros(math.ceil(end / PAGE_LW) * PAGE_LW, dtype=np.uint64)
+                padded[:end] = words
+                for p in range(len(padded) // PAGE_LW):
+                    page = padded[p * PAGE_LW:(p + 1) * PAGE_LW]
+                    if page.any():
+                        pages[p] = page.copy()
+            out.append(pages)
+        return out
+
+    def counters(self) -> dict[str, int]:
+        """The converter's counters and every controller's CSR counters, per path."""
+        return dict(self._request({"op": "counters"})["counters"])
+
+    def host_port_beats(self) -> int:
+        """Read plus write beats of the host port over all controllers (CSR counters)."""
+        counters = self.counters()
+        return sum(v for k, v in counters.items()
+                   if ".host." in k and k.endswith("_beats"))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        session, self._session = self._session, None
+        super().close()
+        if session is not None:
+            session.close()
+            if self._progress is not None:
+                sys.stderr.write("\n")
+        if self.vcd_path is not None and self.vcd_path.exists():
+            self.gtkw_path = write_gtkw(self.vcd_path)
+            self._say(f"waveforms: {self.vcd_path} (open {self.gtkw_path} in GTKWave)")
+
+    def __del__(self) -> None:
+        try:
+            if not self.closed and self._session is not None:
+                self._session.close(timeout=5.0)
+        except Exception:
+            pass

@@ -1,0 +1,219 @@
+"""``mncore2:icarus``: the co-simulation top as Verilog, under cocotb on Icarus, in a child process.
+
+On first use the runtime exports the top to Verilog and compiles it (both cached under
+``build/cosim``), listens on a localhost socket and starts the simulator as the leader of a new
+process group. Operations and results cross as JSON lines. Every wait is bounded: a simulator
+that exits or stops answering becomes a :class:`~mlsdk.errors.DeviceError`-ready error result,
+and ``close()`` (also run by a finalizer at interpreter exit, e.g. after Ctrl-C) kills the whole
+process group, so no simulator outlives its Context.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mncore_hdl.arch import ArchConfig
+
+__all__ = ["IcarusSession", "REPO_ROOT", "BUILD_ROOT", "build_icarus"]
+
+REPO_ROOT = Path(__file__).resolve().parents[4]
+BUILD_ROOT = Path(os.environ.get("MNCORE_BUILD_DIR", REPO_ROOT / "build")) / "cosim"
+#: Seconds the simulator may take from launch to its first answer.
+START_TIMEOUT = 120.0
+
+
+def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None) -> Path:
+    """Export and compile the top for ``config`` (cached); return the cocotb build folder."""
+    from cocotb_tools.runner import get_runner
+    from mncore_hdl.cosim_top import export_cosim_top
+
+    say("exporting the co-simulation top to Verilog (minutes on the first run, then cached)")
+    verilog = export_cosim_top(config, BUILD_ROOT / "verilog")
+    build_dir = BUILD_ROOT / "icarus" / verilog.parent.name
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir / ".lock", "w") as lock:  # one compile at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (build_dir / "sim.vvp").exists():
+            say("compiling the Verilog with iverilog")
+            get_runner("icarus").build(sources=[verilog], hdl_toplevel="cosim_top",
+                                       build_dir=build_dir, waves=True,
+                                       timescale=("1ns", "1ps"))
+    return build_dir
+
+
+def _terminate(proc: subprocess.Popen, sock: socket.socket | None) -> None:
+    """Kill the simulator's process group (idempotent; used by close and the finalizer)."""
+    if sock is not None:
+        try:
+            sock.close()
+        except OSError:
+            pass
+    if proc.poll() is None:
+        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    else:
+        try:  # the launcher exited; make sure nothing it started lingers
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class IcarusSession:
+    """One Icarus simulator process serving operations over a localhost socket.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        The chip.
+    vcd : path, optional
+        Dump a VCD of the session there.
+    progress : callable, optional
+        ``progress(cycle, operations_done)`` as the simulator reports it.
+    """
+
+    kind = "icarus"
+
+    def __init__(self, config: ArchConfig, vcd: Path | None = None,
+                 progress: Callable[[int, int], None] | None = None,
+                 say: Callable[[str], None] = lambda s: None):
+        self.config = config
+        self.progress = progress
+        self.dead: str | None = None
+        build_dir = build_icarus(config, say)
+        self.test_dir = BUILD_ROOT / "runs" / f"icarus-{os.getpid()}-{id(self):x}"
+        self.test_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.test_dir / "simulator.log"
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        env = dict(os.environ)
+        sdk_root, hdl_root = REPO_ROOT / "sdk", REPO_ROOT / "hdl"
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(sdk_root), str(hdl_root), env.get("PYTHONPATH", "")])
+        env["MNCORE_COSIM_PORT"] = str(server.getsockname()[1])
+        env["MNCORE_COSIM_CONFIG"] = config.to_json()
+        env["MNCORE_COSIM_LAUNCH"] = json.dumps({
+            "toplevel": "cosim_top", "module": "mlsdk.device.rtl.cocotb_server",
+            "build_dir": str(build_dir), "test_dir": str(self.test_dir),
+            "vcd": str(Path(vcd).resolve()) if vcd else None})
+        say("starting the Icarus simulator")
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("icarus_launch.py"))],
+                env=env, cwd=self.test_dir, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        self.sock: socket.socket | None = None
+        self._finalizer = weakref.finalize(self, _terminate, self.proc, None)
+        try:
+            self.sock = self._accept(server)
+        finally:
+            server.close()
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _terminate, self.proc, self.sock)
+        self._buffer = b""
+        ready = self._receive(START_TIMEOUT, "start")
+        if "error" in ready:
+            self._fail(ready["error"])
+
+    def _log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no simulator log)"
+        return "\n".join(text[-lines:])
+
+    def _accept(self, server: socket.socket) -> socket.socket:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self._fail(f"the Icarus simulator exited with code {self.proc.returncode} "
+                           f"before connecting; log {self.log_path}:\n{self._log_tail()}")
+            ready, _, _ = select.select([server], [], [], 0.5)
+            if ready:
+                conn, _ = server.accept()
+                return conn
+        self._fail(f"the Icarus simulator did not connect within {START_TIMEOUT:.0f} s; "
+                   f"log {self.log_path}:\n{self._log_tail()}")
+        raise AssertionError("unreachable")
+
+    def _fail(self, reason: str) -> None:
+        self.dead = reason
+        _terminate(self.proc, self.sock)
+        raise RuntimeError(reason)
+
+    def _receive(self, timeout: float, op: str) -> dict[str, Any]:
+        """The next result line; progress lines are passed on; bounded by ``timeout``."""
+        assert self.sock is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
+                msg = json.loads(line)
+                if "progress" in msg:
+                    if self.progress is not None:
+                        self.progress(*msg["progress"])
+                    continue
+                return msg
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._fail(f"the Icarus simulator did not answer {op!r} within {timeout:.0f} s "
+                           f"(hung?); it was stopped. Log {self.log_path}")
+            ready, _, _ = select.select([self.sock], [], [], min(left, 0.5))
+            if ready:
+                chunk = self.sock.recv(1 << 20)
+                if not chunk:
+                    self.proc.poll()
+                    self._fail(f"the Icarus simulator closed the connection during {op!r} "
+                               f"(exit code {self.proc.returncode}); log {self.log_path}:\n"
+                               f"{self._log_tail()}")
+                self._buffer += chunk
+            elif self.proc.poll() is not None:
+                self._fail(f"the Icarus simulator exited with code {self.proc.returncode} "
+                           f"during {op!r}; log {self.log_path}:\n{self._log_tail()}")
+
+    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Execute one operation; ``{"error": ..., "fatal": True}`` if the simulator is lost."""
+        if self.dead:
+            return {"error": self.dead, "fatal": True}
+        assert self.sock is not None
+        try:
+            self.sock.sendall(json.dumps(msg).encode() + b"\n")
+            return self._receive(timeout, str(msg.get("op")))
+        except (RuntimeError, OSError) as exc:
+            if not self.dead:
+                self.dead = f"lost the Icarus simulator: {exc}"
+                _terminate(self.proc, self.sock)
+            return {"error": self.dead, "fatal": True}
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the server (the VCD is flushed), wait for the process, kill it if it lingers."""
+        if not self.dead and self.proc.poll() is None and self.sock is not None:
+            try:
+                self.sock.sendall(b'{"op": "stop"}\n')
+                self._receive(timeout, "stop")
+                self.proc.wait(timeout)
+            except (RuntimeError, OSError, subprocess.TimeoutExpired):
+                pass
+        self._finalizer()
+        self.dead = self.dead or "closed"
