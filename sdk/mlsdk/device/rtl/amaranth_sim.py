@@ -74,7 +74,11 @@ class AmaranthBus:
 
 
 class _SmallMemories:
-    """The simulator's design as the VCD writer sees it, minus the huge memories."""
+    """The simulator's design as the VCD writer sees it, minus the huge memories.
+
+    Signal names starting with ``$`` (Amaranth's internal ``$signature__addr``) are left out
+    too: VCD readers such as pyvcd reject them as references.
+    """
 
     def __init__(self, design: Any):
         self._design = design
@@ -84,10 +88,20 @@ class _SmallMemories:
 
     @property
     def fragments(self) -> dict[Any, Any]:
+        import copy
+
+        from amaranth.hdl._ast import SignalDict
         from amaranth.hdl._mem import MemoryInstance
 
-        return {f: info for f, info in self._design.fragments.items()
-                if not (isinstance(f, MemoryInstance) and f._data.depth > VCD_MEMORY_ROWS)}
+        out = {}
+        for fragment, info in self._design.fragments.items():
+            if isinstance(fragment, MemoryInstance) and fragment._data.depth > VCD_MEMORY_ROWS:
+                continue
+            info = copy.copy(info)
+            info.signal_names = SignalDict((sig, name) for sig, name in info.signal_names.items()
+                                           if not name.startswith("$"))
+            out[fragment] = info
+        return out
 
 
 class AmaranthSession:

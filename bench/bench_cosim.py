@@ -1,0 +1,147 @@
+"""Co-simulation figures: seed-program wall time per device, simulated cycles per second, and
+hand-off cycles (relocation vs conversion) measured on the RTL, with a log-log PNG.
+
+Run:  ./exec_with_env.sh python bench/bench_cosim.py [--quick] [--png docs/handoff_cycles.png]
+
+``--quick`` limits the hand-off sweep to 64 KiB and skips the 1 MiB conversions (minutes less).
+Progress (simulated cycles, operations) is shown on a terminal only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "sim"))
+
+import torch  # noqa: E402
+from mlsdk import Context, MNDevice, storage  # noqa: E402
+from mncore_hdl.arch import MNCORE2_SIM  # noqa: E402
+from mncore_hdl.layout import conversion  # noqa: E402
+
+SHARED = Path(os.environ.get("MNCORE_SHARED_DIR", ROOT.parent / "shared"))
+DEVICES = ["mncore2:auto", "mncore2:rtl", "mncore2:icarus"]
+
+
+def seed_wall_times(tmp: Path) -> list[tuple[str, float, str]]:
+    from test_programs import extract_sample_program
+
+    seeds = [p for p in sorted((SHARED / "seeds").glob("*.txt"))
+             if "io_spec_constraints" in p.read_text()] if (SHARED / "seeds").is_dir() else []
+    if not seeds:
+        return [(d, float("nan"), "no seed program found") for d in DEVICES]
+    program = tmp / "io_spec_constraints.py"
+    program.write_text(extract_sample_program(seeds[0].read_text()))
+    rows = []
+    for device in DEVICES:
+        t = time.perf_counter()
+        run = subprocess.run([sys.executable, str(program), "--device", device], cwd=tmp,
+                             capture_output=True, text=True, timeout=1800)
+        last = run.stdout.strip().splitlines()[-1:] or [run.stderr[-200:]]
+        rows.append((device, time.perf_counter() - t, last[0]))
+    return rows
+
+
+def _pair(ctx: Context, shape: tuple[int, ...], constrained: bool, tmp: Path, tag: str):
+    consumer = ctx.compile(lambda d: {"r": d["s"] + 1}, {"s": torch.zeros(shape)},
+                           storage.path(tmp / f"c{tag}"))
+    producer = ctx.compile(lambda d: {"s": d["x"] * 2}, {"x": torch.zeros(shape)},
+                           storage.path(tmp / f"p{tag}"),
+                           io_spec_constraints={"s": consumer.input_specs["s"]}
+                           if constrained else None)
+    return producer, consumer
+
+
+def handoff(device: str, nbytes: int, constrained: bool, tmp: Path) -> tuple[int, float, int]:
+    """(hand-off cycles, wall seconds of the whole flow, simulated cycles of the session)."""
+    shape = (nbytes // 4 // 64, 64)
+    t = time.perf_counter()
+    with Context(MNDevice(device, config=MNCORE2_SIM)) as ctx:
+        producer, consumer = _pair(ctx, shape, constrained, tmp, f"{nbytes}{constrained}")
+        out = producer({"x": torch.ones(shape)})
+        consumer(out)
+        record = ctx.report().calls()[-1]
+        cycles = sum(c.cycles for c in record.commands
+                     if c.command.startswith(("Convert", "Bind")))
+        total = ctx.device.counters()["cycle"] if hasattr(ctx.device, "counters") else 0
+    return cycles, time.perf_counter() - t, total
+
+
+def modeled_handoff(nbytes: int) -> int:
+    from mncore_hdl.converter_timing import conversion_cycles
+
+    with Context(MNDevice("mncore2:auto", config=MNCORE2_SIM)) as ctx:
+        shape = (nbytes // 4 // 64, 64)
+        producer, consumer = _pair(ctx, shape, False, Path(tempfile.mkdtemp()), "m")
+        return conversion_cycles(MNCORE2_SIM, conversion(producer.output_specs["s"].layout,
+                                                         consumer.input_specs["s"].layout))
+
+
+def plot(sizes, reloc, conv, model, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    kib = [s / 1024 for s in sizes]
+    ax.loglog(kib, conv, "o", label="conversion, measured (RTL)")
+    if model:
+        ax.loglog(kib, model, "-", label="conversion, modeled")
+    ax.loglog(kib, reloc, "s", label="relocation, measured (RTL)")
+    ax.set_xlabel("tensor size (KiB)")
+    ax.set_ylabel("hand-off cycles")
+    ax.set_title("Producer -> consumer hand-off on MN-Core 2 RTL")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--png", default=str(ROOT / "docs" / "handoff_cycles.png"))
+    parser.add_argument("--sweep-device", default="mncore2:icarus")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench_cosim_"))
+
+    print("== seed program, end to end ==")
+    print(f"{'device':16s} {'wall s':>8s}  last line")
+    for device, wall, line in seed_wall_times(tmp):
+        print(f"{device:16s} {wall:8.1f}  {line}")
+
+    print("\n== simulated cycles per second ==")
+    print(f"{'device':16s} {'workload':22s} {'cycles':>9s} {'wall s':>8s} {'cycles/s':>9s}")
+    big = [] if args.quick else [(1 << 20, "1 MiB conversion")]
+    for device in DEVICES[1:]:
+        for nbytes, label in [(8192, "seed flow (8 KiB)")] + big:
+            _, wall, total = handoff(device, nbytes, nbytes != 8192, tmp)
+            print(f"{device:16s} {label:22s} {total:9d} {wall:8.1f} {total / wall:9.0f}")
+
+    print(f"\n== hand-off cycles on {args.sweep_device} (measured) ==")
+    top = 64 << 10 if args.quick else 1 << 20
+    sizes = [4096 << k for k in range(20) if 4096 << k <= top]
+    reloc, conv, model = [], [], []
+    print(f"{'bytes':>9s} {'relocation':>11s} {'conversion':>11s} {'modeled conv':>13s}")
+    for nbytes in sizes:
+        reloc.append(handoff(args.sweep_device, nbytes, True, tmp)[0])
+        conv.append(handoff(args.sweep_device, nbytes, False, tmp)[0])
+        try:
+            model.append(modeled_handoff(nbytes))
+        except ImportError:
+            model.append(0)
+        print(f"{nbytes:9d} {reloc[-1]:11d} {conv[-1]:11d} {model[-1]:13d}")
+    plot(sizes, reloc, conv, [m for m in model if m] and model, Path(args.png))
+    print(f"\nplot: {args.png}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Producer -> consumer flows on any device, and a VCD reader, for the relocation proof.
+
+Plain Python (no cocotb coroutines): ``sim/test_relocation.py`` and ``bench/bench_cosim.py``
+call :func:`run_flow` with a device string and get back everything the checks look at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from mlsdk import Context, MNDevice, storage
+from mncore_hdl.arch import MNCORE2_SIM
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A chain of compiled functions: ``x -> s0 -> s1 -> ... -> result``."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+    stages: int = 2
+    seed: int = 0
+
+    def ops(self):
+        """Stage ``k`` maps its input to its output: x*2, then +1, then *3, ..."""
+        table = [lambda t: t * 2, lambda t: t + 1, lambda t: t * 3, lambda t: t - 1]
+        return table[:self.stages]
+
+    def expected(self, x: torch.Tensor) -> torch.Tensor:
+        for op in self.ops():
+            x = op(x)
+        return x
+
+
+FLOWS = {
+    "seed": Flow("seed", (32, 64)),
+    "odd": Flow("odd", (33, 65), seed=1),
+    "3d": Flow("3d", (4, 16, 32), seed=2),
+    "fp16": Flow("fp16", (32, 64), torch.float16, seed=3),
+    "chain3": Flow("chain3", (32, 64), stages=3, seed=4),
+}
+
+
+@dataclass
+class FlowRun:
+    """What one run of a flow left behind."""
+
+    result: torch.Tensor
+    expected: torch.Tensor
+    report: Any
+    commands: list[str]
+    relocated: list[bool] = field(default_factory=list)
+    host_beats_between: list[tuple[int, int]] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+    snapshot: list[dict] | None = None
+    vcd: Path | None = None
+
+
+def _names(k: int, stages: int) -> tuple[str, str]:
+    inp = "x" if k == 0 else f"s{k - 1}"
+    out = "result" if k == stages - 1 else f"s{k}"
+    return inp, out
+
+
+def run_flow(flow: Flow, device: str, constrained: bool, codegen: Path) -> FlowRun:
+    """Compile the chain (last stage first), run it once, collect results and counters."""
+    ctx = Context(MNDevice(device, config=MNCORE2_SIM))
+    try:
+        gen = torch.Generator().manual_seed(flow.seed)
+        sample = torch.randn(flow.shape, generator=gen).to(flow.dtype)
+        options = {"float_dtype": "half" if flow.dtype == torch.float16 else "float"}
+        compiled: list[Any] = [None] * flow.stages
+        for k in reversed(range(flow.stages)):
+            inp, out = _names(k, flow.stages)
+            op = flow.ops()[k]
+            constraints = None
+            if constrained and k + 1 < flow.stages:
+                constraints = {out: compiled[k + 1].input_specs[out]}
+            compiled[k] = ctx.compile(lambda d, op=op, inp=inp, out=out: {out: op(d[inp])},
+                                      {inp: sample}, storage.path(codegen / f"{flow.name}{k}"),
+                                      options=options, io_spec_constraints=constraints)
+        x = torch.randn(flow.shape, generator=gen).to(flow.dtype)
+        device_obj = ctx.device
+        rtl = hasattr(device_obj, "host_port_beats")
+        outputs = compiled[0]({"x": x})
+        run = FlowRun(torch.empty(0), flow.expected(x), None, [])
+        for k in range(1, flow.stages):
+            inp, _ = _names(k, flow.stages)
+            before = device_obj.host_port_beats() if rtl else 0
+            proxy = outputs[inp]
+            outputs = compiled[k](outputs)
+            after = device_obj.host_port_beats() if rtl else 0
+            run.host_beats_between.append((before, after))
+            run.relocated.append(compiled[k].bindings[inp] == proxy.buffer)
+        run.result = outputs["result"].cpu()
+        run.report = ctx.report()
+        run.commands = [c.command for r in run.report for c in r.commands]
+        if rtl:
+            run.counters = device_obj.counters()
+        run.snapshot = device_obj.dram_snapshot()
+    finally:
+        ctx.close()
+    run.vcd = getattr(ctx.device, "vcd_path", None)
+    return run
+
+
+def top_signal_changes(vcd: Path, name: str) -> list[tuple[int, int]]:
+    """``(time, value)`` changes of port ``name`` of the design's top (read with pyvcd).
+
+    The top is the shallowest scope declaring ``busy_cycles`` (the same rule both simulators'
+    files satisfy: Icarus ``cosim_top``, Amaranth ``bench.top``).
+    """
+    from vcd.reader import TokenKind, tokenize
+
+    scopes: list[str] = []
+    candidates: dict[str, list[tuple[str, str]]] = {}
+    ident = None
+    changes: list[tuple[int, int]] = []
+    now = 0
+    with open(vcd, "rb") as f:
+        for tok in tokenize(f):
+            kind = tok.kind
+            if kind is TokenKind.SCOPE:
+                scopes.append(tok.scope.ident)
+            elif kind is TokenKind.UPSCOPE:
+                scopes.pop()
+            elif kind is TokenKind.VAR:
+                candidates.setdefault(tok.var.reference, []).append(
+                    (".".join(scopes), tok.var.id_code))
+            elif kind is TokenKind.ENDDEFINITIONS:
+                tops = [s for s, _ in candidates.get("busy_cycles", [])]
+                if not tops:
+                    raise ValueError(f"{vcd}: no top scope with busy_cycles")
+                top = min(tops, key=lambda s: s.count("."))
+                ids = [i for s, i in candidates.get(name, []) if s == top]
+                if not ids:
+                    raise ValueError(f"{vcd}: the top scope {top!r} has no {name!r}")
+                ident = ids[0]
+            elif kind is TokenKind.CHANGE_TIME:
+                now = tok.time_change
+            elif kind is TokenKind.CHANGE_SCALAR and tok.scalar_change.id_code == ident:
+                value = tok.scalar_change.value
+                changes.append((now, 1 if value == "1" else 0))
+            elif kind is TokenKind.CHANGE_VECTOR and tok.vector_change.id_code == ident:
+                v = tok.vector_change.value
+                changes.append((now, v if isinstance(v, int) else 0))
+    return changes
