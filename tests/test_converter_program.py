@@ -7,13 +7,19 @@ import random
 import numpy as np
 import pytest
 import torch
-
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.converter import ProgramError, compile_program, registers, simulate_program
 from mncore_hdl.converter.regmap import Reg
 from mncore_hdl.converter_timing import conversion_cycles
-from mncore_hdl.layout import (DTYPES, Layout, UnsupportedConversion, conversion, host_layout,
-                               native_layout, to_device)
+from mncore_hdl.layout import (
+    DTYPES,
+    Layout,
+    UnsupportedConversion,
+    conversion,
+    host_layout,
+    native_layout,
+    to_device,
+)
 from mncore_hdl.layout.random_layouts import random_layout, random_shape
 
 SEED = 20261129
@@ -37,7 +43,7 @@ def _pairs(seed: int, count: int):
 def test_program_matches_golden(buffer_lw):
     """The hardware's algorithm, run in Python, equals ``descriptor.execute`` (small buffers
     force many blocks and split loops)."""
-    for i, (rng, a, b, desc) in enumerate(_pairs(SEED + buffer_lw, 150)):
+    for i, (_rng, a, b, desc) in enumerate(_pairs(SEED + buffer_lw, 150)):
         try:
             prog = compile_program(desc, MNCORE2_SIM, buffer_lw)
         except ProgramError:

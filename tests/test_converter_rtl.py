@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 from amaranth.sim import Simulator
-
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.converter import Reg, compile_program, registers
 from mncore_hdl.converter.behavioural import BehaviouralMemory

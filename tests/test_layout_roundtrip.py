@@ -6,7 +6,6 @@ import numpy as np
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from mncore_hdl.layout import DTYPES, UnsupportedConversion, conversion, from_device, to_device
 from mncore_hdl.layout.random_layouts import random_layout
 

@@ -12,6 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from .arch import ArchConfig
 from .converter.converter import LayoutConverter
+from .converter.program import DEFAULT_BUFFER_LW
 from .converter.regmap import REG_ADDR_BITS, REG_BITS
 from .memctrl.controller import MemoryController
 from .memctrl.csr import COUNTER_BITS, CSR_ADDR_BITS
@@ -52,7 +53,8 @@ class MemorySystem(wiring.Component):
         Converter buffer and write burst (see :class:`LayoutConverter`).
     """
 
-    def __init__(self, config: ArchConfig, buffer_lw: int = 2048, write_burst: int = 32):
+    def __init__(self, config: ArchConfig, buffer_lw: int = DEFAULT_BUFFER_LW,
+                 write_burst: int = 32):
         if not isinstance(config, ArchConfig):
             raise TypeError(f"Config must be an ArchConfig, not {config!r}")
         self.config = config

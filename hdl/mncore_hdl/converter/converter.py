@@ -12,7 +12,7 @@ from ..arch import ArchConfig
 from ..memctrl.port import RequesterSignature, max_burst
 from .config import config_layout
 from .gather import GatherEngine
-from .program import MAX_LANES, MAX_LOOPS
+from .program import DEFAULT_BUFFER_LW, MAX_LANES, MAX_LOOPS
 from .reader import ReadEngine
 from .regmap import (GATHER_BASE, GATHER_STRIDE, LANE_BASE, LANE_STRIDE, OUTER_BASE,
                      OUTER_STRIDE, READ_BASE, READ_STRIDE, REG_ADDR_BITS, REG_BITS, ErrorCode,
@@ -55,7 +55,8 @@ class LayoutConverter(wiring.Component):
         beat the converter offers is refused by its port.
     """
 
-    def __init__(self, config: ArchConfig, buffer_lw: int = 2048, write_burst: int = 32):
+    def __init__(self, config: ArchConfig, buffer_lw: int = DEFAULT_BUFFER_LW,
+                 write_burst: int = 32):
         if not isinstance(config, ArchConfig):
             raise TypeError(f"Config must be an ArchConfig, not {config!r}")
         if isinstance(buffer_lw, bool) or not isinstance(buffer_lw, int):

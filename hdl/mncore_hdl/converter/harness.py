@@ -10,6 +10,7 @@ from ..arch import ArchConfig
 from ..memctrl.port import RequesterSignature
 from .behavioural import BehaviouralMemory
 from .converter import LayoutConverter
+from .program import DEFAULT_BUFFER_LW
 from .regmap import REG_ADDR_BITS, REG_BITS
 
 __all__ = ["ConverterHarness"]
@@ -35,7 +36,7 @@ class ConverterHarness(wiring.Component):
     reg_* , busy, done, error, error_code, counters : as on :class:`LayoutConverter`.
     """
 
-    def __init__(self, config: ArchConfig, latency: int = 8, buffer_lw: int = 2048,
+    def __init__(self, config: ArchConfig, latency: int = 8, buffer_lw: int = DEFAULT_BUFFER_LW,
                  write_burst: int = 32, init=()):
         self.config = config
         self.conv = LayoutConverter(config, buffer_lw, write_burst)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from ..arch import ArchConfig
 from ..layout.conversion import ConversionDescriptor, Loop
 
-__all__ = ["MAX_LOOPS", "MAX_AXES", "MAX_LANES", "TableLoop", "LaneEntry", "ConverterProgram",
+__all__ = ["MAX_LOOPS", "MAX_AXES", "MAX_LANES", "BLOCK_TARGET_LW", "DEFAULT_BUFFER_LW", "TableLoop", "LaneEntry", "ConverterProgram",
            "ProgramError", "compile_program", "simulate_program"]
 
 #: Loops in each of the outer, read and gather tables.
@@ -35,6 +35,13 @@ MAX_LOOPS = 6
 MAX_AXES = 4
 #: Destination lanes per LW the gather fills per cycle (16-bit elements).
 MAX_LANES = 4
+#: A block stops growing once it reads this many LWs: enough to overlap reads with writes,
+#: small enough that the first block's unoverlapped read stays short.
+BLOCK_TARGET_LW = 1024
+#: Shortest read burst the block choice accepts when it splits the source-contiguous loop.
+MIN_BURST = 16
+#: The converter's default on-chip buffer (two halves).
+DEFAULT_BUFFER_LW = 8192
 
 
 class ProgramError(ValueError):
@@ -181,22 +188,38 @@ def _read_lw(block: list[Loop]) -> int:
 
 def _choose_block(order: list[Loop], lane_loops: list[Loop],
                   half_lw: int) -> tuple[list[Loop], list[Loop]]:
-    """Split the destination-ordered nest (outermost first) into (outer, block) loops."""
+    """Split the destination-ordered nest (outermost first) into (outer, block) loops.
+
+    The block grows from the innermost loop outwards until it reads ``BLOCK_TARGET_LW`` LWs
+    (or half the buffer); the loop that crosses the target is split by the divisor that
+    reaches it most closely, so long source bursts and overlap both survive.
+    """
     block = list(lane_loops)
     rest = list(order)
+    target = min(half_lw, BLOCK_TARGET_LW)
     while rest and not rest[-1].dst_group and len(block) - len(lane_loops) < MAX_LOOPS:
+        read = max(1, _read_lw(block))
+        if read >= target:
+            break
         cand = rest[-1]
-        if _read_lw(block + [cand]) <= half_lw:
+        if not (cand.src_group or cand.src_addr):
+            block.append(rest.pop())  # a source-lane loop reads nothing more
+            continue
+        room = half_lw // read
+        want = -(-target // read)
+        if cand.src_addr == 1 and not cand.src_group:
+            want = max(want, MIN_BURST)  # this split sets the read burst: keep it long
+        if cand.extent <= min(room, want):
             block.append(rest.pop())
             continue
-        # The whole loop does not fit: take its largest divisor that does, then stop.
-        room = half_lw // max(1, _read_lw(block))
-        for f in range(min(room, cand.extent - 1), 1, -1):
-            if cand.extent % f == 0:
-                outer, inner = _split(cand, f)
-                rest[-1] = outer
-                block.append(inner)
-                break
+        divisors = [f for f in range(2, min(room, cand.extent - 1) + 1) if cand.extent % f == 0]
+        pick = min((f for f in divisors if f >= want), default=max(divisors, default=0))
+        if pick:
+            outer, inner = _split(cand, pick)
+            rest[-1] = outer
+            block.append(inner)
+        elif cand.extent <= room:
+            block.append(rest.pop())
         break
     return rest, block
 
@@ -222,7 +245,7 @@ def _read_table(order: list[Loop], max_burst: int) -> tuple[int, list[tuple[int,
 
 
 def compile_program(desc: ConversionDescriptor, config: ArchConfig,
-                    buffer_lw: int = 2048) -> ConverterProgram:
+                    buffer_lw: int = DEFAULT_BUFFER_LW) -> ConverterProgram:
     """Compile ``desc`` for a converter with a ``buffer_lw``-LW double buffer.
 
     Raises
