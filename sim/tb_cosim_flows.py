@@ -55,6 +55,7 @@ class FlowRun:
     commands: list[str]
     relocated: list[bool] = field(default_factory=list)
     host_beats_between: list[tuple[int, int]] = field(default_factory=list)
+    handoff_bytes: list[int] = field(default_factory=list)  # src.nbytes + dst.nbytes
     counters: dict[str, int] = field(default_factory=dict)
     snapshot: list[dict] | None = None
     vcd: Path | None = None
@@ -96,6 +97,7 @@ def run_flow(flow: Flow, device: str, constrained: bool, codegen: Path) -> FlowR
             after = device_obj.host_port_beats() if rtl else 0
             run.host_beats_between.append((before, after))
             run.relocated.append(compiled[k].bindings[inp] == proxy.buffer)
+            run.handoff_bytes.append(proxy.buffer.nbytes + compiled[k].bindings[inp].nbytes)
         run.result = outputs["result"].cpu()
         run.report = ctx.report()
         run.commands = [c.command for r in run.report for c in r.commands]
