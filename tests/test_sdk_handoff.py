@@ -128,3 +128,20 @@ def test_host_tensor_after_a_relocation_binds_the_own_buffer_again(context, tmp_
     out = cons({"shared": torch.zeros(32, 64)})["result"].cpu()
     assert cons.bindings["shared"] != shared.buffer
     torch.testing.assert_close(out, torch.ones(32, 64))
+
+
+def test_output_may_share_an_input_name(context, tmp_path, seed):
+    """Outputs are their own namespace: ``{"x": x + 1}`` must not overwrite input ``x``."""
+
+    def step(inputs):
+        return {"x": inputs["x"] + 1}
+
+    sample = torch.randn(32, 64)
+    f = context.compile(step, {"x": sample}, storage.path(tmp_path / "s"))
+    assert f.input_specs["x"].layout != f.output_specs["x"].layout
+    once = f({"x": sample})["x"]
+    twice = f({"x": once})["x"].cpu()
+    torch.testing.assert_close(twice, sample + 2)
+    g = context.load(storage.path(tmp_path / "s"))
+    assert g.output_specs["x"] == f.output_specs["x"]
+    assert g.input_specs["x"] == f.input_specs["x"]

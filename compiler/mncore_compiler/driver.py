@@ -53,7 +53,8 @@ def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.T
     return DeviceProgram(
         name=name or str(getattr(fn, "__name__", "function")),
         graph=graph,
-        layouts=plan.all(),
+        layouts=plan.values(),
+        output_layouts=dict(plan.outputs),
         inputs=tuple(graph.inputs),
         outputs=tuple(graph.outputs),
         arch=config,

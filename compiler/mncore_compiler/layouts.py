@@ -27,8 +27,9 @@ class LayoutPlan:
     constants: dict[str, Layout] = field(default_factory=dict)
     constrained: tuple[str, ...] = ()
 
-    def all(self) -> dict[str, Layout]:
-        return {**self.constants, **self.inputs, **self.outputs}
+    def values(self) -> dict[str, Layout]:
+        """Layouts of the values a program reads: inputs and constants."""
+        return {**self.constants, **self.inputs}
 
 
 def assign_layouts(graph: Graph, constraints: Mapping[str, Layout] | None = None,
@@ -64,7 +65,7 @@ def assign_layouts(graph: Graph, constraints: Mapping[str, Layout] | None = None
     for name, tensor in graph.constants.items():
         ttype = TensorType.of(tensor)
         plan.constants[name] = native_layout(ttype.shape, ttype.dtype, config)
-    for name, layout in plan.all().items():
+    for name, layout in [*plan.values().items(), *plan.outputs.items()]:
         if layout.groups > config.groups:
             raise ConstraintError(
                 f"Layout {layout} of {name!r} spans {layout.groups} Groups; the device has "

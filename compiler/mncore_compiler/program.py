@@ -55,7 +55,9 @@ class DeviceProgram:
     graph : Graph
         The verified IR (constants included).
     layouts : dict of str to Layout
-        DRAM layout of every input, output and constant.
+        DRAM layout of every input and constant.
+    output_layouts : dict of str to Layout
+        DRAM layout of every output (outputs may share an input's name).
     inputs, outputs : tuple of str
         IO names in calling / returning order.
     arch : ArchConfig
@@ -67,6 +69,7 @@ class DeviceProgram:
     name: str
     graph: Graph
     layouts: dict[str, Layout]
+    output_layouts: dict[str, Layout]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     arch: ArchConfig
@@ -80,15 +83,18 @@ class DeviceProgram:
     def flops(self) -> int:
         return graph_flops(self.graph)
 
-    def io_type(self, name: str) -> TensorType:
-        if name in self.graph.inputs:
-            return self.graph.inputs[name]
-        return self.graph.output_types()[name]
+    @property
+    def output_types(self) -> dict[str, TensorType]:
+        return self.graph.output_types()
 
     # -- writing ----------------------------------------------------------------------------
 
-    def _io_entry(self, name: str, ttype: TensorType) -> dict[str, Any]:
-        layout = self.layouts[name]
+    def layout_of(self, name: str, output: bool = False) -> Layout:
+        """The layout of input/constant ``name``, or of output ``name`` when ``output``."""
+        return self.output_layouts[name] if output else self.layouts[name]
+
+    def _io_entry(self, name: str, ttype: TensorType, output: bool = False) -> dict[str, Any]:
+        layout = self.layout_of(name, output)
         return {"name": name, "shape": list(ttype.shape), "dtype": ttype.dtype,
                 "layout": str(layout), "nbytes": layout.nbytes, "groups": layout.groups,
                 "lw_per_group": layout.lw_per_group}
@@ -114,7 +120,7 @@ class DeviceProgram:
             "options": self.options,
             "flops": self.flops,
             "inputs": [self._io_entry(n, self.graph.inputs[n]) for n in self.inputs],
-            "outputs": [self._io_entry(n, self.io_type(n)) for n in self.outputs],
+            "outputs": [self._io_entry(n, self.output_types[n], True) for n in self.outputs],
             "constants": constants,
             "graph": self.graph.to_json(),
         }
@@ -132,7 +138,7 @@ class DeviceProgram:
         for kind, names in (("input", self.inputs), ("output", self.outputs),
                             ("constant", self.constants)):
             for name in names:
-                layout = self.layouts[name]
+                layout = self.layout_of(name, kind == "output")
                 lines.append(f"  {kind:8} {name}: {layout.dtype} {layout} "
                              f"({layout.nbytes} B)")
         lines.append(str(self.graph))
@@ -177,6 +183,7 @@ class DeviceProgram:
             raise CodegenError(f"{root / _PROGRAM_FILE} is corrupt (checksum mismatch); "
                                "recompile")
         layouts: dict[str, Layout] = {}
+        output_layouts: dict[str, Layout] = {}
         constants: dict[str, torch.Tensor] = {}
         for entry in body["constants"]:
             file = root / entry["file"]
@@ -187,11 +194,14 @@ class DeviceProgram:
                                    "mismatch); recompile")
             bits = np.load(file, allow_pickle=False)
             constants[entry["name"]] = from_bits(bits, entry["dtype"])
-        for entry in body["inputs"] + body["outputs"] + body["constants"]:
+        for entry in body["inputs"] + body["constants"]:
             layouts[entry["name"]] = Layout.parse(entry["layout"], entry["dtype"])
+        for entry in body["outputs"]:
+            output_layouts[entry["name"]] = Layout.parse(entry["layout"], entry["dtype"])
         graph = Graph.from_json(body["graph"], constants)
         graph.verify()
         return cls(name=body["name"], graph=graph, layouts=layouts,
+                   output_layouts=output_layouts,
                    inputs=tuple(e["name"] for e in body["inputs"]),
                    outputs=tuple(e["name"] for e in body["outputs"]),
                    arch=ArchConfig.from_dict(body["arch"]), options=body["options"])

@@ -51,16 +51,19 @@ class CompiledFunction:
         self.name = program.name
         self.key = key
         self.strict = strict
-        self.input_specs = {n: self._spec(n) for n in program.inputs}
-        self.output_specs = {n: self._spec(n) for n in program.outputs}
+        self.input_specs = {n: self._spec(n, program.graph.inputs[n], program.layouts[n])
+                            for n in program.inputs}
+        self.output_specs = {n: self._spec(n, program.output_types[n],
+                                           program.output_layouts[n])
+                             for n in program.outputs}
         self._own: dict[str, Buffer] = {}
         self.bindings: dict[str, Buffer] = {}
         if context.device is not None:
             self._load()
 
-    def _spec(self, name: str) -> IOSpec:
-        ttype = self.program.io_type(name)
-        return IOSpec(name, ttype.shape, ttype.torch_dtype, self.program.layouts[name])
+    @staticmethod
+    def _spec(name: str, ttype: Any, layout: Any) -> IOSpec:
+        return IOSpec(name, ttype.shape, ttype.torch_dtype, layout)
 
     def __repr__(self) -> str:
         ins = ", ".join(self.input_specs)
@@ -84,8 +87,8 @@ class CompiledFunction:
             raise
         run = _runner(graph)
         device.load_program(LoadedProgram(
-            self.key, graph, dict(layouts), program.inputs, program.outputs,
-            program.constants, program.flops, run))
+            self.key, graph, dict(layouts), dict(program.output_layouts), program.inputs,
+            program.outputs, program.constants, program.flops, run))
         record = self.context._new_record(self.name, kind="load")
         for name in program.constants:
             image = to_device(graph.constants[name], layouts[name])
@@ -113,7 +116,7 @@ class CompiledFunction:
         outputs: dict[str, Buffer] = {}
         try:
             for name in self.program.outputs:
-                outputs[name] = device.allocate(self.program.layouts[name])
+                outputs[name] = device.allocate(self.program.output_layouts[name])
         except BaseException:
             for buf in outputs.values():
                 device.free(buf)
@@ -124,9 +127,8 @@ class CompiledFunction:
             self.context._execute(command, record)
             if isinstance(command, Bind):
                 self.bindings[command.io] = command.buffer
-        bindings = {**self.bindings, **{c: self._own[c] for c in self.program.constants},
-                    **outputs}
-        self.context._execute(Launch(self.key, bindings), record)
+        bindings = {**self.bindings, **{c: self._own[c] for c in self.program.constants}}
+        self.context._execute(Launch(self.key, bindings, outputs), record)
         return {n: TensorProxy(self.context, self.output_specs[n], outputs[n])
                 for n in self.program.outputs}
 

@@ -33,11 +33,16 @@ __all__ = ["Device", "LoadedProgram"]
 
 @dataclass
 class LoadedProgram:
-    """What a device needs to Launch a program: its graph and the layout of every bound name."""
+    """What a device needs to Launch a program: its graph and the layout of every bound name.
+
+    ``layouts`` covers inputs and constants, ``output_layouts`` the outputs (a separate
+    namespace: an output may share an input's name).
+    """
 
     name: str
     graph: Any
     layouts: dict[str, Layout]
+    output_layouts: dict[str, Layout]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     constants: tuple[str, ...]
@@ -124,8 +129,8 @@ class Device:
         program = self.programs.get(command.program)
         if program is None:
             raise DeviceError(f"Launch of {command.program!r}: no such program is loaded")
-        missing = [n for n in program.inputs + program.outputs + program.constants
-                   if n not in command.bindings]
+        missing = [n for n in program.inputs + program.constants if n not in command.bindings]
+        missing += [f"output {n}" for n in program.outputs if n not in command.outputs]
         if missing:
             raise DeviceError(f"Launch of {command.program!r}: no buffer bound for {missing}")
         values = {}
@@ -139,9 +144,9 @@ class Device:
         outputs = program.run(values)
         result.cycles += self._compute_cycles(program)
         for name in program.outputs:
-            buf = command.bindings[name]
+            buf = command.outputs[name]
             self._check_buffer(buf)
-            image = to_device(outputs[name], program.layouts[name])
+            image = to_device(outputs[name], program.output_layouts[name])
             result.cycles += self._dram_write("compute", buf, image)
             result.bytes["compute"] += buf.nbytes
 

@@ -100,18 +100,26 @@ class Convert:
 
 @dataclass(frozen=True)
 class Launch:
-    """Run a loaded program; ``bindings`` maps each IO (and constant) name to its buffer."""
+    """Run a loaded program.
+
+    ``bindings`` maps each input and constant name to the buffer it is read from, ``outputs``
+    each output name to the buffer it is stored to (outputs are a namespace of their own: an
+    output may share an input's name).
+    """
 
     kind: ClassVar[str] = "Launch"
     program: str
     bindings: dict[str, Buffer] = field(compare=False)
+    outputs: dict[str, Buffer] = field(default_factory=dict, compare=False)
 
     def summary(self) -> str:
-        return f"Launch {self.program} ({len(self.bindings)} buffers)"
+        return (f"Launch {self.program} ({len(self.bindings)} in, "
+                f"{len(self.outputs)} out)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "program": self.program,
-                "bindings": {k: b.to_dict() for k, b in self.bindings.items()}}
+                "bindings": {k: b.to_dict() for k, b in self.bindings.items()},
+                "outputs": {k: b.to_dict() for k, b in self.outputs.items()}}
 
 
 @dataclass(frozen=True)
@@ -148,7 +156,8 @@ def command_from_dict(data: dict[str, Any]) -> Command:
                        data["dst_layout"], data["descriptor"], data.get("dtype", "float32"))
     if kind == "Launch":
         bindings = {k: Buffer(**b) for k, b in data["bindings"].items()}
-        return Launch(data["program"], bindings)
+        outputs = {k: Buffer(**b) for k, b in data.get("outputs", {}).items()}
+        return Launch(data["program"], bindings, outputs)
     if kind == "Bind":
         return Bind(data["function"], data["io"], Buffer(**data["buffer"]))
     raise ValueError(f"Unknown device command kind {kind!r}; expected one of "

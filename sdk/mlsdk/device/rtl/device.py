@@ -199,7 +199,7 @@ class RtlDevice(Device):
                 raise DeviceError(
                     f"Launch of {command.program!r}: descriptor register {slot} of input "
                     f"{name!r} holds {bindings[name]}, but the runtime bound {given}")
-        super()._launch(Launch(command.program, bindings), result)
+        super()._launch(Launch(command.program, bindings, command.outputs), result)
 
     def _compute_cycles(self, program: LoadedProgram) -> int:
         return math.ceil(program.flops / (self.config.pes * self.config.pe_flops_per_cycle))
