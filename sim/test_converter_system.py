@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from runner_util import BUILD_ROOT, require_icarus, run_cocotb, test_seed
-
 from mncore_hdl.arch import MNCORE2_SIM
+from runner_util import BUILD_ROOT, require_icarus, run_cocotb, test_seed
 
 HDL = Path(__file__).resolve().parent.parent / "hdl" / "mncore_hdl"
 SOURCES = [HDL / "converter", HDL / "memctrl", HDL / "arch.py", HDL / "system.py",

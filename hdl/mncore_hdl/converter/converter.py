@@ -14,9 +14,20 @@ from .config import config_layout
 from .gather import GatherEngine
 from .program import DEFAULT_BUFFER_LW, MAX_LANES, MAX_LOOPS
 from .reader import ReadEngine
-from .regmap import (GATHER_BASE, GATHER_STRIDE, LANE_BASE, LANE_STRIDE, OUTER_BASE,
-                     OUTER_STRIDE, READ_BASE, READ_STRIDE, REG_ADDR_BITS, REG_BITS, ErrorCode,
-                     Reg)
+from .regmap import (
+    GATHER_BASE,
+    GATHER_STRIDE,
+    LANE_BASE,
+    LANE_STRIDE,
+    OUTER_BASE,
+    OUTER_STRIDE,
+    READ_BASE,
+    READ_STRIDE,
+    REG_ADDR_BITS,
+    REG_BITS,
+    ErrorCode,
+    Reg,
+)
 from .writer import WriteEngine
 
 __all__ = ["LayoutConverter"]

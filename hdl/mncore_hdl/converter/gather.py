@@ -1,4 +1,4 @@
-"""The converter's gather engine: builds destination LWs from a full buffer half, lanes in parallel."""
+"""The converter's gather engine: destination LWs from a full buffer half, lanes in parallel."""
 
 from __future__ import annotations
 

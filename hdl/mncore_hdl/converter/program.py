@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from ..arch import ArchConfig
 from ..layout.conversion import ConversionDescriptor, Loop
 
-__all__ = ["MAX_LOOPS", "MAX_AXES", "MAX_LANES", "BLOCK_TARGET_LW", "DEFAULT_BUFFER_LW", "TableLoop", "LaneEntry", "ConverterProgram",
-           "ProgramError", "compile_program", "simulate_program"]
+__all__ = ["MAX_LOOPS", "MAX_AXES", "MAX_LANES", "BLOCK_TARGET_LW", "DEFAULT_BUFFER_LW",
+           "TableLoop", "LaneEntry", "ConverterProgram", "ProgramError", "compile_program",
+           "simulate_program"]
 
 #: Loops in each of the outer, read and gather tables.
 MAX_LOOPS = 6
@@ -298,10 +299,11 @@ def compile_program(desc: ConversionDescriptor, config: ArchConfig,
             )
     lane_tab = [LaneEntry(0, 0, (0,) * MAX_AXES) for _ in range(MAX_LANES)]
     for digits in _digit_space([lp.extent for lp in lane_loops]):
-        lane = sum(d * lp.dst_lane for d, lp in zip(digits, lane_loops))
-        off = sum(d * elem(lp) for d, lp in zip(digits, lane_loops))
-        log = tuple(sum(d * lg for d, lg in zip(digits, col))
-                    for col in zip(*[logs(lp) for lp in lane_loops])) or (0,) * MAX_AXES
+        lane = sum(d * lp.dst_lane for d, lp in zip(digits, lane_loops, strict=True))
+        off = sum(d * elem(lp) for d, lp in zip(digits, lane_loops, strict=True))
+        columns = zip(*[logs(lp) for lp in lane_loops], strict=True)
+        log = tuple(sum(d * lg for d, lg in zip(digits, col, strict=True))
+                    for col in columns) or (0,) * MAX_AXES
         lane_tab[lane] = LaneEntry(1, off, log)
     dims = tuple(desc.shape) + (1,) * (MAX_AXES - len(desc.shape))
     return ConverterProgram(
@@ -336,7 +338,7 @@ def _walk(table: tuple[TableLoop, ...], nq: int):
                 count[k] += 1
                 for j in range(k):
                     count[j] = 0
-                acc = [a + c for a, c in zip(acc, loop.carries)]
+                acc = [a + c for a, c in zip(acc, loop.carries, strict=True)]
                 break
         else:
             return

@@ -65,7 +65,7 @@ def random_layout(rng: random.Random, shape: tuple[int, ...], dtype: str,
             if rng.random() < 0.15:
                 stride += rng.randint(1, 3)
         axes = []
-        for axis, dim in enumerate(shape):
+        for axis in range(len(shape)):
             axes.append(tuple(SubAxis(e, *levels[(axis, i)]) for a, i, e in subs if a == axis))
         try:
             layout = Layout(shape, tuple(axes), dtype)

@@ -1,0 +1,103 @@
+"""Layout converter figures: conversion efficiency on the memory-system top (Icarus), and the
+analytic model's cycles (``mncore_hdl.converter_timing``) next to the RTL's.
+
+    ./exec_with_env.sh python bench/bench_converter.py             # a few minutes
+    ./exec_with_env.sh python bench/bench_converter.py --max-kib 64  # quicker
+
+Efficiency = (bytes read + bytes written) / (cycles x 8 bytes): one port's LW per cycle is
+100%; conversions between Groups can exceed it since each Group has its own data bus. The
+RTL cycles are the converter's ``busy_cycles`` (start to done). Conversions up to 64 KiB are
+also checked word for word against the golden model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "hdl"), str(ROOT / "sim")]
+
+from mncore_hdl.arch import MNCORE2_SIM  # noqa: E402
+from mncore_hdl.converter_timing import conversion_cycles  # noqa: E402
+from mncore_hdl.layout import Layout, conversion, host_layout, native_layout  # noqa: E402
+
+CONFIG = MNCORE2_SIM
+SIZES_KIB = (4, 16, 64, 256, 1024)
+CHECK_KIB = 64
+
+
+def _square(kib: int, elem_bytes: int) -> tuple[int, int]:
+    n = kib * 1024 // elem_bytes
+    rows = 2 ** (int(math.log2(n)) // 2)
+    return rows, n // rows
+
+
+def pairs(kib: int) -> list[tuple[str, Layout, Layout, tuple, tuple]]:
+    """(name, src, dst, src base, dst base) for one size; pairs that do not fit are left out."""
+    out = []
+    r, c = _square(kib, 4)
+    single = kib * 1024 // 8 <= CONFIG.sim_window_lw // 2
+    if single:
+        h, n = host_layout((r, c), "float32"), native_layout((r, c), "float32", CONFIG)
+        out.append(("host->native fp32", h, n, (0, 0), (0, CONFIG.sim_window_lw // 2)))
+        hb, nb = host_layout((r, c * 2), "bfloat16"), native_layout((r, c * 2), "bfloat16", CONFIG)
+        out.append(("native->host bf16", nb, hb, (0, 0), (0, CONFIG.sim_window_lw // 2)))
+        t = Layout.parse(f"({r},{c})/(({r // 2}:1, 2_W:1), ({c}:{r // 2}))", "float32")
+        out.append(("transpose fp32", h, t, (0, 0), (0, CONFIG.sim_window_lw // 2)))
+    cyc = Layout.parse(f"({r},{c})/(({r // 4}:{c // 2}, 4_G:1), ({c // 2}:1, 2_W:1))")
+    blk = Layout.parse(f"({r},{c})/((4_G:1, {r // 4}:{c // 2}), ({c // 2}:1, 2_W:1))")
+    out.append(("group redistribution", cyc, blk, (0, 0), (0, CONFIG.sim_window_lw // 2)))
+    return out
+
+
+def run(cases: list[dict], check: bool) -> list[dict]:
+    from runner_util import run_cocotb
+    from test_converter_system import system_verilog
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "results.json"
+        env = {"CONV_BENCH_CASES": json.dumps(cases), "CONV_BENCH_OUT": str(out),
+               "CONV_MEM_PATH": "mc{g}.engine.mem", "CONV_CONFIG": json.dumps(CONFIG.to_dict()),
+               "CONV_BENCH_CHECK": "1" if check else "0"}
+        run_cocotb(system_verilog(CONFIG), "mem_system", "tb_converter_bench", "measure",
+                   seed=1, test_name=f"bench_converter_{'checked' if check else 'timed'}",
+                   extra_env=env, waves=check)
+        return json.loads(out.read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-kib", type=int, default=1024)
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    args = parser.parse_args()
+    small, large = [], []
+    for kib in SIZES_KIB:
+        if kib > args.max_kib:
+            continue
+        for name, a, b, sb, db in pairs(kib):
+            case = {"name": f"{name} {kib} KiB", "kib": kib, "pair": name, "src": str(a),
+                    "dst": str(b), "dtype": a.dtype, "src_base": sb, "dst_base": db}
+            (small if kib <= CHECK_KIB else large).append(case)
+    rows = run(small, check=True) + (run(large, check=False) if large else [])
+    print(f"\n{'pair':<22}{'size':>9}{'read LW':>9}{'write LW':>9}{'RTL cyc':>9}"
+          f"{'eff':>7}{'model cyc':>10}{'model/RTL':>10}")
+    for row in rows:
+        desc = conversion(Layout.parse(row["src"], row["dtype"]),
+                          Layout.parse(row["dst"], row["dtype"]))
+        row["modeled"] = conversion_cycles(CONFIG, desc)
+        cyc = row["busy_cycles"]
+        eff = (row["beats_read"] + row["beats_written"]) / cyc
+        print(f"{row['pair']:<22}{row['kib']:>6} KiB{row['beats_read']:>9}"
+              f"{row['beats_written']:>9}{cyc:>9}{eff:>7.0%}{row['modeled']:>10}"
+              f"{row['modeled'] / cyc:>10.2f}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
