@@ -100,7 +100,7 @@ def conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor,
     if not isinstance(descriptor, ConversionDescriptor):
         raise TypeError(f"Descriptor must be a ConversionDescriptor, not {descriptor!r}")
     prog = compile_program(descriptor, config, buffer_lw)
-    total = START_CYCLES + FILL_CYCLES
+    total: float = START_CYCLES + FILL_CYCLES
     previous: dict[int, int] = {}
     for block in block_traffic(prog, config.timing.burst_length):
         total += _stage(block, previous)

@@ -75,7 +75,7 @@ def registers(prog: ConverterProgram, src_group: int, src_addr: int, dst_group: 
               dst_addr: int) -> dict[int, int]:
     """Register address -> 32-bit value programming ``prog`` (CTRL excluded)."""
     mask = (1 << REG_BITS) - 1
-    regs = {
+    regs: dict[int, int] = {
         Reg.ELEM_BITS: prog.elem_bits,
         Reg.SRC_GROUP: src_group, Reg.SRC_ADDR: src_addr,
         Reg.SRC_GROUPS: prog.src_groups, Reg.SRC_LWPG: prog.src_lw_per_group,
