@@ -145,3 +145,24 @@ def test_output_may_share_an_input_name(context, tmp_path, seed):
     g = context.load(storage.path(tmp_path / "s"))
     assert g.output_specs["x"] == f.output_specs["x"]
     assert g.input_specs["x"] == f.input_specs["x"]
+
+
+def test_conversion_the_converter_cannot_run_is_refused_before_anything_runs(context, tmp_path):
+    from mlsdk import IOSpecMismatchError
+    from mncore_hdl.layout import Layout
+
+    def ident(inputs):
+        return {"y": inputs["v"] * 1}
+
+    blocks = Layout.parse("(30)/((5:1, 6:5))")
+    strided = Layout.parse("(30)/((3:1, 10:3))")
+    prod = context.compile(ident, {"v": torch.randn(30)}, storage.path(tmp_path / "p"),
+                           io_spec_constraints={"y": blocks})
+    cons = context.compile(ident, {"v": torch.randn(30)}, storage.path(tmp_path / "c"),
+                           io_spec_constraints={"v": strided})
+    y = prod({"v": torch.arange(30.0)})["y"]
+    before = len(context.report())
+    with pytest.raises(IOSpecMismatchError, match="the layout converter cannot convert"):
+        cons({"v": y})
+    assert len(context.report()) == before
+    torch.testing.assert_close(y.cpu(), torch.arange(30.0))

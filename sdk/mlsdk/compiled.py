@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from mncore_compiler.interpreter import interpret
 from mncore_compiler.program import DeviceProgram
-from mncore_hdl.layout import conversion, to_device
+from mncore_hdl.converter.program import ProgramError, compile_program
+from mncore_hdl.layout import LayoutError, conversion, to_device
 
 from .device.base import LoadedProgram
 from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
@@ -183,7 +184,16 @@ class CompiledFunction:
                 "DRAM-to-DRAM conversion. Compile the producer with io_spec_constraints="
                 f"{{{given.name!r}: <this function>.input_specs[{name!r}]}}"
             )
-        descriptor = conversion(given.layout, spec.layout)
+        try:
+            descriptor = conversion(given.layout, spec.layout)
+            # The RTL converter's own program compiler has the last word on what it can run.
+            compile_program(descriptor, self.context.mndevice.config)
+        except (LayoutError, ProgramError) as exc:
+            raise IOSpecMismatchError(
+                f"Input {name!r} of {self.name}: the layout converter cannot convert "
+                f"{given.layout} into {spec.layout} ({exc}). Compile the producer with "
+                f"io_spec_constraints={{{given.name!r}: <this function>.input_specs[{name!r}]}}"
+            ) from None
         assert proxy.buffer is not None  # checked by _plan
         return Convert(proxy.buffer, str(given.layout), self._own[name], str(spec.layout),
                        descriptor.to_dict(), spec.dtype_name)

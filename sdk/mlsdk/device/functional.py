@@ -88,10 +88,11 @@ class FunctionalDevice(Device):
     def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
         from mncore_hdl.converter_timing import conversion_cycles
 
+        cycles = conversion_cycles(self.config, descriptor)
         image = descriptor.execute(self.peek(src))
         for i in range(dst.groups):
             self.drams[dst.group + i].write(dst.address, image[i])
-        return conversion_cycles(self.config, descriptor)
+        return cycles
 
     def _compute_cycles(self, program: LoadedProgram) -> int:
         return math.ceil(program.flops / (self.config.pes * self.config.pe_flops_per_cycle))
