@@ -17,6 +17,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .arch import ArchConfig
+from .converter.converter import forward_control
 from .descriptors import DESCRIPTOR_BITS, DESCRIPTOR_SLOTS, SLOT_BITS
 from .system import MemorySystem
 
@@ -72,11 +73,8 @@ class CosimTop(wiring.Component):
             wiring.connect(m, wiring.flipped(self.compute[g]), system.compute[g])
             m.d.comb += [system.mc_csr_addr[g].eq(self.mc_csr_addr[g]),
                          self.mc_csr_rdata[g].eq(system.mc_csr_rdata[g])]
-        for name in ("reg_addr", "reg_wdata", "reg_we"):
-            m.d.comb += getattr(system, name).eq(getattr(self, name))
-        for name in ("reg_rdata", "busy", "done", "error", "error_code", "beats_read",
-                     "beats_written", "stall_cycles", "busy_cycles", "mc_error", "mc_idle"):
-            m.d.comb += getattr(self, name).eq(getattr(system, name))
+        forward_control(m, self, system)
+        m.d.comb += [self.mc_error.eq(system.mc_error), self.mc_idle.eq(system.mc_idle)]
 
         # -- input-descriptor table --------------------------------------------------------
         table = Array(Signal(DESCRIPTOR_BITS, name=f"desc{i}") for i in range(DESCRIPTOR_SLOTS))

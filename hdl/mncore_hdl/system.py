@@ -11,9 +11,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .arch import ArchConfig
-from .converter.converter import LayoutConverter
+from .converter.converter import CONTROL_MEMBERS, LayoutConverter, forward_control
 from .converter.program import DEFAULT_BUFFER_LW
-from .converter.regmap import REG_ADDR_BITS, REG_BITS
 from .memctrl.controller import MemoryController
 from .memctrl.csr import COUNTER_BITS, CSR_ADDR_BITS
 from .memctrl.port import RequesterSignature
@@ -64,18 +63,7 @@ class MemorySystem(wiring.Component):
         super().__init__({
             "host": In(RequesterSignature(config)).array(groups),
             "compute": In(RequesterSignature(config)).array(groups),
-            "reg_addr": In(REG_ADDR_BITS),
-            "reg_wdata": In(REG_BITS),
-            "reg_we": In(1),
-            "reg_rdata": Out(REG_BITS),
-            "busy": Out(1),
-            "done": Out(1),
-            "error": Out(1),
-            "error_code": Out(4),
-            "beats_read": Out(32),
-            "beats_written": Out(32),
-            "stall_cycles": Out(32),
-            "busy_cycles": Out(32),
+            **CONTROL_MEMBERS,
             "mc_csr_addr": In(CSR_ADDR_BITS).array(groups),
             "mc_csr_rdata": Out(COUNTER_BITS).array(groups),
             "mc_error": Out(groups),
@@ -96,9 +84,5 @@ class MemorySystem(wiring.Component):
                 self.mc_error[g].eq(mc.error),
                 self.mc_idle[g].eq(mc.idle),
             ]
-        m.d.comb += [conv.reg_addr.eq(self.reg_addr), conv.reg_wdata.eq(self.reg_wdata),
-                     conv.reg_we.eq(self.reg_we), self.reg_rdata.eq(conv.reg_rdata)]
-        for name in ("busy", "done", "error", "error_code", "beats_read", "beats_written",
-                     "stall_cycles", "busy_cycles"):
-            m.d.comb += getattr(self, name).eq(getattr(conv, name))
+        forward_control(m, self, conv)
         return m

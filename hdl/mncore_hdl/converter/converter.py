@@ -30,7 +30,34 @@ from .regmap import (
 )
 from .writer import WriteEngine
 
-__all__ = ["LayoutConverter"]
+__all__ = ["LayoutConverter", "CONTROL_MEMBERS", "forward_control"]
+
+#: The converter's register bus, status and counters. Every design that embeds the converter
+#: re-exports them under these same flat names, so testbenches and waveforms find ``busy``,
+#: ``done``, ``beats_read``... at its top.
+CONTROL_MEMBERS = {
+    "reg_addr": In(REG_ADDR_BITS),
+    "reg_wdata": In(REG_BITS),
+    "reg_we": In(1),
+    "reg_rdata": Out(REG_BITS),
+    "busy": Out(1),
+    "done": Out(1),
+    "error": Out(1),
+    "error_code": Out(4),
+    "beats_read": Out(32),
+    "beats_written": Out(32),
+    "stall_cycles": Out(32),
+    "busy_cycles": Out(32),
+}
+
+
+def forward_control(m: Module, outer: wiring.Component, inner: wiring.Component) -> None:
+    """Wire ``outer``'s CONTROL_MEMBERS to ``inner``'s: inputs inward, outputs outward."""
+    for name, member in CONTROL_MEMBERS.items():
+        if member.flow == wiring.In:
+            m.d.comb += getattr(inner, name).eq(getattr(outer, name))
+        else:
+            m.d.comb += getattr(outer, name).eq(getattr(inner, name))
 
 
 class LayoutConverter(wiring.Component):
@@ -88,18 +115,7 @@ class LayoutConverter(wiring.Component):
         self.write_burst = write_burst
         super().__init__({
             "ports": Out(RequesterSignature(config)).array(config.groups),
-            "reg_addr": In(REG_ADDR_BITS),
-            "reg_wdata": In(REG_BITS),
-            "reg_we": In(1),
-            "reg_rdata": Out(REG_BITS),
-            "busy": Out(1),
-            "done": Out(1),
-            "error": Out(1),
-            "error_code": Out(4),
-            "beats_read": Out(32),
-            "beats_written": Out(32),
-            "stall_cycles": Out(32),
-            "busy_cycles": Out(32),
+            **CONTROL_MEMBERS,
         })
 
     # -- register file -----------------------------------------------------------------------

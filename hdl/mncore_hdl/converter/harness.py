@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from amaranth.hdl import Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In
 
 from ..arch import ArchConfig
 from ..memctrl.port import RequesterSignature
 from .behavioural import BehaviouralMemory
-from .converter import LayoutConverter
+from .converter import CONTROL_MEMBERS, LayoutConverter, forward_control
 from .program import DEFAULT_BUFFER_LW
-from .regmap import REG_ADDR_BITS, REG_BITS
 
 __all__ = ["ConverterHarness"]
 
@@ -45,18 +44,7 @@ class ConverterHarness(wiring.Component):
                      for g in range(config.groups)]
         super().__init__({
             "host": In(RequesterSignature(config)).array(config.groups),
-            "reg_addr": In(REG_ADDR_BITS),
-            "reg_wdata": In(REG_BITS),
-            "reg_we": In(1),
-            "reg_rdata": Out(REG_BITS),
-            "busy": Out(1),
-            "done": Out(1),
-            "error": Out(1),
-            "error_code": Out(4),
-            "beats_read": Out(32),
-            "beats_written": Out(32),
-            "stall_cycles": Out(32),
-            "busy_cycles": Out(32),
+            **CONTROL_MEMBERS,
         })
 
     def elaborate(self, platform):
@@ -66,9 +54,5 @@ class ConverterHarness(wiring.Component):
             m.submodules[f"mem{g}"] = mem
             wiring.connect(m, wiring.flipped(self.host[g]), mem.ports[0])
             wiring.connect(m, conv.ports[g], mem.ports[1])
-        m.d.comb += [conv.reg_addr.eq(self.reg_addr), conv.reg_wdata.eq(self.reg_wdata),
-                     conv.reg_we.eq(self.reg_we), self.reg_rdata.eq(conv.reg_rdata)]
-        for name in ("busy", "done", "error", "error_code", "beats_read", "beats_written",
-                     "stall_cycles", "busy_cycles"):
-            m.d.comb += getattr(self, name).eq(getattr(conv, name))
+        forward_control(m, self, conv)
         return m
