@@ -1,12 +1,10 @@
 """Unit tests of the round-robin arbiter (Amaranth simulator) against a plain Python model."""
 
-import gc
 import random
-import warnings
 
 import pytest
-from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
+from hdl_checks import expect_error
 from mncore_hdl.memctrl.arbiter import RoundRobin
 
 
@@ -64,19 +62,6 @@ def test_matches_model_and_never_starves(n):
     sim.run()
     # a waiting requester sees at most n-1 others served before it
     assert max(worst) <= n - 1, f"seed={seed}: worst wait {worst}"
-
-
-def expect_error(exc, msg, fn, *args):
-    """``fn(*args)`` raises ``exc`` with exactly ``msg`` (the half-built object is not reported
-    as an unused elaboratable)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnusedElaboratable)
-        with pytest.raises(exc) as info:
-            fn(*args)
-        text = str(info.value)
-        del info
-        gc.collect()
-    assert text == msg
 
 
 def test_arbiter_validation():

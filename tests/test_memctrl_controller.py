@@ -1,12 +1,10 @@
 """The whole controller in Amaranth's simulator on a tiny config: data, timing, validation."""
 
-import gc
 import random
-import warnings
 
 import pytest
-from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
+from hdl_checks import expect_error
 from memctrl_model import SparseMemory, TimingChecker, split_chunks
 from mncore_hdl import timing
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
@@ -17,19 +15,6 @@ from mncore_hdl.memctrl.datapath import DataEngine
 from mncore_hdl.memctrl.refresher import Refresher
 from mncore_hdl.memctrl.requester import PortFrontend
 from mncore_hdl.memctrl.trafficgen import TrafficGen
-
-
-def expect_error(exc, msg, fn, *args):
-    """``fn(*args)`` raises ``exc`` with exactly ``msg`` (the half-built object is not reported
-    as an unused elaboratable)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnusedElaboratable)
-        with pytest.raises(exc) as info:
-            fn(*args)
-        text = str(info.value)
-        del info
-        gc.collect()
-    assert text == msg
 
 TINY = MNCORE2_SIM.replace(
     banks=4, row_lw=32, sim_window_lw=512,

@@ -1,27 +1,12 @@
 """Unit tests of the memory controller's timing counters and refresher (Amaranth simulator)."""
 
-import gc
-import warnings
 
 import pytest
-from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
+from hdl_checks import expect_error
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
 from mncore_hdl.memctrl.refresher import Refresher
 from mncore_hdl.memctrl.timers import TimingCounter
-
-
-def expect_error(exc, msg, fn, *args):
-    """``fn(*args)`` raises ``exc`` with exactly ``msg`` (the half-built object is not reported
-    as an unused elaboratable)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnusedElaboratable)
-        with pytest.raises(exc) as info:
-            fn(*args)
-        text = str(info.value)
-        del info
-        gc.collect()
-    assert text == msg
 
 
 def _run(dut, bench):
