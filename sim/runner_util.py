@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from mncore_hdl.icarus import icarus_vcd_runner
 
 __all__ = ["BUILD_ROOT", "REPO_ROOT", "require_icarus", "run_cocotb", "test_seed"]
 
@@ -53,20 +54,6 @@ def test_seed(name: str) -> int:
 
 
 test_seed.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
-
-
-def _vcd_runner():
-    """``get_runner("icarus")``, dumping VCD instead of the FST it defaults to with waves."""
-    from cocotb_tools.runner import get_runner
-
-    base = type(get_runner("icarus"))
-
-    class IcarusVcd(base):  # type: ignore[misc, valid-type]
-        def _test_command(self):
-            cmds = super()._test_command()
-            return [[("-vcd" if arg == "-fst" else arg) for arg in cmd] for cmd in cmds]
-
-    return IcarusVcd()
 
 
 def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str, testcase: str,
@@ -110,7 +97,7 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
     if vcd.exists():
         vcd.unlink()
 
-    runner = _vcd_runner()
+    runner = icarus_vcd_runner()
     build_dir.mkdir(parents=True, exist_ok=True)
     with open(build_dir / ".lock", "w") as lock:  # one compile at a time per build folder
         fcntl.flock(lock, fcntl.LOCK_EX)

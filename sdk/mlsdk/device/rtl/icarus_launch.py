@@ -2,26 +2,20 @@
 
 Started by :class:`~mlsdk.device.rtl.icarus.IcarusSession` as the leader of its own process
 group, so killing the group also ends ``vvp``. Its parameters arrive as JSON in
-``$MNCORE_COSIM_LAUNCH``; it imports nothing of the SDK, so it starts fast.
+``$MNCORE_COSIM_LAUNCH``; it imports nothing of the SDK (only the small
+``mncore_hdl.icarus``), so it starts fast.
 """
 
 import json
 import os
 import sys
 
-from cocotb_tools.runner import get_runner
+from mncore_hdl.icarus import icarus_vcd_runner
 
 
 def main() -> int:
     args = json.loads(os.environ["MNCORE_COSIM_LAUNCH"])
-    base = type(get_runner("icarus"))
-
-    class IcarusVcd(base):  # VCD (what pyvcd and the checks read), not the default FST
-        def _test_command(self):
-            cmds = super()._test_command()
-            return [[("-vcd" if a == "-fst" else a) for a in cmd] for cmd in cmds]
-
-    runner = IcarusVcd()
+    runner = icarus_vcd_runner()
     vcd = args.get("vcd")
     runner.test(hdl_toplevel=args["toplevel"], hdl_toplevel_lang="verilog",
                 test_module=args["module"], build_dir=args["build_dir"],
