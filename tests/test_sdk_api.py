@@ -132,3 +132,13 @@ def test_allocator_places_multi_group_buffers_at_one_address():
         alloc.allocate(5, 1)
     with pytest.raises(DeviceMemoryError, match="exhausted"):
         alloc.allocate(4, 1000)
+
+
+def test_a_context_nobody_closed_ends_its_device_when_collected():
+    import gc
+
+    ctx = Context(MNDevice("mncore2:auto"))
+    device = ctx.device
+    del ctx
+    gc.collect()
+    assert device.closed

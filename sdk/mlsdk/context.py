@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -53,6 +54,9 @@ class Context:
         self.mndevice = device
         self.device = device.open()
         self.closed = False
+        # Ends the device when the Context is collected or the interpreter exits, so a program
+        # that never calls close() still stops its simulator and completes its waveforms.
+        self._finalizer = weakref.finalize(self, _close_device, self.device)
         self._records: list[CallRecord] = []
         self._functions: list[CompiledFunction] = []
         self._keys = itertools.count(1)
@@ -84,8 +88,7 @@ class Context:
         if self.closed:
             return
         self.closed = True
-        if self.device is not None:
-            self.device.close()
+        self._finalizer()
         if Context._current is self:
             Context._current = None
 
@@ -187,6 +190,11 @@ class Context:
     def _check_open(self) -> None:
         if self.closed:
             raise DeviceError("This Context is closed; create a new one")
+
+
+def _close_device(device: Device | None) -> None:
+    if device is not None:
+        device.close()
 
 
 def _constraint_layouts(constraints: Mapping[str, Any] | None) -> dict[str, Layout]:
