@@ -46,7 +46,8 @@ class Context:
     >>> double({"x": torch.ones(4, 4)})["y"].cpu()
     """
 
-    _current: ClassVar[Context | None] = None
+    # Held weakly: being current does not keep a Context (and its simulator) alive.
+    _current: ClassVar[weakref.ref[Context] | None] = None
 
     def __init__(self, device: MNDevice):
         if not isinstance(device, MNDevice):
@@ -60,8 +61,8 @@ class Context:
         self._records: list[CallRecord] = []
         self._functions: list[CompiledFunction] = []
         self._keys = itertools.count(1)
-        if Context._current is None:
-            Context._current = self
+        if Context.current() is None:
+            Context._current = weakref.ref(self)
 
     # -- the current context ----------------------------------------------------------------
 
@@ -70,12 +71,13 @@ class Context:
         """Make ``context`` the current one; return the one it replaces."""
         if not isinstance(context, Context):
             raise TypeError(f"switch_context() takes a Context, not {type(context).__name__}")
-        previous, cls._current = cls._current, context
+        previous = cls.current()
+        cls._current = weakref.ref(context)
         return previous
 
     @classmethod
     def current(cls) -> Context | None:
-        return cls._current
+        return cls._current() if cls._current is not None else None
 
     def __enter__(self) -> Context:
         return self
@@ -89,7 +91,7 @@ class Context:
             return
         self.closed = True
         self._finalizer()
-        if Context._current is self:
+        if Context.current() is self:
             Context._current = None
 
     def __repr__(self) -> str:
