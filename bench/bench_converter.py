@@ -3,6 +3,7 @@ analytic model's cycles (``mncore_hdl.converter_timing``) next to the RTL's.
 
     ./exec_with_env.sh python bench/bench_converter.py             # a few minutes
     ./exec_with_env.sh python bench/bench_converter.py --max-kib 64  # quicker
+    ./exec_with_env.sh python bench/bench_converter.py --pairs transpose,native --max-kib 16
 
 Efficiency = (bytes read + bytes written) / (cycles x 8 bytes): one port's LW per cycle is
 100%; conversions between Groups can exceed it since each Group has its own data bus. The
@@ -73,17 +74,26 @@ def run(cases: list[dict], check: bool) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-kib", type=int, default=1024)
+    parser.add_argument("--pairs", default="",
+                        help="comma-separated substrings: only the pairs whose name holds one "
+                             "(default: all). Refresh falls at other points of a shorter run, "
+                             "so a row's RTL cycles may move by one refresh stall")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args()
+    wanted = [w.strip() for w in args.pairs.split(",") if w.strip()]
     small, large = [], []
     for kib in SIZES_KIB:
         if kib > args.max_kib:
             continue
         for name, a, b, sb, db in pairs(kib):
+            if wanted and not any(w in name for w in wanted):
+                continue
             case = {"name": f"{name} {kib} KiB", "kib": kib, "pair": name, "src": str(a),
                     "dst": str(b), "dtype": a.dtype, "src_base": sb, "dst_base": db}
             (small if kib <= CHECK_KIB else large).append(case)
-    rows = run(small, check=True) + (run(large, check=False) if large else [])
+    if not small and not large:
+        parser.error("no bench row matches --pairs and --max-kib")
+    rows = (run(small, check=True) if small else []) + (run(large, check=False) if large else [])
     print(f"\n{'pair':<22}{'size':>9}{'read LW':>9}{'write LW':>9}{'RTL cyc':>9}"
           f"{'eff':>7}{'model cyc':>10}{'model/RTL':>10}")
     for row in rows:

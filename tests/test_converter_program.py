@@ -90,3 +90,46 @@ def test_timing_model_scales_with_traffic():
     c_large = conversion_cycles(MNCORE2_SIM, large)
     assert small.read_lw <= c_small < 4 * (small.read_lw + small.write_lw)
     assert 10 < c_large / c_small < 20
+
+
+def _bench_pair(name: str, kib: int):
+    """The layouts of one ``bench/bench_converter.py`` row (fp32 unless bf16 in the name)."""
+    n = kib * 1024 // 4
+    r = 2 ** ((n.bit_length() - 1) // 2)
+    c = n // r
+    if name == "host->native fp32":
+        return host_layout((r, c), "float32"), native_layout((r, c), "float32", MNCORE2_SIM)
+    if name == "native->host bf16":
+        return (native_layout((r, 2 * c), "bfloat16", MNCORE2_SIM),
+                host_layout((r, 2 * c), "bfloat16"))
+    if name == "transpose fp32":
+        return (host_layout((r, c), "float32"),
+                Layout.parse(f"({r},{c})/(({r // 2}:1, 2_W:1), ({c}:{r // 2}))", "float32"))
+    return (Layout.parse(f"({r},{c})/(({r // 4}:{c // 2}, 4_G:1), ({c // 2}:1, 2_W:1))"),
+            Layout.parse(f"({r},{c})/((4_G:1, {r // 4}:{c // 2}), ({c // 2}:1, 2_W:1))"))
+
+
+@pytest.mark.parametrize("name,kib,rtl", [
+    # RTL busy cycles of bench/bench_converter.py's full run (refresh included)
+    ("host->native fp32", 4, 858), ("native->host bf16", 4, 1107),
+    ("transpose fp32", 4, 1232), ("group redistribution", 4, 882),
+    ("native->host bf16", 16, 3410), ("transpose fp32", 16, 4505),
+    ("group redistribution", 16, 3330), ("native->host bf16", 64, 13170),
+    ("group redistribution", 64, 14611), ("transpose fp32", 256, 70111),
+    ("group redistribution", 1024, 221876),
+])
+def test_timing_model_matches_rtl_bench(name, kib, rtl):
+    a, b = _bench_pair(name, kib)
+    modeled = conversion_cycles(MNCORE2_SIM, conversion(a, b))
+    assert abs(modeled / rtl - 1) < 0.10, (name, kib, modeled, rtl)
+
+
+def test_timing_model_one_group_bus_is_serial():
+    # A transpose inside one Group reads and writes on that Group's single data bus.
+    a, b = _bench_pair("transpose fp32", 64)
+    desc = conversion(a, b)
+    assert conversion_cycles(MNCORE2_SIM, desc) > desc.read_lw + desc.write_lw
+    # host -> native writes other Groups than it reads: reads and writes overlap.
+    a, b = _bench_pair("host->native fp32", 64)
+    desc = conversion(a, b)
+    assert conversion_cycles(MNCORE2_SIM, desc) < 0.8 * (desc.read_lw + desc.write_lw)

@@ -1,14 +1,27 @@
 """Analytic cycle model of the layout converter on the memory-system top (pure Python).
 
 ``conversion_cycles(config, descriptor)`` is what the functional device model charges for a
-``Convert``. It follows the converter's structure (``mncore_hdl.converter``): the descriptor is
-compiled into blocks exactly as the hardware runs them; block ``b``'s reads overlap block
-``b - 1``'s gather and writes (double buffer). Each such stage lasts as long as its busiest
-resource: the read-data path (one LW per cycle), the write path (one LW per cycle) and each
-Group's data bus (that Group's reads, rounded to whole DRAM bursts, plus its writes; slower
-when the block also reads other Groups, whose in-order return the shared Group holds up).
-The constants are calibrated against the RTL with ``bench/bench_converter.py`` (worst case
-10.6%, mean 4%, on its table); refresh is charged as a fixed fraction of the time.
+``Convert``. It compiles the descriptor into blocks exactly as the hardware runs them and
+replays, burst by burst, the few rules of the RTL (``mncore_hdl.converter``) that set the time:
+
+- the read engine returns beats strictly in request order, one LW per cycle, so all reads are
+  one serial stream; the first beat comes ``FIRST_BEAT_CYCLES`` after the request, and a
+  Group's controller runs ``PREFETCH_LW`` beats ahead of the reader (its read-FIFO credits);
+- the reader claims a buffer half as soon as the gather releases it (block ``b + 2`` is issued
+  when block ``b`` is released), keeping up to ``OUTSTANDING`` bursts in flight;
+- the gather starts a block once it is full and the previous one is released; its first write
+  beat follows ``GATHER_CYCLES`` later, and it releases the half when the writer's FIFOs hold
+  the rest of the block (``WRITE_SLACK_LW``);
+- the writer is one serial stream at one LW per cycle;
+- each Group's converter port serves its requests in order, and the writer wins the port: a
+  read queued behind a Group's writes waits for them (and for tWR), writes queued behind a
+  read wait until the reader has taken that read. While the writer streams a block into a
+  Group, the reader gets at most one burst into that port ahead of it (``_split``);
+- refresh (all Groups at once, every tREFI) stalls the converter for tRP + tRFC + tRCD + CL,
+  charged as the expected fraction of the time.
+
+Checked against the RTL with ``bench/bench_converter.py``: worst row 7.1% (a 4 KiB conversion
+that met a refresh), mean 2.6%.
 """
 
 from __future__ import annotations
@@ -20,66 +33,151 @@ from .arch import ArchConfig
 from .converter.program import DEFAULT_BUFFER_LW, ConverterProgram, _walk, compile_program
 from .layout.conversion import ConversionDescriptor
 
-__all__ = ["conversion_cycles", "BlockTraffic", "block_traffic", "START_CYCLES",
-           "FILL_CYCLES", "BURST_COST", "SHARED_BUS_FACTOR"]
+__all__ = ["conversion_cycles", "BlockTraffic", "block_traffic", "FIRST_BEAT_CYCLES",
+           "PREFETCH_LW", "GATHER_CYCLES", "WRITE_SLACK_LW", "OUTSTANDING", "refresh_stall"]
 
-#: Register check and engine start before the first request.
-START_CYCLES = 10
-#: Cycles from the first read request to its data, and from the last gather to the last write.
-FILL_CYCLES = 30
-#: Extra read-path cycles per read burst (0: requests are pipelined, 8 outstanding).
-BURST_COST = 0.0
-#: Data-bus cycles per LW on a Group that is written while the block also reads other Groups:
-#: read beats return in request order, so the shared Group's slower reads hold up the others.
-SHARED_BUS_FACTOR = 1.2
+#: Start of the run to the first read beat (claim, request, port queue, ACT, tRCD, CL, FIFO).
+FIRST_BEAT_CYCLES = 33
+#: Beats a Group's controller reads ahead of the converter taking them: its read FIFO
+#: (CL + 2 bursts + 8) less one burst (a chunk is issued only with room for all its beats).
+PREFETCH_LW = 28
+#: A block full to its first write beat: gather pipeline plus one 32-LW write burst buffered.
+GATHER_CYCLES = 38
+#: LWs of a block the gather may run ahead of the writer (write beat FIFO 64, produced FIFO 8,
+#: pipeline): the gather releases the buffer half that much before the block's last write.
+WRITE_SLACK_LW = 80
+#: Cycles from a write request to its first beat on the port (queue, chunker, FIFO).
+WRITE_REQUEST_LEAD = 6
+#: Read bursts the read engine keeps outstanding.
+OUTSTANDING = 8
 
 
 @dataclass(frozen=True)
 class BlockTraffic:
-    """What one block moves: LWs read per Group (and in DRAM bursts), bursts, LWs written."""
+    """What one block moves: its read bursts ``(Group, LWs)`` in request order, LWs written per
+    Group in destination order."""
 
-    reads: dict[int, int]
-    bus_reads: dict[int, int]
-    bursts: int
-    writes: dict[int, int]
+    reads: tuple[tuple[int, int], ...]
+    writes: tuple[tuple[int, int], ...]
 
 
-def block_traffic(prog: ConverterProgram, burst_length: int = 8) -> list[BlockTraffic]:
+def block_traffic(prog: ConverterProgram) -> list[BlockTraffic]:
     """Per-block traffic of a compiled program, in execution order.
 
-    ``bus_reads`` rounds each read burst up to whole DRAM bursts (``burst_length`` LWs), the
-    data-bus time a short burst costs.
+    Bursts clipped to the source footprint as the read engine clips them; bursts wholly
+    outside it (only padding reaches them) are skipped. The writer also fills gaps and
+    padding, so the destination footprint is spread evenly over the blocks.
     """
     blocks = []
-    per_block_writes = prog.write_lw / max(1, prog.blocks)
+    per_block_writes = round(prog.write_lw / max(1, prog.blocks))
     for ob in _walk(prog.outer, 5 + len(prog.dims)):
-        reads: dict[int, int] = defaultdict(int)
-        bus: dict[int, int] = defaultdict(int)
-        bursts = 0
+        reads = []
         for rd in _walk(prog.read, 2):
             g, a = ob[0] + rd[0], ob[1] + rd[1]
             if 0 <= g < prog.src_groups and 0 <= a < prog.src_lw_per_group:
-                n = min(prog.burst, prog.src_lw_per_group - a)
-                reads[g] += n
-                bus[g] += -(-n // burst_length) * burst_length
-                bursts += 1
-        # The writer also fills gaps and padding: the footprint spreads over the blocks.
-        blocks.append(BlockTraffic(dict(reads), dict(bus), bursts,
-                                   {ob[3]: round(per_block_writes)}))
+                reads.append((g, min(prog.burst, prog.src_lw_per_group - a)))
+        blocks.append(BlockTraffic(tuple(reads), ((ob[3], per_block_writes),)))
     return blocks
 
 
-def _stage(block: BlockTraffic | None, writes: dict[int, int]) -> float:
-    reads = block.reads if block else {}
-    bus_reads = block.bus_reads if block else {}
-    read_path = sum(reads.values()) + BURST_COST * (block.bursts if block else 0)
-    write_path = sum(writes.values())
-    bus = 0.0
-    for g in set(bus_reads) | set(writes):
-        r, w = bus_reads.get(g, 0), writes.get(g, 0)
-        shared = r and w and len(bus_reads) > 1
-        bus = max(bus, (r + w) * (SHARED_BUS_FACTOR if shared else 1.0))
-    return max(read_path, write_path, bus)
+def refresh_stall(config: ArchConfig) -> int:
+    """Cycles one refresh stops the converter: precharge, tRFC, then ACT and CAS latency again."""
+    t = config.timing
+    return t.trp + t.trfc + t.trcd + t.cl
+
+
+class _Replay:
+    """The burst-level replay of one conversion (see the module docstring)."""
+
+    def __init__(self, config: ArchConfig, blocks: list[BlockTraffic]):
+        self.blocks = blocks
+        self.twr = config.timing.twr
+        n = len(blocks)
+        self.bus: dict[int, float] = defaultdict(float)     # a Group's queued work ends
+        self.wrote: dict[int, bool] = defaultdict(bool)     # ... and it was a write
+        self.wend: dict[int, float] = defaultdict(float)    # a Group's last write ends
+        self.reader = 0.0
+        self.writer = 0.0
+        self.released = 0.0
+        self.consumed: list[float] = []                     # last beat of the latest bursts
+        self.full = [0.0] * n
+
+    def read(self, g: int, lw: int, issue: float) -> None:
+        start = max(self.reader, issue + FIRST_BEAT_CYCLES,
+                    self.bus[g] + (FIRST_BEAT_CYCLES + self.twr if self.wrote[g] else 0))
+        self.reader = start + lw
+        self.bus[g] = self.reader - PREFETCH_LW
+        self.wrote[g] = False
+        self.consumed.append(self.reader)
+        del self.consumed[:-OUTSTANDING]
+
+    def split(self, b: int, issue: float, nxt: int):
+        """Block ``b``'s bursts queued ahead of block ``nxt``'s writes, and those behind them."""
+        if nxt >= len(self.blocks):
+            return list(self.blocks[b].reads), []
+        wgroups = {g for g, _ in self.blocks[nxt].writes}
+        # the writer's first request of block nxt (a few cycles before its first beat)
+        requests = max(self.full[nxt], self.released) + GATHER_CYCLES - WRITE_REQUEST_LEAD
+        early: list[tuple[int, int]] = []
+        late: list[tuple[int, int]] = []
+        seen: dict[int, int] = defaultdict(int)
+        # When each early burst's last beat is taken (projected): a burst is issued once the
+        # one OUTSTANDING places before it has been taken.
+        taken = list(self.consumed)
+        clock = max(self.reader, issue + FIRST_BEAT_CYCLES)
+        for g, lw in self.blocks[b].reads:
+            j = len(taken) - OUTSTANDING
+            t = max(issue, taken[j] if j >= 0 else 0.0)
+            port_busy = self.wend[g] > issue and seen[g] >= 1
+            if late or (g in wgroups and (t >= requests or port_busy)):
+                late.append((g, lw))
+            else:
+                early.append((g, lw))
+                seen[g] += 1
+                clock += lw
+                taken.append(clock)
+        return early, late
+
+    def write(self, b: int) -> None:
+        begin = max(self.full[b], self.released)
+        for g, lw in self.blocks[b].writes:
+            start = max(self.writer, begin + GATHER_CYCLES, self.bus[g])
+            self.writer = start + lw
+            self.bus[g] = self.wend[g] = self.writer
+            self.wrote[g] = True
+        total = sum(lw for _, lw in self.blocks[b].writes)
+        self.released = max(begin + total, self.writer - WRITE_SLACK_LW)
+
+    def run(self) -> float:
+        n = len(self.blocks)
+        for g, lw in self.blocks[0].reads:
+            self.read(g, lw, 0.0)
+        self.full[0] = self.reader
+        pending: tuple[int, list, float] | None = None
+        if n > 1:
+            early, late = self.split(1, 0.0, 0)
+            for g, lw in early:
+                self.read(g, lw, 0.0)
+            pending = (1, late, 0.0)
+            if not late:
+                self.full[1] = self.reader
+        for b in range(n):
+            self.write(b)
+            if pending is not None and pending[0] == b + 1:
+                for g, lw in pending[1]:
+                    self.read(g, lw, pending[2])
+                self.full[b + 1] = self.reader
+                pending = None
+            if b + 2 < n:
+                issue = self.released  # block b's half is free: block b + 2 is issued
+                early, late = self.split(b + 2, issue, b + 1)
+                for g, lw in early:
+                    self.read(g, lw, issue)
+                if late:
+                    pending = (b + 2, late, issue)
+                else:
+                    self.full[b + 2] = self.reader
+        return max(self.writer, self.reader)
 
 
 def conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor,
@@ -89,7 +187,7 @@ def conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor,
     Parameters
     ----------
     config : ArchConfig
-        The chip (DRAM burst length and refresh timing).
+        The chip (DRAM timing and refresh).
     descriptor : ConversionDescriptor
         From :func:`mncore_hdl.layout.conversion`.
     buffer_lw : int
@@ -100,12 +198,5 @@ def conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor,
     if not isinstance(descriptor, ConversionDescriptor):
         raise TypeError(f"Descriptor must be a ConversionDescriptor, not {descriptor!r}")
     prog = compile_program(descriptor, config, buffer_lw)
-    total: float = START_CYCLES + FILL_CYCLES
-    previous: dict[int, int] = {}
-    for block in block_traffic(prog, config.timing.burst_length):
-        total += _stage(block, previous)
-        previous = block.writes
-    total += _stage(None, previous)
-    t = config.timing
-    refresh = t.trp + t.trfc + t.trcd
-    return round(total / (1.0 - refresh / t.trefi))
+    total = _Replay(config, block_traffic(prog)).run()
+    return round(total / (1.0 - refresh_stall(config) / config.timing.trefi))
