@@ -3,7 +3,10 @@ hand-off cycles (relocation vs conversion) measured on the RTL, with a log-log P
 
 Run:  ./exec_with_env.sh python bench/bench_cosim.py [--quick] [--png docs/handoff_cycles.png]
 
-``--quick`` limits the hand-off sweep to 64 KiB and skips the 1 MiB conversions (minutes less).
+``--quick`` limits the hand-off sweep to 64 KiB and skips the 1 MiB conversions (minutes less);
+``--max-kib``, ``--big-kib`` and ``--big-devices`` set the sweep's top, the size of the
+conversion timed for cycles/s, and which RTL devices run it (the Amaranth simulator runs a few
+hundred cycles per second, so a 1 MiB conversion flow takes it most of an hour).
 Progress (simulated cycles, operations) is shown on a terminal only.
 """
 
@@ -110,6 +113,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--png", default=str(ROOT / "docs" / "handoff_cycles.png"))
     parser.add_argument("--sweep-device", default="mncore2:icarus")
+    parser.add_argument("--max-kib", type=int, default=1024,
+                        help="largest tensor of the hand-off sweep (KiB)")
+    parser.add_argument("--big-kib", type=int, default=1024,
+                        help="conversion size for the cycles/s figure (KiB; 0 skips it)")
+    parser.add_argument("--big-devices", default=",".join(DEVICES[1:]),
+                        help="RTL devices that run the --big-kib conversion")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_cosim_"))
 
@@ -120,25 +129,30 @@ def main() -> None:
 
     print("\n== simulated cycles per second ==")
     print(f"{'device':16s} {'workload':22s} {'cycles':>9s} {'wall s':>8s} {'cycles/s':>9s}")
-    big = [] if args.quick else [(1 << 20, "1 MiB conversion")]
+    big = [] if args.quick or not args.big_kib else [(args.big_kib << 10,
+                                                       f"{args.big_kib} KiB conversion")]
     for device in DEVICES[1:]:
-        for nbytes, label in [(8192, "seed flow (8 KiB)")] + big:
+        runs = big if device in args.big_devices.split(",") else []
+        for nbytes, label in [(8192, "seed flow (8 KiB)")] + runs:
             _, wall, total = handoff(device, nbytes, nbytes != 8192, tmp)
             print(f"{device:16s} {label:22s} {total:9d} {wall:8.1f} {total / wall:9.0f}")
 
     print(f"\n== hand-off cycles on {args.sweep_device} (measured) ==")
-    top = 64 << 10 if args.quick else 1 << 20
+    top = 64 << 10 if args.quick else args.max_kib << 10
     sizes = [4096 << k for k in range(20) if 4096 << k <= top]
     reloc, conv, model = [], [], []
-    print(f"{'bytes':>9s} {'relocation':>11s} {'conversion':>11s} {'modeled conv':>13s}")
+    print(f"{'bytes':>9s} {'relocation':>11s} {'conversion':>11s} {'modeled conv':>13s} "
+          f"{'conv flow cycles':>17s} {'cycles/s':>9s}")
     for nbytes in sizes:
         reloc.append(handoff(args.sweep_device, nbytes, True, tmp)[0])
-        conv.append(handoff(args.sweep_device, nbytes, False, tmp)[0])
+        cycles, wall, total = handoff(args.sweep_device, nbytes, False, tmp)
+        conv.append(cycles)
         try:
             model.append(modeled_handoff(nbytes))
         except ImportError:
             model.append(0)
-        print(f"{nbytes:9d} {reloc[-1]:11d} {conv[-1]:11d} {model[-1]:13d}")
+        print(f"{nbytes:9d} {reloc[-1]:11d} {conv[-1]:11d} {model[-1]:13d} {total:17d} "
+              f"{total / wall:9.0f}")
     plot(sizes, reloc, conv, [m for m in model if m] and model, Path(args.png))
     print(f"\nplot: {args.png}")
 
