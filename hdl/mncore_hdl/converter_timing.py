@@ -61,12 +61,15 @@ class BlockTraffic:
     writes: tuple[tuple[int, int], ...]
 
 
-def block_traffic(prog: ConverterProgram) -> list[BlockTraffic]:
+def block_traffic(prog: ConverterProgram, src_group: int = 0,
+                  dst_group: int = 0) -> list[BlockTraffic]:
     """Per-block traffic of a compiled program, in execution order.
 
     Bursts clipped to the source footprint as the read engine clips them; bursts wholly
     outside it (only padding reaches them) are skipped. The writer also fills gaps and
-    padding, so the destination footprint is spread evenly over the blocks.
+    padding, so the destination footprint is spread evenly over the blocks. Groups are
+    absolute: ``src_group`` and ``dst_group`` are the buffers' first Groups (a Group that is
+    both read and written shares its data bus between the two).
     """
     blocks = []
     per_block_writes = round(prog.write_lw / max(1, prog.blocks))
@@ -75,8 +78,8 @@ def block_traffic(prog: ConverterProgram) -> list[BlockTraffic]:
         for rd in _walk(prog.read, 2):
             g, a = ob[0] + rd[0], ob[1] + rd[1]
             if 0 <= g < prog.src_groups and 0 <= a < prog.src_lw_per_group:
-                reads.append((g, min(prog.burst, prog.src_lw_per_group - a)))
-        blocks.append(BlockTraffic(tuple(reads), ((ob[3], per_block_writes),)))
+                reads.append((src_group + g, min(prog.burst, prog.src_lw_per_group - a)))
+        blocks.append(BlockTraffic(tuple(reads), ((dst_group + ob[3], per_block_writes),)))
     return blocks
 
 
@@ -181,7 +184,8 @@ class _Replay:
 
 
 def conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor,
-                      buffer_lw: int = DEFAULT_BUFFER_LW) -> int:
+                      buffer_lw: int = DEFAULT_BUFFER_LW, *, src_group: int = 0,
+                      dst_group: int = 0) -> int:
     """Cycles the RTL converter takes for ``descriptor`` (start to ``done``), modeled.
 
     Parameters
@@ -192,11 +196,14 @@ def conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor,
         From :func:`mncore_hdl.layout.conversion`.
     buffer_lw : int
         The converter's buffer (the RTL default).
+    src_group, dst_group : int
+        First Group of the source and destination buffers: where both touch one Group, its
+        data bus carries reads and writes alike.
     """
     if not isinstance(config, ArchConfig):
         raise TypeError(f"Config must be an ArchConfig, not {config!r}")
     if not isinstance(descriptor, ConversionDescriptor):
         raise TypeError(f"Descriptor must be a ConversionDescriptor, not {descriptor!r}")
     prog = compile_program(descriptor, config, buffer_lw)
-    total = _Replay(config, block_traffic(prog)).run()
+    total = _Replay(config, block_traffic(prog, src_group, dst_group)).run()
     return round(total / (1.0 - refresh_stall(config) / config.timing.trefi))

@@ -88,7 +88,8 @@ class FunctionalDevice(Device):
     def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
         from mncore_hdl.converter_timing import conversion_cycles
 
-        cycles = conversion_cycles(self.config, descriptor)
+        cycles = conversion_cycles(self.config, descriptor, src_group=src.group,
+                                   dst_group=dst.group)
         image = descriptor.execute(self.peek(src))
         for i in range(dst.groups):
             self.drams[dst.group + i].write(dst.address, image[i])
