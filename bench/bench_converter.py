@@ -53,6 +53,12 @@ def pairs(kib: int) -> list[tuple[str, Layout, Layout, tuple, tuple]]:
     cyc = Layout.parse(f"({r},{c})/(({r // 4}:{c // 2}, 4_G:1), ({c // 2}:1, 2_W:1))")
     blk = Layout.parse(f"({r},{c})/((4_G:1, {r // 4}:{c // 2}), ({c // 2}:1, 2_W:1))")
     out.append(("group redistribution", cyc, blk, (0, 0), (0, CONFIG.sim_window_lw // 2)))
+    if single:
+        # Native over four Groups to host in Group 0, shape (N, 64): every block reads Group 0
+        # while the writer streams into it, so Group 0's bus carries both streams.
+        n = kib * 1024 // (64 * 4)
+        out.append(("native->host fp32 shared G0", native_layout((n, 64), "float32", CONFIG),
+                    host_layout((n, 64), "float32"), (0, 0), (0, CONFIG.sim_window_lw // 2)))
     return out
 
 
@@ -78,11 +84,13 @@ def main() -> None:
                         help="comma-separated substrings: only the pairs whose name holds one "
                              "(default: all). Refresh falls at other points of a shorter run, "
                              "so a row's RTL cycles may move by one refresh stall")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES_KIB)),
+                        help="comma-separated sizes in KiB (default: %(default)s)")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args()
     wanted = [w.strip() for w in args.pairs.split(",") if w.strip()]
     small, large = [], []
-    for kib in SIZES_KIB:
+    for kib in sorted({int(k) for k in args.sizes.split(",") if k.strip()}):
         if kib > args.max_kib:
             continue
         for name, a, b, sb, db in pairs(kib):
@@ -94,15 +102,16 @@ def main() -> None:
     if not small and not large:
         parser.error("no bench row matches --pairs and --max-kib")
     rows = (run(small, check=True) if small else []) + (run(large, check=False) if large else [])
-    print(f"\n{'pair':<22}{'size':>9}{'read LW':>9}{'write LW':>9}{'RTL cyc':>9}"
+    print(f"\n{'pair':<29}{'size':>9}{'read LW':>9}{'write LW':>9}{'RTL cyc':>9}"
           f"{'eff':>7}{'model cyc':>10}{'model/RTL':>10}")
     for row in rows:
         desc = conversion(Layout.parse(row["src"], row["dtype"]),
                           Layout.parse(row["dst"], row["dtype"]))
-        row["modeled"] = conversion_cycles(CONFIG, desc)
+        row["modeled"] = conversion_cycles(CONFIG, desc, src_group=row["src_base"][0],
+                                           dst_group=row["dst_base"][0])
         cyc = row["busy_cycles"]
         eff = (row["beats_read"] + row["beats_written"]) / cyc
-        print(f"{row['pair']:<22}{row['kib']:>6} KiB{row['beats_read']:>9}"
+        print(f"{row['pair']:<29}{row['kib']:>6} KiB{row['beats_read']:>9}"
               f"{row['beats_written']:>9}{cyc:>9}{eff:>7.0%}{row['modeled']:>10}"
               f"{row['modeled'] / cyc:>10.2f}")
     if args.json:
