@@ -62,6 +62,14 @@ def pairs(kib: int) -> list[tuple[str, Layout, Layout, tuple, tuple]]:
     return out
 
 
+def extra_pairs() -> list[tuple[str, Layout, Layout, tuple, tuple]]:
+    """Fixed-shape rows run only when ``--pairs`` names them (not part of the size sweep)."""
+    shape = (33, 65)  # odd: padded tiles, masked positions
+    return [("native->host fp32 odd 33x65 shared G0",
+             native_layout(shape, "float32", CONFIG), host_layout(shape, "float32"),
+             (0, 0), (0, CONFIG.sim_window_lw // 2))]
+
+
 def run(cases: list[dict], check: bool) -> list[dict]:
     from runner_util import run_cocotb
     from test_converter_system import system_verilog
@@ -99,6 +107,11 @@ def main() -> None:
             case = {"name": f"{name} {kib} KiB", "kib": kib, "pair": name, "src": str(a),
                     "dst": str(b), "dtype": a.dtype, "src_base": sb, "dst_base": db}
             (small if kib <= CHECK_KIB else large).append(case)
+    for name, a, b, sb, db in extra_pairs():
+        if any(w in name and "odd" in w for w in wanted):
+            kib = math.ceil(a.nbytes / 1024)
+            small.append({"name": name, "kib": kib, "pair": name, "src": str(a), "dst": str(b),
+                          "dtype": a.dtype, "src_base": sb, "dst_base": db})
     if not small and not large:
         parser.error("no bench row matches --pairs and --max-kib")
     rows = (run(small, check=True) if small else []) + (run(large, check=False) if large else [])
