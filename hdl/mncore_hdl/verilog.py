@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,19 +32,47 @@ def source_digest(roots: list[Path] | None = None) -> str:
     return h.hexdigest()
 
 
-# yosys writes a zero memory initialiser as one assignment per word; a loop is much smaller.
-_ZERO_INIT = re.compile(
-    r"(?P<decl>  reg \[(?P<w>\d+):0\] (?P<name>\S+) \[(?P<hi>\d+):0\];\n)"
-    r"  initial begin\n(?:    (?P=name)\[\d+\] = \d+'h0+;\n)+  end\n")
+# Amaranth's RTLIL backend spells a memory's initial contents bit by bit (one net per bit), and
+# yosys then writes one assignment per word: for the co-simulation top's backing stores (4 x 1 Mi
+# words x 64 bit) that was most of a 5-minute export. A memory whose initial contents are all zero
+# is exported with no initialiser at all, and the Verilog gets a loop that zeroes it at time 0,
+# which is what the initialiser meant. Memories with non-zero contents go through unchanged.
+_MEM_DECL = re.compile(r"^  reg \[(?P<w>\d+):0\] (?P<name>\S+) \[(?P<hi>\d+):0\];\n",
+                       re.MULTILINE)
 
 
-def _compact_zero_init(text: str) -> str:
+@contextlib.contextmanager
+def _zero_memories_uninitialised() -> Iterator[None]:
+    """While converting, skip the ``$meminit_v2`` cell of every all-zero memory."""
+    from amaranth.back import rtlil
+
+    emitter = getattr(rtlil, "ModuleEmitter", None)
+    original = getattr(emitter, "emit_memory", None)
+    if original is None:  # another Amaranth release: keep its own (slower) path
+        yield
+        return
+
+    def emit_memory(self: Any, cell_idx: Any, cell: Any) -> None:
+        if any(cell.init):
+            original(self, cell_idx, cell)
+
+    emitter.emit_memory = emit_memory  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        emitter.emit_memory = original  # type: ignore[union-attr]
+
+
+def _zero_fill_memories(text: str) -> str:
+    """Give every memory that yosys wrote without an ``initial`` block a zeroing loop."""
     def repl(mt: re.Match[str]) -> str:
+        if text.startswith("  initial", mt.end()):
+            return mt[0]
         name, hi = mt["name"], mt["hi"]
-        return (f"{mt['decl']}  integer {name}__i;\n"
+        return (f"{mt[0]}  integer {name}__i;\n"
                 f"  initial for ({name}__i = 0; {name}__i <= {hi}; {name}__i = {name}__i + 1)\n"
                 f"    {name}[{name}__i] = 0;\n")
-    return _ZERO_INIT.sub(repl, text)
+    return _MEM_DECL.sub(repl, text)
 
 
 # yosys makes every ``always @*`` block sensitive to a register initialised to 0 so that it runs
@@ -103,8 +132,9 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
     from amaranth.back import verilog
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    text = verilog.convert(factory(), name=name, emit_src=False)
-    _atomic_write(v_path, _kick_comb_blocks(_compact_zero_init(text)))
+    with _zero_memories_uninitialised():
+        text = verilog.convert(factory(), name=name, emit_src=False)
+    _atomic_write(v_path, _kick_comb_blocks(_zero_fill_memories(text)))
     _atomic_write(j_path, json.dumps({"module": name, "key": key, **metadata},
                                      sort_keys=True, indent=2) + "\n")
     return v_path
