@@ -15,7 +15,7 @@ SOURCES = [HDL / "converter", HDL / "memctrl", HDL / "arch.py", HDL / "system.py
 
 
 def system_verilog(config=MNCORE2_SIM):
-    """The memory-system top as Verilog (a few minutes on a cache miss), cached by sources."""
+    """The memory-system top as Verilog (about 15 s on a cache miss), cached by sources."""
     from mncore_hdl.system import MemorySystem
     from mncore_hdl.verilog import export_verilog
 

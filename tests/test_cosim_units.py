@@ -48,7 +48,7 @@ def test_rtl_device_strings_and_options():
 def test_rtl_device_refuses_a_dram_larger_than_the_window():
     from mlsdk.device.rtl import RtlDevice
 
-    with pytest.raises(ValueError, match="simulate 131072 LW of DRAM per Group"):
+    with pytest.raises(ValueError, match="simulate 524288 LW of DRAM per Group"):
         RtlDevice(MNCORE2, "mncore2:rtl", "rtl")
 
 

@@ -207,3 +207,24 @@ class TestCodegen:
         constant.write_bytes(constant.read_bytes()[:-4] + b"\0\0\0\1")
         with pytest.raises(CodegenError, match="Constant file .* is corrupt"):
             context.load(path)
+
+
+def test_poke_checks_its_image_and_buffer(context):
+    """The back door stores an image of the buffer's shape and nothing else."""
+    import numpy as np
+    from mlsdk.errors import DeviceError
+    from mncore_hdl.layout import host_layout
+
+    device = context.device
+    buf = device.allocate(host_layout((4, 64)))
+    image = np.arange(buf.groups * buf.lw_per_group, dtype=np.uint64).reshape(buf.groups, -1)
+    device.poke(buf, image)
+    assert (device.peek(buf) == image).all()
+    with pytest.raises(ValueError, match=r"shape \(1, 128\), not \(1, 127\)"):
+        device.poke(buf, image[:, :-1] + 1)
+    with pytest.raises(ValueError, match="not list"):
+        device.poke(buf, (image + 1).tolist())
+    assert (device.peek(buf) == image).all()
+    device.free(buf)
+    with pytest.raises(DeviceError, match="is not allocated"):
+        device.poke(buf, image)

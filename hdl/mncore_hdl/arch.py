@@ -116,7 +116,7 @@ class ArchConfig:
     pe_flops_per_cycle: int = 2
     lw_bits: int = LW_BITS
     dram_bytes_per_group: int = 4 << 30
-    sim_window_lw: int = 1 << 17
+    sim_window_lw: int = 1 << 19
     banks: int = 16
     row_lw: int = 256
     port_lw_per_cycle: int = 1

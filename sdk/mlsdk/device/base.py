@@ -178,6 +178,20 @@ class Device:
         """The buffer's image, read without going through any port (for tests and debugging)."""
         raise NotImplementedError
 
+    def poke(self, buf: Buffer, image: np.ndarray) -> None:
+        """Store ``image`` into the buffer without going through any port and without spending
+        a cycle (the back door benches use to stage a workload)."""
+        self._check_open()
+        self._check_buffer(buf)
+        want = (buf.groups, buf.lw_per_group)
+        if not isinstance(image, np.ndarray) or image.shape != want:
+            raise ValueError(f"poke into {buf} takes a uint64 array of shape {want}, not "
+                             f"{getattr(image, 'shape', type(image).__name__)}")
+        self._poke(buf, np.ascontiguousarray(image, dtype=np.uint64))
+
+    def _poke(self, buf: Buffer, image: np.ndarray) -> None:
+        raise NotImplementedError
+
     def counters(self) -> dict[str, int]:
         """Backend counters (e.g. the RTL converter's beat counters); empty if none."""
         return {}

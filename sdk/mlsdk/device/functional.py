@@ -108,6 +108,10 @@ class FunctionalDevice(Device):
                 for i in range(buf.groups)]
         return np.stack(rows)
 
+    def _poke(self, buf: Buffer, image: np.ndarray) -> None:
+        for i in range(buf.groups):
+            self.drams[buf.group + i].write(buf.address, image[i])
+
     def dram_snapshot(self) -> list[dict[int, np.ndarray]]:
         """Every Group's non-zero pages (to compare with another backend's DRAM)."""
         return [d.snapshot() for d in self.drams]

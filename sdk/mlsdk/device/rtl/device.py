@@ -215,6 +215,12 @@ class RtlDevice(Device):
         return np.stack([self._peek_rows(buf.group + i, buf.address, buf.lw_per_group)
                          for i in range(buf.groups)])
 
+    def _poke(self, buf: Buffer, image: np.ndarray) -> None:
+        self._track(buf)
+        for i in range(buf.groups):
+            self._request({"op": "poke", "group": buf.group + i, "address": buf.address,
+                           "data": pack_words(image[i])}, buf.lw_per_group)
+
     def dram_snapshot(self) -> list[dict[int, np.ndarray]]:
         """Every Group's non-zero pages, in :meth:`FunctionalDevice.dram_snapshot`'s format.
 

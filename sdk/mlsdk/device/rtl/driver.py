@@ -348,6 +348,11 @@ class Driver:
         words = self.bus.mem_read(msg["group"], msg["address"], msg["count"])
         return {"data": pack_words(words)}
 
+    async def _op_poke(self, msg: dict[str, Any]) -> dict[str, Any]:
+        words = unpack_words(msg["data"], (-1,))
+        self.bus.mem_write(msg["group"], msg["address"], words)
+        return {"count": len(words)}
+
     async def _op_idle(self, msg: dict[str, Any]) -> dict[str, Any]:
         for _ in range(int(msg.get("cycles", 1))):
             await self.bus.edge(())

@@ -39,7 +39,7 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
     from cocotb_tools.runner import get_runner
     from mncore_hdl.cosim_top import export_cosim_top
 
-    say("exporting the co-simulation top to Verilog (minutes on the first run, then cached)")
+    say("exporting the co-simulation top to Verilog (once per design, then cached)")
     verilog = export_cosim_top(config, BUILD_ROOT / "verilog")
     build_dir = BUILD_ROOT / "icarus" / verilog.parent.name
     build_dir.mkdir(parents=True, exist_ok=True)
