@@ -142,3 +142,22 @@ def test_a_context_nobody_closed_ends_its_device_when_collected():
     del ctx
     gc.collect()
     assert device.closed
+
+
+def test_public_names_load_on_demand_and_cover_all():
+    """Every name of ``mlsdk.__all__`` resolves; importing the RTL driver skips torch."""
+    import subprocess
+    import sys
+
+    import mlsdk
+
+    assert sorted(mlsdk.__all__) == sorted(["storage", *mlsdk._EXPORTS])
+    for name in mlsdk.__all__:
+        assert getattr(mlsdk, name) is not None
+    with pytest.raises(AttributeError, match="has no attribute 'Contxt'"):
+        mlsdk.Contxt  # noqa: B018
+    code = ("import sys, mlsdk.device.rtl.driver; "
+            "print('torch' in sys.modules, 'mncore_compiler' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False"]

@@ -1,26 +1,28 @@
 """mlsdk: MLSDK-style programs on a modeled MN-Core 2.
 
 >>> from mlsdk import Context, MNDevice, storage
+
+The public names load on first use (PEP 562), so a process that only needs a piece of the
+runtime, such as the Icarus co-simulation server importing the RTL bus driver, does not pay
+for torch and the compiler.
 """
 
-from . import storage
-from .compiled import CompiledFunction
-from .context import COMPILE_OPTIONS, Context
-from .device.registry import DEVICE_STRINGS, MNDevice
-from .errors import (
-    CodegenError,
-    ConversionRequiredError,
-    DeviceError,
-    DeviceMemoryError,
-    DeviceNotAvailableError,
-    InputError,
-    IOSpecMismatchError,
-    MLSDKError,
-    StaleTensorError,
-)
-from .iospec import IOSpec
-from .proxy import TensorProxy
-from .report import CallRecord, Report
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: Public name -> the module (relative to this package) that defines it.
+_EXPORTS = {
+    "Context": ".context", "COMPILE_OPTIONS": ".context",
+    "CompiledFunction": ".compiled",
+    "MNDevice": ".device.registry", "DEVICE_STRINGS": ".device.registry",
+    "IOSpec": ".iospec", "TensorProxy": ".proxy", "Report": ".report", "CallRecord": ".report",
+    **{name: ".errors" for name in (
+        "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
+        "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
+        "StaleTensorError")},
+}
 
 __all__ = [
     "Context", "MNDevice", "storage", "CompiledFunction", "IOSpec", "TensorProxy",
@@ -30,3 +32,39 @@ __all__ = [
     "StaleTensorError",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "storage":
+        return importlib.import_module(".storage", __name__)
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mlsdk' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:
+    from . import storage
+    from .compiled import CompiledFunction
+    from .context import COMPILE_OPTIONS, Context
+    from .device.registry import DEVICE_STRINGS, MNDevice
+    from .errors import (
+        CodegenError,
+        ConversionRequiredError,
+        DeviceError,
+        DeviceMemoryError,
+        DeviceNotAvailableError,
+        InputError,
+        IOSpecMismatchError,
+        MLSDKError,
+        StaleTensorError,
+    )
+    from .iospec import IOSpec
+    from .proxy import TensorProxy
+    from .report import CallRecord, Report
