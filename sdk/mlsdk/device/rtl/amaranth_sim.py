@@ -162,6 +162,10 @@ class AmaranthSession:
 
     def _bench(self, top: Any) -> Callable[[Any], Any]:
         async def bench(ctx: Any) -> None:
+            # The design starts in its reset state; one edge brings it to where the Icarus
+            # server starts its first operation (one edge after releasing reset), so both
+            # backends see the same refresh phase and measure the same cycles.
+            await ctx.tick()
             driver = Driver(AmaranthBus(ctx, top, self.config), self.config, self.progress)
             self._responses.put({"ready": True})
             while True:

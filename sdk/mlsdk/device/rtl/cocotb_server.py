@@ -113,17 +113,20 @@ async def serve(dut):
             send({"progress": [cycle, ops]})
 
     Clock(dut.clk, period_ns, unit="ns", impl="gpi").start()
+    # Every input starts at 0, as in Amaranth's simulator (Icarus would leave them at z).
     dut.rst.value = 1
-    for name in ("reg_we", "desc_we"):
+    for name in ("reg_we", "reg_addr", "reg_wdata", "desc_we", "desc_index", "desc_wdata"):
         getattr(dut, name).value = 0
     for g in range(config.groups):
         for path in ("host", "compute"):
-            getattr(dut, f"{path}__{g}__req__valid").value = 0
-            getattr(dut, f"{path}__{g}__wdata__valid").value = 0
-            getattr(dut, f"{path}__{g}__rdata__ready").value = 0
+            for member in ("req__valid", "req__payload", "wdata__valid", "wdata__payload",
+                           "rdata__ready"):
+                getattr(dut, f"{path}__{g}__{member}").value = 0
         getattr(dut, f"mc_csr_addr__{g}").value = 0
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0
+    # The first operation starts one clock edge after reset, as on mncore2:rtl:
+    # the refresh timers then have the same phase on both backends, and so do all cycles.
     await RisingEdge(dut.clk)
     driver = Driver(CocotbBus(dut, config, period_ns), config, progress)
     send({"ready": True})
