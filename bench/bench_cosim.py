@@ -85,28 +85,15 @@ def handoff(device: str, nbytes: int, constrained: bool, tmp: Path) -> tuple[int
 
 
 def conversion_speed(device: str, nbytes: int) -> tuple[int, float, bool]:
-    """The hand-off conversion alone (producer's native output -> consumer's host input).
-
-    The source is staged through the back door (``poke``), so the simulator spends its time on
-    the conversion only. Returns (measured cycles, wall seconds of the Convert, result exact).
-    """
-    from mlsdk.device.commands import Convert
-    from mncore_hdl.layout import host_layout, native_layout, to_device
+    """The hand-off conversion alone, its source staged by back door (``poke``), so the
+    simulator spends its time on the conversion only: (measured cycles, wall seconds of the
+    Convert, result exact)."""
+    from tb_cosim_flows import staged_conversion
 
     shape = (nbytes // 4 // 64, 64)
-    src, dst = native_layout(shape, "float32", MNCORE2_SIM), host_layout(shape, "float32")
-    desc = conversion(src, dst)
-    tensor = torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape)
-    with Context(MNDevice(device, config=MNCORE2_SIM)) as ctx:
-        dev = ctx.device
-        src_buf, dst_buf = dev.allocate(src), dev.allocate(dst)
-        dev.poke(src_buf, to_device(tensor, src))
-        t = time.perf_counter()
-        result = dev.execute(Convert(src_buf, str(src), dst_buf, str(dst), desc.to_dict(),
-                                     "float32"))
-        wall = time.perf_counter() - t
-        exact = bool((dev.peek(dst_buf) == to_device(tensor, dst)).all())
-    return result.cycles, wall, exact
+    run = staged_conversion(device, torch.arange(math.prod(shape), dtype=torch.float32)
+                            .reshape(shape))
+    return run.cycles, run.wall_s, run.exact
 
 
 def modeled_handoff(nbytes: int) -> int:

@@ -1,18 +1,63 @@
 """Producer -> consumer flows on any device, and a VCD reader, for the relocation proof.
 
 Plain Python (no cocotb coroutines): ``sim/test_relocation.py`` and ``bench/bench_cosim.py``
-call :func:`run_flow` with a device string and get back everything the checks look at.
+call :func:`run_flow` with a device string and get back everything the checks look at;
+:func:`staged_conversion` runs one conversion alone, its source staged by back door.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from mlsdk import Context, MNDevice, storage
+from mlsdk.device.commands import Convert
 from mncore_hdl.arch import MNCORE2_SIM
+from mncore_hdl.layout import conversion, host_layout, native_layout, to_device
+from runner_util import require_icarus
+
+
+def require_device(device: str) -> None:
+    """Skip the calling test when ``device`` needs a simulator this machine lacks."""
+    if device.startswith("mncore2:icarus"):
+        require_icarus()
+
+
+@dataclass(frozen=True)
+class StagedConversion:
+    """One conversion run alone: what it measured and what it left in the destination."""
+
+    cycles: int
+    wall_s: float  # wall time of the Convert command only
+    counters: dict[str, int]
+    result: np.ndarray
+    expected: np.ndarray
+
+    @property
+    def exact(self) -> bool:
+        return bool((self.result == self.expected).all())
+
+
+def staged_conversion(device: str, tensor: torch.Tensor) -> StagedConversion:
+    """The hand-off's conversion (producer's native output -> consumer's host input) of an fp32
+    ``tensor`` on ``device``, with the source stored by ``poke``: no host traffic, no cycles
+    spent before the Convert."""
+    src = native_layout(tuple(tensor.shape), "float32", MNCORE2_SIM)
+    dst = host_layout(tuple(tensor.shape), "float32")
+    with Context(MNDevice(device, config=MNCORE2_SIM)) as ctx:
+        dev = ctx.device
+        src_buf, dst_buf = dev.allocate(src), dev.allocate(dst)
+        dev.poke(src_buf, to_device(tensor, src))
+        t = time.perf_counter()
+        done = dev.execute(Convert(src_buf, str(src), dst_buf, str(dst),
+                                   conversion(src, dst).to_dict(), "float32"))
+        wall = time.perf_counter() - t
+        return StagedConversion(done.cycles, wall, dev.counters(), dev.peek(dst_buf),
+                                to_device(tensor, dst))
 
 
 @dataclass(frozen=True)

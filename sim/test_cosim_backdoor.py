@@ -12,12 +12,12 @@ from mlsdk import Context, MNDevice
 from mlsdk.device.commands import HostRead, HostWrite
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.layout import native_layout
-from test_relocation import _require
+from tb_cosim_flows import require_device
 
 
 @pytest.mark.parametrize("device", ["mncore2:icarus", "mncore2:rtl"])
 def test_poke_and_peek_agree_with_the_host_port(device):
-    _require(device)
+    require_device(device)
     layout = native_layout((40, 64), "float32", MNCORE2_SIM)  # spread over all 4 Groups
     rng = np.random.default_rng(7)
     with Context(MNDevice(device, config=MNCORE2_SIM)) as ctx:

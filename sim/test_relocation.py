@@ -16,7 +16,6 @@ Amaranth simulator for the seed flow):
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,19 +23,12 @@ from pathlib import Path
 import pytest
 import torch
 from mncore_hdl.arch import MNCORE2_SIM
-from tb_cosim_flows import FLOWS, run_flow, top_signal_changes
+from tb_cosim_flows import FLOWS, require_device, run_flow, top_signal_changes
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("MNCORE_SHARED_DIR", ROOT.parent / "shared"))
 SUCCESS = "producer -> consumer direct-use succeeded"
 TOLERANCE = 0.10
-
-
-def _require(device: str) -> None:
-    if device.startswith("mncore2:icarus") and (shutil.which("iverilog") is None
-                                                or shutil.which("vvp") is None):
-        pytest.skip("Icarus Verilog (iverilog, vvp) is not installed; "
-                    "install it with: sudo apt-get install -y iverilog")
 
 
 def _close(result: torch.Tensor, expected: torch.Tensor) -> bool:
@@ -75,7 +67,7 @@ def _compare_cycles(rtl_run, model_run) -> list[str]:
 
 @pytest.mark.parametrize("flow_name,device", list(_cases()))
 def test_relocation_skips_the_converter(flow_name, device, tmp_path):
-    _require(device)
+    require_device(device)
     flow = FLOWS[flow_name]
     run = run_flow(flow, f"{device}?waves={tmp_path}", True, tmp_path / "cg")
     assert _close(run.result, run.expected), f"{flow}: result differs from torch"
@@ -102,7 +94,7 @@ def test_relocation_skips_the_converter(flow_name, device, tmp_path):
 
 @pytest.mark.parametrize("flow_name,device", list(_cases()))
 def test_conversion_without_constraints(flow_name, device, tmp_path):
-    _require(device)
+    require_device(device)
     flow = FLOWS[flow_name]
     run = run_flow(flow, f"{device}?waves={tmp_path}", False, tmp_path / "cg")
     assert _close(run.result, run.expected), f"{flow}: result differs from torch"
@@ -138,7 +130,7 @@ def _same_dram(a, b) -> bool:
 
 @pytest.mark.parametrize("device", ["mncore2:rtl", "mncore2:icarus"])
 def test_seed_program_unmodified(device, tmp_path):
-    _require(device)
+    require_device(device)
     seeds = sorted((SHARED / "seeds").glob("*.txt")) if (SHARED / "seeds").is_dir() else []
     seeds = [p for p in seeds if "io_spec_constraints" in p.read_text()]
     if not seeds:

@@ -34,38 +34,35 @@ def test_export_validation(tmp_path):
         export_verilog(lambda: None, "1x", {}, tmp_path)
 
 
-class _TwoMemories:
+def _two_memories():
     """A zero-initialised memory beside one with contents, each with a write and a read port."""
+    from amaranth.hdl import Module, unsigned
+    from amaranth.lib import wiring
+    from amaranth.lib.memory import Memory
+    from amaranth.lib.wiring import In, Out
 
-    @staticmethod
-    def build():
-        from amaranth.hdl import Module, unsigned
-        from amaranth.lib import wiring
-        from amaranth.lib.memory import Memory
-        from amaranth.lib.wiring import In, Out
+    class Top(wiring.Component):
+        addr: In(4)
+        data: In(16)
+        we: In(1)
+        zero_q: Out(16)
+        rom_q: Out(16)
 
-        class Top(wiring.Component):
-            addr: In(4)
-            data: In(16)
-            we: In(1)
-            zero_q: Out(16)
-            rom_q: Out(16)
-
-            def elaborate(self, platform):
-                m = Module()
-                m.submodules.zero = zero = Memory(shape=unsigned(16), depth=16, init=[])
-                m.submodules.rom = rom = Memory(shape=unsigned(16), depth=16,
-                                                init=[0x1234 + i for i in range(16)])
-                for mem, q in ((zero, self.zero_q), (rom, self.rom_q)):
-                    wr, rd = mem.write_port(), mem.read_port()
-                    m.d.comb += [wr.addr.eq(self.addr), wr.data.eq(self.data),
-                                 wr.en.eq(self.we), rd.addr.eq(self.addr), q.eq(rd.data)]
-                return m
-        return Top()
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.zero = zero = Memory(shape=unsigned(16), depth=16, init=[])
+            m.submodules.rom = rom = Memory(shape=unsigned(16), depth=16,
+                                            init=[0x1234 + i for i in range(16)])
+            for mem, q in ((zero, self.zero_q), (rom, self.rom_q)):
+                wr, rd = mem.write_port(), mem.read_port()
+                m.d.comb += [wr.addr.eq(self.addr), wr.data.eq(self.data),
+                             wr.en.eq(self.we), rd.addr.eq(self.addr), q.eq(rd.data)]
+            return m
+    return Top()
 
 
 def test_zero_memories_get_a_loop_and_others_keep_their_contents(tmp_path):
-    text = export_verilog(_TwoMemories.build, "two_mems", {"case": "two"}, tmp_path).read_text()
+    text = export_verilog(_two_memories, "two_mems", {"case": "two"}, tmp_path).read_text()
     decls = re.findall(r"^  reg \[15:0\] (\S+) \[15:0\];$", text, re.MULTILINE)
     assert len(decls) == 2, text
     loops = [d for d in decls if f"initial for ({d}__i = 0; {d}__i <= 15;" in text]

@@ -220,10 +220,13 @@ def test_poke_checks_its_image_and_buffer(context):
     image = np.arange(buf.groups * buf.lw_per_group, dtype=np.uint64).reshape(buf.groups, -1)
     device.poke(buf, image)
     assert (device.peek(buf) == image).all()
-    with pytest.raises(ValueError, match=r"shape \(1, 128\), not \(1, 127\)"):
+    with pytest.raises(ValueError,
+                       match=r"shape \(1, 128\), not a uint64 array of shape \(1, 127\)"):
         device.poke(buf, image[:, :-1] + 1)
     with pytest.raises(ValueError, match="not list"):
         device.poke(buf, (image + 1).tolist())
+    with pytest.raises(ValueError, match=r"not a float64 array of shape \(1, 128\)"):
+        device.poke(buf, image.astype(np.float64) + 1)
     assert (device.peek(buf) == image).all()
     device.free(buf)
     with pytest.raises(DeviceError, match="is not allocated"):

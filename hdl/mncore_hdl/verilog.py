@@ -33,11 +33,12 @@ def source_digest(roots: list[Path] | None = None) -> str:
 
 
 # Amaranth's RTLIL backend spells a memory's initial contents bit by bit (one net per bit), and
-# yosys then writes one assignment per word: for the co-simulation top's backing stores (4 x 1 Mi
-# words x 64 bit) that was most of a 5-minute export. A memory whose initial contents are all zero
-# is exported with no initialiser at all, and the Verilog gets a loop that zeroes it at time 0,
-# which is what the initialiser meant. Memories with non-zero contents go through unchanged.
-_MEM_DECL = re.compile(r"^  reg \[(?P<w>\d+):0\] (?P<name>\S+) \[(?P<hi>\d+):0\];\n",
+# yosys then writes one assignment per word: for the co-simulation top's four backing stores
+# (then 128 Ki words of 64 bit each) that was most of a 5-minute export. A memory whose initial
+# contents are all zero is exported with no initialiser at all, and the Verilog gets a loop that
+# zeroes it at time 0, which is what the initialiser meant. Memories with non-zero contents go
+# through unchanged.
+_MEM_DECL = re.compile(r"^  reg \[\d+:0\] (?P<name>\S+) \[(?P<hi>\d+):0\];\n",
                        re.MULTILINE)
 
 

@@ -184,10 +184,13 @@ class Device:
         self._check_open()
         self._check_buffer(buf)
         want = (buf.groups, buf.lw_per_group)
-        if not isinstance(image, np.ndarray) or image.shape != want:
+        if (not isinstance(image, np.ndarray) or image.shape != want
+                or image.dtype != np.uint64):
+            given = (f"a {image.dtype} array of shape {image.shape}"
+                     if isinstance(image, np.ndarray) else type(image).__name__)
             raise ValueError(f"poke into {buf} takes a uint64 array of shape {want}, not "
-                             f"{getattr(image, 'shape', type(image).__name__)}")
-        self._poke(buf, np.ascontiguousarray(image, dtype=np.uint64))
+                             f"{given}")
+        self._poke(buf, np.ascontiguousarray(image))
 
     def _poke(self, buf: Buffer, image: np.ndarray) -> None:
         raise NotImplementedError
