@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from mncore_hdl.arch import ArchConfig
-from mncore_hdl.contracts.cosim import backing_store
+from mncore_hdl.contracts.cosim import CYCLE, backing_store
 
 from .driver import Driver
 
@@ -59,7 +59,7 @@ class AmaranthBus:
         return [int(v) for v in sampled[2:]]  # (clk, rst, *values)
 
     async def wait_until(self, name: str, value: int, max_cycles: int) -> bool:
-        sig, cycle = self._sig(name), self._sig("cycle")
+        sig, cycle = self._sig(name), self._sig(CYCLE)
         deadline = self.ctx.get(cycle) + max_cycles
         await self.ctx.tick().until((sig == value) | (cycle >= deadline))
         return self.ctx.get(sig) == value or self.ctx.get(cycle) <= deadline
