@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..ir import Graph, Node
 from ..ops import infer_type
 
-if TYPE_CHECKING:
-    from . import CompileContext
-
-__all__ = ["Decompose", "GraphRewriter"]
+__all__ = ["GraphRewriter", "decompose"]
 
 
 class GraphRewriter:
@@ -94,16 +91,11 @@ _RULES: dict[str, Callable[[GraphRewriter, Node], None]] = {
 }
 
 
-class Decompose:
+def decompose(graph: Graph) -> Graph:
     """Lower ``addmm`` to ``matmul`` + ``mul_scalar``/``add``, and make implicit dtype
     promotion of ``add``/``sub``/``mul``/``div``/``cat`` operands explicit ``cast`` nodes.
 
     ``softmax``, ``log_softmax``, ``gelu`` and ``mean`` stay single ops: the device executes
-    them as such.
+    them as such. ``graph`` itself is not modified.
     """
-
-    name = "decompose"
-
-    def run(self, graph: Graph, ctx: CompileContext) -> Graph:
-        """Return the decomposed graph."""
-        return GraphRewriter(graph).rewrite(_RULES)
+    return GraphRewriter(graph).rewrite(_RULES)
