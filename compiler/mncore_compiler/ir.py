@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -246,9 +246,6 @@ class Graph:
     def copy(self) -> Graph:
         """Return a graph with its own containers (nodes and constant tensors are shared)."""
         return Graph(dict(self.inputs), dict(self.constants), list(self.nodes), dict(self.outputs))
-
-    def __iter__(self) -> Iterator[Node]:
-        return iter(self.nodes)
 
     # -- verification --------------------------------------------------------------------------
 
