@@ -19,6 +19,7 @@ __all__ = [
     "TensorType",
     "dtype_from_torch",
     "dtype_to_torch",
+    "fresh_name",
 ]
 
 FORMAT_NAME = "mncore-ir"
@@ -376,6 +377,16 @@ class Graph:
         lines.append(f"  return {{{outs}}}")
         lines.append("}")
         return "\n".join(lines)
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """Return the first of ``base``, ``base_1``, ``base_2``, ... not in ``taken``; add it there."""
+    name, index = base, 0
+    while name in taken:
+        index += 1
+        name = f"{base}_{index}"
+    taken.add(name)
+    return name
 
 
 def _check_name(name: object, what: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..ir import Graph, Node
+from ..ir import Graph, Node, fresh_name
 from ..ops import infer_type
 
 __all__ = ["GraphRewriter", "decompose"]
@@ -26,12 +26,7 @@ class GraphRewriter:
 
     def fresh(self, base: str) -> str:
         """Return an unused value name starting with ``base``."""
-        name, index = base, 0
-        while name in self.taken:
-            index += 1
-            name = f"{base}_{index}"
-        self.taken.add(name)
-        return name
+        return fresh_name(base, self.taken)
 
     def emit(self, op: str, operands: list[str], name: str | None = None, **attrs: Any) -> str:
         """Append ``op(operands, attrs)`` (named ``name`` or a fresh name) and return its name."""
