@@ -149,12 +149,7 @@ class Context:
     def load(self, codegen_dir: StoragePath, *, strict: bool = False) -> CompiledFunction:
         """Load a function compiled earlier into ``codegen_dir``."""
         self._check_open()
-        from mncore_compiler.program import CodegenError as CompilerCodegenError
-
-        try:
-            program = DeviceProgram.load(codegen_dir.path)
-        except CompilerCodegenError as exc:
-            raise CodegenError(str(exc)) from None
+        program = DeviceProgram.load(codegen_dir.path)
         if program.arch != self.mndevice.config:
             raise CodegenError(f"{codegen_dir} was compiled for another chip configuration; "
                                "recompile it for this device")
