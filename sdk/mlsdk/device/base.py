@@ -70,7 +70,8 @@ class LoadedProgram:
 
 
 class Device(ABC):
-    """A modeled MN-Core 2 executing the command stream.
+    """A backend: a modeled MN-Core 2 executing the command stream (the host reference
+    ``pfvm:cpu`` is one too, whose :meth:`compiled_function` runs calls on the host instead).
 
     Parameters
     ----------

@@ -207,14 +207,7 @@ class AmaranthSession:
 class AmaranthDevice(RtlDevice):
     """``mncore2:rtl``: the memory system's RTL in Amaranth's simulator, in-process.
 
-    Parameters
-    ----------
-    config : ArchConfig
-        The chip; its DRAM must be the RTL's simulated window (``MNCORE2_SIM``).
-    name : str
-        The device string.
-    waves : path, optional
-        Folder for the session's VCD and GTKWave save file.
+    Takes the parameters of :class:`~mlsdk.device.rtl.device.RtlDevice`.
     """
 
     simulator = "rtl"

@@ -228,14 +228,8 @@ class IcarusSession:
 class IcarusDevice(RtlDevice):
     """``mncore2:icarus``: the memory system's RTL as Verilog, under cocotb on Icarus.
 
-    Parameters
-    ----------
-    config : ArchConfig
-        The chip; its DRAM must be the RTL's simulated window (``MNCORE2_SIM``).
-    name : str
-        The device string.
-    waves : path, optional
-        Folder for the session's VCD and GTKWave save file.
+    Takes the parameters of :class:`~mlsdk.device.rtl.device.RtlDevice`. Raises
+    DeviceNotAvailableError when Icarus (``vvp``) is not on PATH.
     """
 
     simulator = "icarus"
