@@ -18,7 +18,7 @@ from mlsdk.device.commands import (
     Launch,
     command_from_dict,
 )
-from mlsdk.errors import DeviceMemoryError
+from mlsdk.errors import DeviceError, DeviceMemoryError
 from mncore_hdl.layout import conversion, host_layout, native_layout
 
 
@@ -165,3 +165,29 @@ def test_public_names_load_on_demand_and_cover_all():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env).stdout.split()
     assert out == ["False", "mncore_compiler,mncore_compiler.errors"]
+
+
+def test_every_device_table_row_names_a_device_class():
+    """Each row imports (without starting anything) to a concrete Device subclass."""
+    from mlsdk.device.base import Device
+    from mlsdk.device.registry import DEVICES
+
+    assert sorted(DEVICE_STRINGS) == sorted(DEVICES)
+    for name, entry in DEVICES.items():
+        cls = entry.load()
+        assert issubclass(cls, Device) and not cls.__abstractmethods__, name
+        assert DEVICE_STRINGS[name] == (entry.backend, entry.description)
+    with pytest.raises(TypeError, match="Can't instantiate abstract class Device"):
+        Device(MNDevice("mncore2:auto").config, "x")  # type: ignore[abstract]
+
+
+def test_the_host_reference_has_no_device_memory():
+    with Context(MNDevice("pfvm:cpu")) as ctx:
+        assert ctx.device.cycles_kind == "none" and ctx.device.counters() == {}
+        with pytest.raises(DeviceError, match="pfvm:cpu runs on the host and has no device "
+                                              "memory: allocating a buffer"):
+            ctx.device.allocate(host_layout((4, 8)))
+        with pytest.raises(DeviceError, match="has no device memory: HostRead buf#1"):
+            ctx.device.execute(HostRead(Buffer(1, 0, 1, 0, 8)))
+        with pytest.raises(DeviceError, match="has no device memory: a DRAM snapshot"):
+            ctx.device.dram_snapshot()

@@ -274,15 +274,6 @@ class Layout:
             return False
         return self.normalized == other.normalized
 
-    def with_shape_check(self, shape: tuple[int, ...], dtype: str) -> Layout:
-        """Return self if it describes ``shape`` and ``dtype``, else raise LayoutError."""
-        if tuple(shape) != self.shape or element_type(dtype).name != self.dtype:
-            raise LayoutError(
-                f"Layout {self} ({self.dtype}) does not describe a tensor of shape "
-                f"{tuple(shape)} and dtype {element_type(dtype).name}"
-            )
-        return self
-
     def to_dict(self) -> dict:
         return {"layout": str(self), "dtype": self.dtype}
 

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor
 
-from .base import Device, LoadedProgram
+from .base import PAGE_LW, Device, DramSnapshot
 from .commands import Buffer
 
 __all__ = ["FunctionalDevice", "SparseDram"]
 
-#: LWs per page of the sparse DRAM store (32 KiB pages).
-PAGE_LW = 4096
-
 
 class SparseDram:
-    """One Group's DRAM as a sparse page store of uint64 LWs; unwritten LWs read as zero."""
+    """One Group's DRAM as a sparse store of :data:`~mlsdk.device.base.PAGE_LW`-LW pages of
+    uint64 LWs; unwritten LWs read as zero."""
 
     def __init__(self, lw_size: int):
         self.lw_size = lw_size
@@ -95,9 +91,6 @@ class FunctionalDevice(Device):
             self.drams[dst.group + i].write(dst.address, image[i])
         return cycles
 
-    def _compute_cycles(self, program: LoadedProgram) -> int:
-        return math.ceil(program.flops / (self.config.pes * self.config.pe_flops_per_cycle))
-
     def _stream_cycles(self, lw: int, *, write: bool) -> int:
         from mncore_hdl.timing import stream_cycles
 
@@ -112,6 +105,6 @@ class FunctionalDevice(Device):
         for i in range(buf.groups):
             self.drams[buf.group + i].write(buf.address, image[i])
 
-    def dram_snapshot(self) -> list[dict[int, np.ndarray]]:
+    def dram_snapshot(self) -> DramSnapshot:
         """Every Group's non-zero pages (to compare with another backend's DRAM)."""
         return [d.snapshot() for d in self.drams]
