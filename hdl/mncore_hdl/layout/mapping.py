@@ -20,7 +20,7 @@ from .dtypes import element_type, from_bits, to_bits
 from .notation import ADDRESS, GROUP, Layout, LayoutError
 
 __all__ = ["axis_coordinates", "slots", "to_device", "from_device", "image_shape",
-           "to_device_reference", "from_device_reference", "write_image", "Piece",
+           "to_device_reference", "from_device_reference", "write_image", "is_dense", "Piece",
            "radix_pieces"]
 
 
@@ -143,11 +143,14 @@ class _Chunk:
 
 
 class _Plan:
-    __slots__ = ("chunks", "dense")
+    __slots__ = ("chunks", "dense", "identity")
 
-    def __init__(self, chunks: list[_Chunk], dense: bool):
+    def __init__(self, chunks: list[_Chunk], dense: bool, identity: bool):
         self.chunks = chunks
+        #: Every image slot holds an element (no padding lane, no gap).
         self.dense = dense
+        #: The image is the tensor's C-order bytes (row-major, packed, one Group).
+        self.identity = identity
 
 
 def _level_weights(layout: Layout) -> dict[str, int]:
@@ -184,7 +187,21 @@ def _plan(layout: Layout) -> _Plan:
             tuple(w for c in combo for w in c[5]),
         ))
     dense = layout.numel == layout.lw_count * lanes
-    return _Plan(chunks, dense)
+    identity = False
+    if dense and len(chunks) == 1 and layout.groups == 1:
+        chunk = chunks[0]
+        c_order = [1] * len(chunk.split)
+        for k in range(len(chunk.split) - 2, -1, -1):
+            c_order[k] = c_order[k + 1] * chunk.split[k + 1]
+        identity = chunk.elem_off == 0 and all(
+            e == c for n, e, c in zip(chunk.split, chunk.elem_strides, c_order, strict=True)
+            if n > 1)
+    return _Plan(chunks, dense, identity)
+
+
+def is_dense(layout: Layout) -> bool:
+    """True when every slot of the layout's footprint holds an element (nothing to zero)."""
+    return _plan(layout).dense
 
 
 def _image_view(raw: np.ndarray, chunk: _Chunk) -> np.ndarray:
@@ -225,7 +242,13 @@ def to_device(tensor: Any, layout: Layout) -> np.ndarray:
     """
     _check_tensor(tensor, layout)
     shape = image_shape(layout)
-    words = np.empty(shape, np.uint64) if _plan(layout).dense else np.zeros(shape, np.uint64)
+    plan = _plan(layout)
+    if plan.identity and tensor.is_contiguous() and tensor.device.type == "cpu":
+        # The image is the tensor's own bytes: a read-only view, no copy.
+        view = _raw_view(tensor).reshape(-1).view(np.uint64).reshape(shape)
+        view.flags.writeable = False
+        return view
+    words = np.empty(shape, np.uint64) if plan.dense else np.zeros(shape, np.uint64)
     write_image(words, tensor, layout)
     return words
 

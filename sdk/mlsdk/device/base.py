@@ -146,8 +146,8 @@ class Device:
         for name in program.outputs:
             buf = command.outputs[name]
             self._check_buffer(buf)
-            image = to_device(outputs[name], program.output_layouts[name])
-            result.cycles += self._dram_write("compute", buf, image)
+            result.cycles += self._dram_store("compute", buf, outputs[name],
+                                              program.output_layouts[name])
             result.bytes["compute"] += buf.nbytes
 
     # -- hooks ------------------------------------------------------------------------------
@@ -159,6 +159,10 @@ class Device:
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
         """Write ``image`` into ``buf`` through port ``path``; return the cycles taken."""
         raise NotImplementedError
+
+    def _dram_store(self, path: str, buf: Buffer, tensor: Any, layout: Layout) -> int:
+        """Lay ``tensor`` out in ``layout`` into ``buf`` through ``path``; return the cycles."""
+        return self._dram_write(path, buf, to_device(tensor, layout))
 
     def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
         """Run the layout converter from ``src`` to ``dst``; return the cycles taken."""
