@@ -14,10 +14,14 @@ import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from itertools import product
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .notation import ADDRESS, GROUP, Layout, LayoutError, SubAxis
+
+if TYPE_CHECKING:
+    from .mapping import Piece
 
 __all__ = ["Loop", "ConversionDescriptor", "conversion", "UnsupportedConversion"]
 
@@ -159,6 +163,8 @@ class ConversionDescriptor:
                 f"Conversion expects a destination image of {expected} uint64 LWs, "
                 f"got {dst_image.shape} {dst_image.dtype}"
             )
+        from .mapping import copy_strided
+
         plan = _nest_plan(self)
         if plan is None:
             dst_image[...] = self.execute_reference(src_image)
@@ -169,8 +175,8 @@ class ConversionDescriptor:
         src = _raw_rows(src_image, raw)
         dst = _raw_rows(dst_image, raw)
         for piece in plan:
-            np.copyto(_rows_view(dst, piece.counts, piece.dst_off, piece.dst_strides),
-                      _rows_view(src, piece.counts, piece.src_off, piece.src_strides))
+            copy_strided(_rows_view(dst, piece.counts, piece.dst_off, piece.dst_strides),
+                         _rows_view(src, piece.counts, piece.src_off, piece.src_strides))
 
     def _check_source(self, src_image: np.ndarray) -> None:
         expected = (self.src_groups, self.src_lw_per_group)
@@ -199,7 +205,7 @@ class _NestPiece:
 def _nest_plan(desc: ConversionDescriptor) -> list[_NestPiece] | None:
     """The nest cut into rectangular pieces that skip padding, or None when the loops of some
     axis do not form a mixed-radix number (only the index path handles such a descriptor)."""
-    from .mapping import radix_pieces
+    from .mapping import Piece, radix_pieces
 
     lanes = desc.lanes
     loops = desc.loops
@@ -207,7 +213,7 @@ def _nest_plan(desc: ConversionDescriptor) -> list[_NestPiece] | None:
         return None
     src_str = [(lp.src_group, lp.src_addr * lanes + lp.src_lane) for lp in loops]
     dst_str = [(lp.dst_group, lp.dst_addr * lanes + lp.dst_lane) for lp in loops]
-    per_axis = []
+    per_axis: list[list[tuple[list[int], Piece]]] = []
     for axis, dim in enumerate(desc.shape):
         members = sorted((i for i, lp in enumerate(loops) if lp.axis == axis),
                          key=lambda i: -loops[i].step)
@@ -217,8 +223,9 @@ def _nest_plan(desc: ConversionDescriptor) -> list[_NestPiece] | None:
                 return None
             step *= loops[i].extent
         extents = tuple(loops[i].extent for i in members)
+        # An axis no loop walks has one index: nothing to restrict.
         per_axis.append([(members, p) for p in radix_pieces(extents, dim)] if members
-                        else [([], None)])
+                        else [([], Piece((), (), 0))])
     pieces = []
     for combo in product(*per_axis):
         counts = [lp.extent for lp in loops]

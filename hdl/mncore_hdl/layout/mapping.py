@@ -20,8 +20,8 @@ from .dtypes import element_type, from_bits, to_bits
 from .notation import ADDRESS, GROUP, Layout, LayoutError
 
 __all__ = ["axis_coordinates", "slots", "to_device", "from_device", "image_shape",
-           "to_device_reference", "from_device_reference", "write_image", "is_dense", "Piece",
-           "radix_pieces"]
+           "to_device_reference", "from_device_reference", "write_image", "is_dense",
+           "copy_strided", "Piece", "radix_pieces"]
 
 
 def axis_coordinates(layout: Layout, axis: int) -> dict[str, np.ndarray]:
@@ -116,7 +116,7 @@ def radix_pieces(extents: tuple[int, ...], dim: int) -> list[Piece]:
     fixed: list[int] = []
     first = 0
     rest = dim
-    for k, ext in enumerate(extents):
+    for k in range(len(extents)):
         digit = rest // inner[k]
         if digit:
             starts = tuple(fixed) + (0,) * (len(extents) - k)
@@ -215,6 +215,27 @@ def _image_view(raw: np.ndarray, chunk: _Chunk) -> np.ndarray:
                                            writeable=raw.flags.writeable)
 
 
+def copy_strided(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src`` for two views of one shape and dtype, with the trailing dimensions
+    contiguous in both merged into one wider element (numpy copies short runs slowly)."""
+    item = dst.itemsize
+    run = 1
+    k = dst.ndim
+    while k > 0:
+        n = dst.shape[k - 1]
+        if n != 1 and (dst.strides[k - 1] != item * run or src.strides[k - 1] != item * run):
+            break
+        run *= n
+        k -= 1
+    if run > 1 and k < dst.ndim:
+        wide = np.dtype(f"V{item * run}")
+        shape = dst.shape[:k] + (run,)
+        as_strided = np.lib.stride_tricks.as_strided
+        dst = as_strided(dst, shape, dst.strides[:k] + (item,), writeable=True).view(wide)
+        src = as_strided(src, shape, src.strides[:k] + (item,), writeable=False).view(wide)
+    np.copyto(dst, src)
+
+
 def _raw_image(words: np.ndarray, layout: Layout) -> np.ndarray:
     """An image's LWs seen as ``(groups, lw_per_group * lanes)`` elements, without a copy."""
     if words.strides[1] != words.itemsize:
@@ -258,9 +279,9 @@ def write_image(words: np.ndarray, tensor: Any, layout: Layout) -> None:
     (a view of DRAM allowed): one strided copy per chunk; slots no element maps to are left
     as they are."""
     bits = _raw_view(tensor)
-    raw = words.view(layout.element.raw)
+    raw: np.ndarray = words.view(layout.element.raw)
     for chunk in _plan(layout).chunks:
-        np.copyto(_image_view(raw, chunk), bits[chunk.index].reshape(chunk.split))
+        copy_strided(_image_view(raw, chunk), bits[chunk.index].reshape(chunk.split))
 
 
 def from_device(words: np.ndarray, layout: Layout) -> Any:
@@ -270,9 +291,9 @@ def from_device(words: np.ndarray, layout: Layout) -> Any:
     tensor returned owns its memory.
     """
     raw = _raw_image(_check_image(words, layout), layout)
-    out = np.empty(layout.shape, dtype=layout.element.raw)
+    out: np.ndarray = np.empty(layout.shape, dtype=layout.element.raw)
     for chunk in _plan(layout).chunks:
-        np.copyto(out[chunk.index].reshape(chunk.split), _image_view(raw, chunk))
+        copy_strided(out[chunk.index].reshape(chunk.split), _image_view(raw, chunk))
     return from_bits(out, layout.dtype)
 
 
