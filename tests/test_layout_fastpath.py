@@ -97,3 +97,16 @@ def test_radix_pieces_cover_the_range_once(extents, dim):
         assert list(index) == list(range(piece.first, piece.first + len(index)))
         covered.extend(index.tolist())
     assert covered == list(range(dim))
+
+
+def test_from_device_without_copy_views_a_row_major_image():
+    tensor = torch.randn(8, 6)
+    layout = Layout.parse("(8,6)/((8:3), (3:1, 2_W:1))")
+    image = to_device_reference(tensor, layout)
+    view = from_device(image, layout, copy=False)
+    assert torch.equal(view, tensor)
+    image[0, 0] = 0
+    assert view[0, 0].item() == 0 and view[0, 1].item() == 0  # shares the image's memory
+    tiled = Layout.parse("(8,6)/((8:1), (3:8, 2_W:1))")
+    copied = from_device(to_device_reference(tensor, tiled), tiled, copy=False)
+    assert torch.equal(copied, tensor)

@@ -284,13 +284,19 @@ def write_image(words: np.ndarray, tensor: Any, layout: Layout) -> None:
         copy_strided(_image_view(raw, chunk), bits[chunk.index].reshape(chunk.split))
 
 
-def from_device(words: np.ndarray, layout: Layout) -> Any:
+def from_device(words: np.ndarray, layout: Layout, *, copy: bool = True) -> Any:
     """Read a tensor back from its DRAM image (the inverse of :func:`to_device`).
 
     ``words`` may be any ``(groups, lw_per_group)`` uint64 array, a view of DRAM included; the
-    tensor returned owns its memory.
+    tensor returned owns its memory, unless ``copy`` is False and the image is the tensor's
+    own bytes (a row-major packed layout in one Group, ``words`` writable): then it is a view
+    of ``words``.
     """
-    raw = _raw_image(_check_image(words, layout), layout)
+    words = _check_image(words, layout)
+    if (not copy and _plan(layout).identity and words.flags.writeable
+            and words.flags.c_contiguous):
+        return from_bits(words.view(layout.element.raw).reshape(layout.shape), layout.dtype)
+    raw: np.ndarray = _raw_image(words, layout)
     out: np.ndarray = np.empty(layout.shape, dtype=layout.element.raw)
     for chunk in _plan(layout).chunks:
         copy_strided(out[chunk.index].reshape(chunk.split), _image_view(raw, chunk))

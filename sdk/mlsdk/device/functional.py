@@ -37,8 +37,10 @@ class FunctionalDevice(Device):
                       for g in range(config.groups)]
 
     def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
-        # A read-only view of DRAM: every reader (from_device) copies what it keeps.
-        image = self.dram.read(buf.group, buf.groups, buf.address, buf.lw_per_group)
+        # A view of DRAM, no copy: the host copies what it keeps (from_device), and a Launch
+        # only reads its inputs (their tensors may be views of DRAM).
+        view = self.dram.view if path == "compute" else self.dram.read
+        image = view(buf.group, buf.groups, buf.address, buf.lw_per_group)
         return image, self._stream_cycles(buf.lw_per_group, write=False)
 
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
