@@ -176,14 +176,15 @@ class Device(ABC):
             image, cycles = self._dram_read("compute", buf)
             result.cycles += cycles
             result.bytes["compute"] += buf.nbytes
-            values[name] = from_device(image, program.layouts[name])
+            # The program only reads its inputs: a view of the image will do.
+            values[name] = from_device(image, program.layouts[name], copy=False)
         outputs = program.run(values)
         result.cycles += self._compute_cycles(program)
         for name in program.outputs:
             buf = command.outputs[name]
             self._check_buffer(buf)
-            image = to_device(outputs[name], program.output_layouts[name])
-            result.cycles += self._dram_write("compute", buf, image)
+            result.cycles += self._dram_store("compute", buf, outputs[name],
+                                              program.output_layouts[name])
             result.bytes["compute"] += buf.nbytes
 
     # -- hooks ------------------------------------------------------------------------------
@@ -195,6 +196,11 @@ class Device(ABC):
     @abstractmethod
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
         """Write ``image`` into ``buf`` through port ``path``; return the cycles taken."""
+
+    def _dram_store(self, path: str, buf: Buffer, tensor: Any, layout: Layout) -> int:
+        """Lay ``tensor`` out in ``layout`` into ``buf`` through ``path``; return the cycles
+        (default hook: :func:`to_device`, then :meth:`_dram_write`)."""
+        return self._dram_write(path, buf, to_device(tensor, layout))
 
     @abstractmethod
     def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
