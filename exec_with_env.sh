@@ -48,8 +48,17 @@ venv_is_healthy() {
     [ -z "$REASON" ]
 }
 
+# A failed automatic install is recorded here, so later calls print the hint instead of running
+# apt-get again on every call (delete the file, or install iverilog, to try again).
+APT_TRIED="$VENV/.mncore-iverilog-apt-failed"
+
 ensure_iverilog() {
     command -v iverilog >/dev/null 2>&1 && return 0
+    if [ -f "$APT_TRIED" ]; then
+        log "Icarus Verilog is missing (automatic install failed before; see $APT_TRIED)."
+        log "Install it with:  sudo apt-get update && sudo apt-get install -y iverilog"
+        return 0
+    fi
     local sudo=""
     if [ "$(id -u)" -ne 0 ]; then
         if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
@@ -62,6 +71,7 @@ ensure_iverilog() {
             $sudo apt-get install -y -qq iverilog >/dev/null; then
             return 0
         fi
+        date -u +"apt-get install iverilog failed at %FT%TZ" >"$APT_TRIED" 2>/dev/null || true
     fi
     log "Icarus Verilog is missing and could not be installed automatically."
     log "Install it yourself with:  sudo apt-get update && sudo apt-get install -y iverilog"
@@ -95,8 +105,9 @@ fi
 mkdir -p "$(dirname "$VENV")"
 if ! venv_is_healthy; then
     [ -d "$VENV" ] && log "rebuilding $VENV: $REASON"
-    # One builder at a time: a second call waits for the first instead of racing it.
-    exec 9>"$ROOT/.venv.lock"
+    # One builder at a time: a second call waits for the first instead of racing it. The lock
+    # sits beside the environment it guards, wherever MNCORE_VENV puts it.
+    exec 9>"$VENV.lock"
     flock 9
     if ! venv_is_healthy; then
         build_venv

@@ -56,3 +56,62 @@ def test_the_environment_running_these_tests_is_healthy(bash):
         pytest.skip("tests are not running inside exec_with_env.sh's .venv")
     run = _check(venv)
     assert run.returncode == 0, run.stdout
+
+
+def _healthy_fake_venv(tmp_path: Path) -> Path:
+    """A venv that passes every health check: a stand-in interpreter and a current stamp."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
+    wanted = subprocess.run(
+        ["bash", "-c", f'source <(sed -n "/^wanted_stamp()/,/^}}/p" {SCRIPT}); '
+                       f'ROOT={ROOT}; TORCH_PIN=$(sed -n "s/^TORCH_PIN=\\"\\(.*\\)\\"/\\1/p" '
+                       f'{SCRIPT}); ENV_RECIPE=$(sed -n "s/^ENV_RECIPE=//p" {SCRIPT}); '
+                       "wanted_stamp"],
+        capture_output=True, text=True, check=True).stdout
+    (venv / ".mncore-env-stamp").write_text(wanted)
+    return venv
+
+
+def _path_without_iverilog(tmp_path: Path) -> str:
+    """A PATH with the shell tools the script uses, a failing apt-get that logs its calls, and
+    no iverilog."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name in ("bash", "cat", "cut", "sha256sum", "flock", "id", "mkdir", "dirname", "date",
+                 "true", "printf", "rm", "sed"):
+        found = shutil.which(name)
+        if found:
+            os.symlink(found, tools / name)
+    apt = tools / "apt-get"
+    apt.write_text(f'#!/bin/sh\necho "$@" >>"{tmp_path}/apt.log"\nexit 100\n')
+    apt.chmod(0o755)
+    return str(tools)
+
+
+def test_a_failed_iverilog_install_is_not_retried_on_every_call(tmp_path, bash):
+    if os.geteuid() != 0:
+        pytest.skip("the automatic apt-get install is only attempted as root")
+    venv = _healthy_fake_venv(tmp_path)
+    env = {"PATH": _path_without_iverilog(tmp_path), "MNCORE_VENV": str(venv),
+           "HOME": str(tmp_path)}
+    for _ in range(3):
+        run = subprocess.run(["bash", str(SCRIPT), "true"], env=env, capture_output=True,
+                             text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        assert "apt-get install -y iverilog" in run.stderr
+    calls = (tmp_path / "apt.log").read_text().splitlines()
+    assert calls == ["update -qq"], calls
+    assert (venv / ".mncore-iverilog-apt-failed").is_file()
+
+
+def test_the_build_lock_sits_beside_the_environment(tmp_path, bash):
+    venv = tmp_path / "elsewhere" / "venv"
+    # A builder that fails at once: the script takes its lock, then stops at `python -m venv`.
+    env = {**os.environ, "MNCORE_VENV": str(venv), "PYTHON": "false"}
+    run = subprocess.run(["bash", str(SCRIPT), "true"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode != 0
+    assert (tmp_path / "elsewhere" / "venv.lock").is_file()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..arch import LW_BITS, ArchConfig
 from ..contracts.converter import MAX_AXES, MAX_LANES, MAX_LOOPS
@@ -240,6 +241,8 @@ def _read_table(order: list[Loop], max_burst: int) -> tuple[int, list[tuple[int,
     return burst, loops
 
 
+# A pure function of frozen arguments: memoised (a call may convert the same pair again).
+@lru_cache(maxsize=256)
 def compile_program(desc: ConversionDescriptor, config: ArchConfig,
                     buffer_lw: int = DEFAULT_BUFFER_LW) -> ConverterProgram:
     """Compile ``desc`` for a converter with a ``buffer_lw``-LW double buffer.
