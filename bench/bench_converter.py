@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "hdl"), str(ROOT / "sim")]
 
 from mncore_hdl.arch import MNCORE2_SIM  # noqa: E402
+from mncore_hdl.contracts.cosim import BACKING_STORE  # noqa: E402
 from mncore_hdl.converter_timing import conversion_cycles  # noqa: E402
 from mncore_hdl.layout import Layout, conversion, host_layout, native_layout  # noqa: E402
 
@@ -77,7 +78,8 @@ def run(cases: list[dict], check: bool) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "results.json"
         env = {"CONV_BENCH_CASES": json.dumps(cases), "CONV_BENCH_OUT": str(out),
-               "CONV_MEM_PATH": "mc{g}.engine.mem", "CONV_CONFIG": json.dumps(CONFIG.to_dict()),
+               "CONV_MEM_PATH": BACKING_STORE["system"],
+               "CONV_CONFIG": json.dumps(CONFIG.to_dict()),
                "CONV_BENCH_CHECK": "1" if check else "0"}
         run_cocotb(system_verilog(CONFIG), "mem_system", "tb_converter_bench", "measure",
                    seed=1, test_name=f"bench_converter_{'checked' if check else 'timed'}",

@@ -21,11 +21,12 @@ sys.path[:0] = [str(ROOT / "hdl"), str(ROOT / "sim")]
 
 from mncore_hdl import timing  # noqa: E402
 from mncore_hdl.arch import MNCORE2_SIM, ArchConfig  # noqa: E402
+from mncore_hdl.contracts.memctrl import PORTS  # noqa: E402
 from mncore_hdl.memctrl.trafficgen import BenchTop, Mode  # noqa: E402
 from mncore_hdl.verilog import export_verilog  # noqa: E402
 
 CONFIG = MNCORE2_SIM
-MAX_PORTS = 3
+MAX_PORTS = len(PORTS)
 TRAFFIC = ("read", "write", "mixed", "random")
 
 

@@ -10,7 +10,9 @@ import numpy as np
 import torch
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
-from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
+from mncore_hdl.arch import LW_BITS, MNCORE2_SIM, ArchConfig
+from mncore_hdl.contracts.converter import COUNTERS, CTRL_START
+from mncore_hdl.contracts.cosim import BACKING_STORE, MC_IDLE, STREAMS, requester_prefix
 from mncore_hdl.converter import Reg, compile_program, registers
 from mncore_hdl.converter.program import ProgramError
 from mncore_hdl.layout import DTYPES, UnsupportedConversion, conversion, from_device, to_device
@@ -53,7 +55,7 @@ class TB:
         self.dut = dut
         self.config = bench_config()
         self.errors = 0
-        self.mem_path = os.environ.get("CONV_MEM_PATH", "mem{g}.mem")
+        self.mem_path = os.environ.get("CONV_MEM_PATH", BACKING_STORE["harness"])
         seed = int(os.environ.get("CONV_SEED", "1"))
         self.rng = random.Random(seed)
         Clock(dut.clk, CLOCK_NS, unit="ns", impl="gpi").start()
@@ -63,13 +65,15 @@ class TB:
         dut.rst.value = 1
         dut.reg_we.value = 0
         for g in range(self.config.groups):
-            getattr(dut, f"host__{g}__req__valid").value = 0
-            getattr(dut, f"host__{g}__wdata__valid").value = 0
-            getattr(dut, f"host__{g}__rdata__ready").value = 1
-            if hasattr(dut, f"compute__{g}__req__valid"):
-                getattr(dut, f"compute__{g}__req__valid").value = 0
-                getattr(dut, f"compute__{g}__wdata__valid").value = 0
-                getattr(dut, f"compute__{g}__rdata__ready").value = 1
+            for path in ("host", "compute"):  # the harness has host ports only
+                pre = requester_prefix(path, g)
+                if not hasattr(dut, pre + "req__valid"):
+                    continue
+                for stream, driven in STREAMS.items():
+                    if driven:
+                        getattr(dut, f"{pre}{stream}__valid").value = 0
+                    else:
+                        getattr(dut, f"{pre}{stream}__ready").value = 1
         await ClockCycles(dut.clk, 3)
         dut.rst.value = 0
         await RisingEdge(dut.clk)
@@ -120,22 +124,21 @@ class TB:
         """Program, start, wait for done (no per-cycle Python), return status and counters."""
         dut = self.dut
         await self.write_regs(regs)
-        await self.write_regs({Reg.CTRL: 1})
+        await self.write_regs({Reg.CTRL: CTRL_START})
         await RisingEdge(dut.clk)
         if not int(dut.done.value):
             await with_timeout(RisingEdge(dut.done), timeout_us, "us")
         await RisingEdge(dut.clk)
         await self.drain()
         return {name: int(getattr(dut, name).value) for name in
-                ("error", "error_code", "beats_read", "beats_written", "stall_cycles",
-                 "busy_cycles")}
+                ("error", "error_code", *COUNTERS)}
 
     async def drain(self) -> None:
         """Wait until every memory controller is idle (its accepted writes are in memory)."""
-        if not hasattr(self.dut, "mc_idle"):
+        if not hasattr(self.dut, MC_IDLE):
             return
         full = (1 << self.config.groups) - 1
-        while int(self.dut.mc_idle.value) != full:
+        while int(getattr(self.dut, MC_IDLE).value) != full:
             await RisingEdge(self.dut.clk)
 
     # -- one checked conversion ----------------------------------------------------------------
@@ -145,7 +148,7 @@ class TB:
         src_img = to_device(tensor, a)
         self.load_image(src_img, *src)
         # Garbage in the destination proves that padding and gaps are written as zeros.
-        junk = np.array([self.rng.getrandbits(64) for _ in range(desc.dst_lw_per_group)],
+        junk = np.array([self.rng.getrandbits(LW_BITS) for _ in range(desc.dst_lw_per_group)],
                         dtype=np.uint64)
         for g in range(desc.dst_groups):
             self.load(dst[0] + g, dst[1], junk)

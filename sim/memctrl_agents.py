@@ -11,9 +11,16 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 from memctrl_model import SparseMemory, TimingChecker, split_chunks
-from mncore_hdl.arch import ArchConfig
-from mncore_hdl.memctrl.csr import register_map
-from mncore_hdl.memctrl.port import addr_bits
+from mncore_hdl.arch import LW_BITS, ArchConfig
+from mncore_hdl.contracts.cosim import backing_store
+from mncore_hdl.contracts.memctrl import (
+    FULL_STROBE,
+    Cmd,
+    RequestFormat,
+    pack_wdata,
+    register_map,
+    unpack_rdata,
+)
 
 CLOCK_NS = 1.334  # ~750 MHz, an even number of picoseconds per half period
 
@@ -63,8 +70,8 @@ class PortAgent:
         """Queue a request (and its write beats); the model learns its chunks now."""
         cfg = self.tb.config
         if write:
-            data = data or [self.tb.rng.getrandbits(64) for _ in range(length)]
-            strb = strb or [0xFF] * length
+            data = data or [self.tb.rng.getrandbits(LW_BITS) for _ in range(length)]
+            strb = strb or [FULL_STROBE] * length
             self.wbeats.extend(zip(data, strb, strict=True))
         for ch in split_chunks(cfg, self.i, addr, length, write, data, strb):
             if not write:
@@ -88,8 +95,8 @@ class PortAgent:
             self.wbeats.popleft()
             self.write_beats += 1
         if self.rd_ready.value and self.rd_valid.value:
-            raw = int(self.rd_payload.value)
-            data, err = raw & (2 ** 64 - 1), raw >> 64 & 1
+            data, error = unpack_rdata(int(self.rd_payload.value))
+            err = int(error)
             self.read_log.append((cycle, data, err))
             self.read_beats += 1
             self.tb.check_read(self, data, err)
@@ -98,12 +105,12 @@ class PortAgent:
         rng = self.tb.rng
         if not self.req_on and self.requests and rng.random() >= self.idle:
             a, n, w = self.requests[0]
-            self.req_payload.value = a | int(w) << self.tb.ab | (n & 0x1FF) << (self.tb.ab + 1)
+            self.req_payload.value = self.tb.request.pack(a, n, w)
             self.req_on = True
         self.req_valid.value = int(self.req_on)
         if not self.wd_on and self.wbeats and rng.random() >= self.idle:
             d, s = self.wbeats[0]
-            self.wd_payload.value = d | s << 64
+            self.wd_payload.value = pack_wdata(d, s)
             self.wd_on = True
         self.wd_valid.value = int(self.wd_on)
         self.rd_ready.value = int(rng.random() >= self.backpressure)
@@ -120,7 +127,7 @@ class TB:
     def __init__(self, dut, idle: float = 0.0, backpressure: float = 0.0):
         self.dut = dut
         self.config, self.nports = load_meta()
-        self.ab = addr_bits(self.config)
+        self.request = RequestFormat.of(self.config)
         self.rng = random.Random(cocotb.RANDOM_SEED)
         self.log = dut._log
         self.log.info("seed=%d", cocotb.RANDOM_SEED)
@@ -170,11 +177,11 @@ class TB:
         cyc = self.cycle - 1  # the command was on the bus during the previous cycle
         self.commands.append((cyc, kind, bank, row, port, length))
         self.checker.command(cyc, kind, bank, row, port, length)
-        if kind == 1:
+        if kind == Cmd.ACT:
             self.fresh[bank] = True
-        if kind == 2 and not self._refresh_pending:
+        if kind == Cmd.PRE and not self._refresh_pending:
             self.conflicts += 1
-        if kind not in (3, 4):
+        if kind not in (Cmd.RD, Cmd.WR):
             return
         if self.fresh[bank]:
             self.misses += 1
@@ -185,7 +192,7 @@ class TB:
             return
         ch = agent.columns.popleft()
         cb, cr, _ = self.config.split_address(ch.addr)
-        got = (kind == 4, bank, row, length)
+        got = (kind == Cmd.WR, bank, row, length)
         want = (ch.write, cb, cr, ch.length)
         if got != want:
             self.error(f"cycle {cyc}: port {port} column (write, bank, row, len) expected "
@@ -236,12 +243,18 @@ class TB:
         return int(self.dut.csr_rdata.value)
 
     # -- backdoor -------------------------------------------------------------------------------
+    def _store(self):
+        handle = self.dut
+        for part in backing_store("controller").split("."):
+            handle = getattr(handle, part)
+        return handle
+
     def mem_write(self, addr: int, data: int) -> None:
-        self.dut.engine.mem[addr].value = data
+        self._store()[addr].value = data
         self.model.write(addr, data)
 
     def mem_read(self, addr: int) -> int:
-        return int(self.dut.engine.mem[addr].value)
+        return int(self._store()[addr].value)
 
     def finish(self) -> None:
         errs = self.errors + self.checker.errors

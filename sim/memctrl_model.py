@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mncore_hdl.arch import ArchConfig
+from mncore_hdl.arch import LW_BITS, LW_BYTES, ArchConfig
+from mncore_hdl.contracts.memctrl import FULL_STROBE, Cmd
 
-__all__ = ["Chunk", "SparseMemory", "TimingChecker", "split_chunks", "CMD_NAMES"]
+__all__ = ["Chunk", "SparseMemory", "TimingChecker", "split_chunks"]
 
-#: ``cmd_kind`` codes of the controller's observation port (``memctrl.controller.Cmd``).
-CMD_NAMES = {1: "ACT", 2: "PRE", 3: "RD", 4: "WR", 5: "REF"}
+#: Name of each DRAM command kind on the observation port (NONE excluded).
+_NAMES = {int(c): c.name for c in Cmd if c is not Cmd.NONE}
 
 
 class SparseMemory:
@@ -27,12 +28,12 @@ class SparseMemory:
         page = self.pages.get(addr // self.PAGE)
         return 0 if page is None else page[addr % self.PAGE]
 
-    def write(self, addr: int, data: int, strb: int = 0xFF) -> None:
+    def write(self, addr: int, data: int, strb: int = FULL_STROBE) -> None:
         page = self.pages.setdefault(addr // self.PAGE, [0] * self.PAGE)
         mask = 0
-        for i in range(8):
+        for i in range(LW_BYTES):
             if strb >> i & 1:
-                mask |= 0xFF << (8 * i)
+                mask |= 0xFF << (LW_BITS // LW_BYTES * i)
         old = page[addr % self.PAGE]
         page[addr % self.PAGE] = (old & ~mask) | (data & mask)
 
@@ -89,7 +90,7 @@ class TimingChecker:
         self.last_ref = far
         self.refreshes: list[int] = []
         self.errors: list[str] = []
-        self.counts = {"ACT": 0, "PRE": 0, "RD": 0, "WR": 0, "REF": 0}
+        self.counts = dict.fromkeys(_NAMES.values(), 0)
         self.transcript: list[tuple] = []
 
     def _need(self, cycle: int, rule: str, since: int, minimum: int, what: str) -> None:
@@ -99,7 +100,7 @@ class TimingChecker:
 
     def command(self, cycle: int, kind: int, bank: int, row: int, port: int = 0,
                 length: int = 0) -> None:
-        name = CMD_NAMES.get(kind)
+        name = _NAMES.get(kind)
         if name is None:
             self.errors.append(f"cycle {cycle}: unknown command kind {kind}")
             return

@@ -8,9 +8,12 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 from converter_agents import TB, random_pair, random_tensor
+from mncore_hdl.arch import LW_BITS
+from mncore_hdl.contracts.converter import READ
+from mncore_hdl.contracts.cosim import requester_prefix
+from mncore_hdl.contracts.memctrl import RequestFormat, pack_wdata
 from mncore_hdl.converter import ErrorCode, Reg, compile_program, registers
 from mncore_hdl.layout import conversion, host_layout, native_layout, to_device
-from mncore_hdl.memctrl.port import addr_bits
 
 
 def _cases() -> int:
@@ -53,16 +56,16 @@ async def identity(dut):
 async def _host_traffic(tb: TB, group: int, base: int, count: int, log: list) -> None:
     """Write then read back ``count`` bursts on a host port, one request at a time."""
     dut = tb.dut
-    pre = f"host__{group}__"
+    pre = requester_prefix("host", group)
+    request = RequestFormat.of(tb.config)
     for k in range(count):
         addr = base + 16 * k
-        words = [tb.rng.getrandbits(64) for _ in range(8)]
-        abits = addr_bits(tb.config)
-        getattr(dut, pre + "req__payload").value = (8 << (abits + 1)) | (1 << abits) | addr
+        words = [tb.rng.getrandbits(LW_BITS) for _ in range(8)]
+        getattr(dut, pre + "req__payload").value = request.pack(addr, 8, True)
         getattr(dut, pre + "req__valid").value = 1
         getattr(dut, pre + "wdata__valid").value = 1
         sent = 0
-        getattr(dut, pre + "wdata__payload").value = (0xFF << 64) | words[0]
+        getattr(dut, pre + "wdata__payload").value = pack_wdata(words[0])
         req_done = False
         while sent < 8 or not req_done:
             await RisingEdge(dut.clk)
@@ -72,7 +75,7 @@ async def _host_traffic(tb: TB, group: int, base: int, count: int, log: list) ->
             if sent < 8 and int(getattr(dut, pre + "wdata__ready").value):
                 sent += 1
                 if sent < 8:
-                    getattr(dut, pre + "wdata__payload").value = (0xFF << 64) | words[sent]
+                    getattr(dut, pre + "wdata__payload").value = pack_wdata(words[sent])
                 else:
                     getattr(dut, pre + "wdata__valid").value = 0
         log.append((group, addr, words))
@@ -115,11 +118,11 @@ async def invalid_descriptor(dut):
         ErrorCode.LOOPS: {Reg.N_GATHER: 7},
         ErrorCode.SRC_RANGE: {Reg.SRC_ADDR: window - 4},
         ErrorCode.DST_RANGE: {Reg.DST_GROUP: tb.config.groups},
-        ErrorCode.BUFFER: {Reg.BURST: 256, Reg.N_READ: 1, 0x80: 64},
+        ErrorCode.BUFFER: {Reg.BURST: 256, Reg.N_READ: 1, READ.base: 64},  # READ[0].extent
         ErrorCode.OVERLAP: {Reg.DST_ADDR: 0x110},
     }
     for code, change in bad.items():
-        sentinel = np.array([tb.rng.getrandbits(64) for _ in range(desc.dst_lw_per_group)],
+        sentinel = np.array([tb.rng.getrandbits(LW_BITS) for _ in range(desc.dst_lw_per_group)],
                             dtype=np.uint64)
         dst_addr = change.get(Reg.DST_ADDR, 0x4000)
         for g in range(tb.config.groups):

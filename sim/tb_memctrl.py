@@ -7,6 +7,8 @@ import os
 import cocotb
 from memctrl_agents import TB
 from mncore_hdl import timing
+from mncore_hdl.arch import LW_BITS
+from mncore_hdl.contracts.memctrl import Cmd
 
 
 def _env_float(name: str, default: float) -> float:
@@ -16,7 +18,7 @@ def _env_float(name: str, default: float) -> float:
 async def check_counters(tb: TB) -> None:
     """Every performance counter against what the bench observed."""
     cols = tb.checker.counts["RD"] + tb.checker.counts["WR"]
-    beats = sum(ch[5] for ch in tb.commands if ch[1] in (3, 4))
+    beats = sum(ch[5] for ch in tb.commands if Cmd(ch[1]).is_column)
     expect = {
         "row_misses": tb.misses,
         "row_hits": cols - tb.misses,
@@ -95,7 +97,7 @@ async def random_traffic(dut):
     await tb.reset()
     cfg = tb.config
     for _ in range(64):  # preloaded data, so reads of unwritten words are not all zero
-        tb.mem_write(tb.rng.randrange(4 * cfg.row_lw), tb.rng.getrandbits(64))
+        tb.mem_write(tb.rng.randrange(4 * cfg.row_lw), tb.rng.getrandbits(LW_BITS))
     target = int(os.environ.get("MC_CYCLES", 3 * cfg.timing.trefi))
     while tb.cycle < target:
         for p in tb.ports:
@@ -253,7 +255,7 @@ async def fairness(dut):
         for k in range(6):
             p.submit(p.i * 3 * cfg.row_lw + k * 64, 64, False)
     await tb.run_until_done()
-    cols = [c[4] for c in tb.commands if c[1] in (3, 4)]
+    cols = [c[4] for c in tb.commands if Cmd(c[1]).is_column]
     per_port = len(cols) // tb.nports
     head = cols[:per_port * tb.nports - tb.nports]  # while every port is still backlogged
     runs = [i for i in range(1, len(head)) if head[i] == head[i - 1]]

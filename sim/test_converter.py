@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from mncore_hdl.arch import MNCORE2_SIM
+from mncore_hdl.arch import LW_BYTES, MNCORE2_SIM
+from mncore_hdl.contracts.cosim import BACKING_STORE
 from runner_util import BUILD_ROOT, require_icarus, run_cocotb, test_seed
 
 LATENCY = 12
 #: The RTL config with a 256 KiB window per Group: every bench fits, and Icarus holds less.
 WINDOW_LW = 1 << 15
-CONFIG = MNCORE2_SIM.replace(sim_window_lw=WINDOW_LW, dram_bytes_per_group=WINDOW_LW * 8)
-HDL = Path(__file__).resolve().parent.parent / "hdl" / "mncore_hdl"
-SOURCES = [HDL / "converter", HDL / "arch.py", HDL / "memctrl" / "port.py", HDL / "verilog.py"]
+CONFIG = MNCORE2_SIM.replace(sim_window_lw=WINDOW_LW,
+                             dram_bytes_per_group=WINDOW_LW * LW_BYTES)
 
 
 def harness_verilog(config=CONFIG, latency=LATENCY):
@@ -24,7 +23,7 @@ def harness_verilog(config=CONFIG, latency=LATENCY):
 
     meta = {"component": "ConverterHarness", "latency": latency, "config": config.to_dict()}
     return export_verilog(lambda: ConverterHarness(config, latency=latency),
-                          "conv_harness", meta, BUILD_ROOT / "verilog", sources=SOURCES)
+                          "conv_harness", meta, BUILD_ROOT / "verilog", design=ConverterHarness)
 
 
 @pytest.mark.parametrize("testcase,cases", [
@@ -38,7 +37,7 @@ def test_converter(testcase, cases):
     require_icarus()
     name = f"converter_{testcase}"
     seed = test_seed(name)
-    env = {"CONV_SEED": str(seed), "CONV_CASES": str(cases), "CONV_MEM_PATH": "mem{g}.mem",
-           "CONV_CONFIG": json.dumps(CONFIG.to_dict())}
+    env = {"CONV_SEED": str(seed), "CONV_CASES": str(cases),
+           "CONV_MEM_PATH": BACKING_STORE["harness"], "CONV_CONFIG": json.dumps(CONFIG.to_dict())}
     run_cocotb(harness_verilog(), "conv_harness", "tb_converter", testcase, seed=seed,
                test_name=name, extra_env=env)

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from mncore_hdl.arch import MNCORE2_SIM
+from mncore_hdl.contracts.cosim import BACKING_STORE
 from runner_util import BUILD_ROOT, require_icarus, run_cocotb, test_seed
-
-HDL = Path(__file__).resolve().parent.parent / "hdl" / "mncore_hdl"
-SOURCES = [HDL / "converter", HDL / "memctrl", HDL / "arch.py", HDL / "system.py",
-           HDL / "verilog.py"]
 
 
 def system_verilog(config=MNCORE2_SIM):
@@ -21,7 +17,7 @@ def system_verilog(config=MNCORE2_SIM):
 
     meta = {"component": "MemorySystem", "config": config.to_dict()}
     return export_verilog(lambda: MemorySystem(config), "mem_system", meta,
-                          BUILD_ROOT / "verilog", sources=SOURCES)
+                          BUILD_ROOT / "verilog", design=MemorySystem)
 
 
 @pytest.mark.parametrize("testcase,cases", [
@@ -34,7 +30,8 @@ def test_converter_system(testcase, cases):
     require_icarus()
     name = f"converter_system_{testcase}"
     seed = test_seed(name)
-    env = {"CONV_SEED": str(seed), "CONV_CASES": str(cases), "CONV_MEM_PATH": "mc{g}.engine.mem",
+    env = {"CONV_SEED": str(seed), "CONV_CASES": str(cases),
+           "CONV_MEM_PATH": BACKING_STORE["system"],
            "CONV_CONFIG": json.dumps(MNCORE2_SIM.to_dict())}
     run_cocotb(system_verilog(), "mem_system", "tb_converter", testcase, seed=seed,
                test_name=name, extra_env=env)

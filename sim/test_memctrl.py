@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 from mncore_hdl.arch import MNCORE2_SIM
+from mncore_hdl.contracts.memctrl import PORTS as PATHS
 from runner_util import BUILD_ROOT, require_icarus, run_cocotb, test_seed
 
 #: The benches' configuration: the real timing and geometry, a smaller window to build fast.
 CONFIG = MNCORE2_SIM.replace(sim_window_lw=1 << 14)
-PORTS = 3
+PORTS = len(PATHS)  # host, compute, converter
 
 
 def _run(testcase: str, name: str | None = None, **env: str) -> None:

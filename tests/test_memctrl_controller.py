@@ -8,9 +8,9 @@ from hdl_checks import expect_error
 from memctrl_model import SparseMemory, TimingChecker, split_chunks
 from mncore_hdl import timing
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
+from mncore_hdl.contracts.memctrl import register_map
 from mncore_hdl.memctrl.bankmachine import BankMachine
 from mncore_hdl.memctrl.controller import MemoryController
-from mncore_hdl.memctrl.csr import register_map
 from mncore_hdl.memctrl.datapath import DataEngine
 from mncore_hdl.memctrl.refresher import Refresher
 from mncore_hdl.memctrl.requester import PortFrontend

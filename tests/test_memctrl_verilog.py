@@ -1,7 +1,12 @@
-"""Verilog export: named after the component, ports from the signature, metadata, cache."""
+"""Verilog export: named after the component, ports from the signature, metadata, and a cache
+keyed by the sources the design imports."""
 
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
@@ -69,3 +74,52 @@ def test_zero_memories_get_a_loop_and_others_keep_their_contents(tmp_path):
     assert len(loops) == 1                                # the zero memory, as a loop
     assert "16'h1234" in text and "16'h1243" in text      # the other's words, one by one
     assert text.count("initial for") == 1
+
+
+# -- the cache key follows the design's sources -------------------------------------------------
+
+def test_design_sources_cover_every_module_the_design_loads():
+    """Every ``mncore_hdl`` module loaded by building and elaborating the co-simulation top (in
+    a fresh interpreter) is among the sources that key its Verilog cache."""
+    import mncore_hdl
+    from mncore_hdl.cosim_top import CosimTop
+    from mncore_hdl.verilog import design_sources
+
+    hdl = Path(mncore_hdl.__file__).resolve().parents[1]
+    code = ("import sys\n"
+            "from amaranth.hdl import Fragment\n"
+            "from mncore_hdl.arch import MNCORE2_SIM\n"
+            "from mncore_hdl.cosim_top import CosimTop\n"
+            "Fragment.get(CosimTop(MNCORE2_SIM.replace(sim_window_lw=1024,"
+            " dram_bytes_per_group=8192)), None)\n"
+            "print('\\n'.join(m.__file__ for n, m in list(sys.modules.items())"
+            " if n.startswith('mncore_hdl') and getattr(m, '__file__', None)))\n")
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([str(hdl), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True,
+                         text=True).stdout
+    loaded = {Path(line).resolve() for line in out.split()}
+    sources = set(design_sources(CosimTop))
+    assert loaded and loaded <= sources, sorted(str(p) for p in loaded - sources)
+    names = {p.relative_to(hdl / "mncore_hdl").as_posix() for p in sources}
+    assert {"converter/regfile.py", "memctrl/controller.py", "contracts/memctrl.py",
+            "system.py", "cosim_top.py", "verilog.py"} <= names
+
+
+def test_cache_key_changes_with_any_source_and_the_tools(monkeypatch):
+    import importlib.metadata
+
+    from mncore_hdl import verilog
+    from mncore_hdl.memctrl.controller import MemoryController
+
+    base = verilog.design_digest(MemoryController)
+    read = verilog._read_source
+    for path in verilog.design_sources(MemoryController):
+        monkeypatch.setattr(verilog, "_read_source",
+                            lambda p, path=path: read(p) + (b"\n# edited" if p == path else b""))
+        assert verilog.design_digest(MemoryController) != base, path
+    monkeypatch.setattr(verilog, "_read_source", read)
+    version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda tool: "0.0-other" if tool == "amaranth" else version(tool))
+    assert verilog.design_digest(MemoryController) != base

@@ -17,14 +17,12 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .arch import ArchConfig
+from .contracts.cosim import CYCLE, CYCLE_BITS, DESC_PORTS, SYSTEM_INSTANCE
 from .converter.converter import forward_control
-from .descriptors import DESCRIPTOR_BITS, DESCRIPTOR_SLOTS, SLOT_BITS
+from .descriptors import DESCRIPTOR_BITS, DESCRIPTOR_SLOTS
 from .system import MemorySystem
 
 __all__ = ["CosimTop", "CYCLE_BITS", "export_cosim_top"]
-
-CYCLE_BITS = 48
-_HDL = Path(__file__).resolve().parent
 
 
 class CosimTop(wiring.Component):
@@ -55,18 +53,14 @@ class CosimTop(wiring.Component):
         self.config = config
         self.system = MemorySystem(config)
         members = dict(self.system.signature.members)
-        members.update({
-            "desc_index": In(SLOT_BITS),
-            "desc_wdata": In(DESCRIPTOR_BITS),
-            "desc_we": In(1),
-            "desc_rdata": Out(DESCRIPTOR_BITS),
-            "cycle": Out(CYCLE_BITS),
-        })
+        members.update({name: In(bits) if direction == "in" else Out(bits)
+                        for name, (direction, bits) in DESC_PORTS.items()})
+        members[CYCLE] = Out(CYCLE_BITS)
         super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.system = system = self.system
+        m.submodules[SYSTEM_INSTANCE] = system = self.system
         groups = self.config.groups
         for g in range(groups):
             wiring.connect(m, wiring.flipped(self.host[g]), system.host[g])
@@ -89,10 +83,10 @@ class CosimTop(wiring.Component):
 
 def export_cosim_top(config: ArchConfig, build_dir: str | os.PathLike[str] = "build/verilog"
                      ) -> Path:
-    """Verilog of :class:`CosimTop` for ``config`` (module ``cosim_top``), cached by sources."""
+    """Verilog of :class:`CosimTop` for ``config`` (module ``cosim_top``), cached by the
+    sources the design imports."""
     from .verilog import export_verilog
 
     meta = {"component": "CosimTop", "config": config.to_dict()}
-    sources = [_HDL / "converter", _HDL / "memctrl", _HDL / "arch.py", _HDL / "system.py",
-               _HDL / "verilog.py", _HDL / "cosim_top.py", _HDL / "descriptors.py"]
-    return export_verilog(lambda: CosimTop(config), "cosim_top", meta, build_dir, sources)
+    return export_verilog(lambda: CosimTop(config), "cosim_top", meta, build_dir,
+                          design=CosimTop)

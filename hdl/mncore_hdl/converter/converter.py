@@ -1,60 +1,36 @@
-"""The layout converter top: registers, descriptor checks, buffer, engines and Group ports."""
+"""The layout converter top: register file, buffer, engines and Group ports, wired together."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
+from ..contracts.converter import CONTROL_PORTS, ErrorCode
 from ..memctrl.port import RequesterSignature, max_burst
-from .config import config_layout
 from .gather import GatherEngine
-from .program import DEFAULT_BUFFER_LW, MAX_LANES, MAX_LOOPS
+from .program import DEFAULT_BUFFER_LW, MAX_LANES
 from .reader import ReadEngine
-from .regmap import (
-    GATHER_BASE,
-    GATHER_STRIDE,
-    LANE_BASE,
-    LANE_STRIDE,
-    OUTER_BASE,
-    OUTER_STRIDE,
-    READ_BASE,
-    READ_STRIDE,
-    REG_ADDR_BITS,
-    REG_BITS,
-    ErrorCode,
-    Reg,
-)
+from .regfile import RegisterFile
 from .writer import WriteEngine
 
 __all__ = ["LayoutConverter", "CONTROL_MEMBERS", "forward_control"]
 
-#: The converter's register bus, status and counters. Every design that embeds the converter
-#: re-exports them under these same flat names, so testbenches and waveforms find ``busy``,
-#: ``done``, ``beats_read``... at its top.
-CONTROL_MEMBERS = {
-    "reg_addr": In(REG_ADDR_BITS),
-    "reg_wdata": In(REG_BITS),
-    "reg_we": In(1),
-    "reg_rdata": Out(REG_BITS),
-    "busy": Out(1),
-    "done": Out(1),
-    "error": Out(1),
-    "error_code": Out(4),
-    "beats_read": Out(32),
-    "beats_written": Out(32),
-    "stall_cycles": Out(32),
-    "busy_cycles": Out(32),
-}
+#: The converter's register bus, status and counters (``contracts.converter.CONTROL_PORTS``).
+#: Every design that embeds the converter re-exports them under these same flat names, so
+#: testbenches and waveforms find ``busy``, ``done``, ``beats_read``... at its top.
+CONTROL_MEMBERS = {name: In(bits) if direction == "in" else Out(bits)
+                   for name, (direction, bits) in CONTROL_PORTS.items()}
 
 
 def forward_control(m: Module, outer: wiring.Component, inner: wiring.Component) -> None:
-    """Wire ``outer``'s CONTROL_MEMBERS to ``inner``'s: inputs inward, outputs outward."""
-    for name, member in CONTROL_MEMBERS.items():
-        if member.flow == wiring.In:
+    """Wire ``outer``'s CONTROL_MEMBERS to ``inner``'s: into ``inner``'s inputs, out of its
+    outputs (so ``inner`` may be the converter itself, or its register file)."""
+    for name in CONTROL_MEMBERS:
+        if inner.signature.members[name].flow == wiring.In:
             m.d.comb += getattr(inner, name).eq(getattr(outer, name))
         else:
             m.d.comb += getattr(outer, name).eq(getattr(inner, name))
@@ -63,10 +39,11 @@ def forward_control(m: Module, outer: wiring.Component, inner: wiring.Component)
 class LayoutConverter(wiring.Component):
     """DRAM-to-DRAM layout converter with one requester port into each Group's controller.
 
-    Program it through the register bus (``regmap``; :func:`.program.compile_program` and
-    :func:`.regmap.registers` compute the values from a ``ConversionDescriptor``), then write
-    ``CTRL.start``. It first checks the program (a few cycles; on a violation it raises
-    ``error`` with a reason code and touches no memory), then reads the source block by block
+    Program it through the register bus (the map: :mod:`mncore_hdl.contracts.converter`;
+    :func:`.program.compile_program` and :func:`.regmap.registers` compute the values from a
+    ``ConversionDescriptor``), then write ``CTRL.start``. Its :class:`.regfile.RegisterFile`
+    first checks the program (a few cycles; on a violation it raises ``error`` with a reason
+    code and touches no memory), then the engines read the source block by block
     into one half of an on-chip buffer while it gathers the previous block from the other half
     and writes the destination as bursts.
 
@@ -118,96 +95,16 @@ class LayoutConverter(wiring.Component):
             **CONTROL_MEMBERS,
         })
 
-    # -- register file -----------------------------------------------------------------------
-
-    def _registers(self, m, cfg):
-        """Map every writable field to its address; return (address, signal) pairs."""
-        regs = [
-            (Reg.ELEM_BITS, cfg.elem_bits), (Reg.SRC_GROUP, cfg.src_group),
-            (Reg.SRC_ADDR, cfg.src_addr), (Reg.SRC_GROUPS, cfg.src_groups),
-            (Reg.SRC_LWPG, cfg.src_lwpg), (Reg.DST_GROUP, cfg.dst_group),
-            (Reg.DST_ADDR, cfg.dst_addr), (Reg.DST_GROUPS, cfg.dst_groups),
-            (Reg.DST_LWPG, cfg.dst_lwpg), (Reg.N_OUTER, cfg.n_outer), (Reg.N_READ, cfg.n_read),
-            (Reg.N_GATHER, cfg.n_gather), (Reg.BURST, cfg.burst),
-        ]
-        regs += [(Reg.DIM0 + i, dim) for i, dim in enumerate(cfg.dims)]
-        for base, stride, table in ((OUTER_BASE, OUTER_STRIDE, cfg.outer),
-                                    (READ_BASE, READ_STRIDE, cfg.read),
-                                    (GATHER_BASE, GATHER_STRIDE, cfg.gather)):
-            for k in range(len(table)):
-                regs.append((base + stride * k, table[k].extent))
-                regs += [(base + stride * k + 1 + q, table[k].carry[q])
-                         for q in range(len(table[k].carry))]
-        for lane in range(MAX_LANES):
-            entry = cfg.lanes[lane]
-            base = LANE_BASE + LANE_STRIDE * lane
-            regs += [(base, entry.valid), (base + 1, entry.elem)]
-            regs += [(base + 2 + ax, entry.log[ax]) for ax in range(len(entry.log))]
-        return [(int(a), s) for a, s in regs]
-
     def elaborate(self, platform):
         m = Module()
         config = self.config
-        groups = config.groups
-        cfg = Signal(config_layout(config))
 
+        # -- registers and checks ------------------------------------------------------------
+        m.submodules.regs = regs = RegisterFile(config, self.buffer_lw)
+        forward_control(m, self, regs)  # the register bus in, status and counters read back
+        cfg = regs.cfg
         running = Signal()
         start_run = Signal()
-        status = Cat(self.busy, self.done, self.error, Const(0, 5), self.error_code)
-        regs = self._registers(m, cfg)
-        counters = [(Reg.BEATS_READ, self.beats_read), (Reg.BEATS_WRITTEN, self.beats_written),
-                    (Reg.STALL_CYCLES, self.stall_cycles), (Reg.BUSY_CYCLES, self.busy_cycles)]
-        start = Signal()
-        clear = Signal()
-        with m.Switch(self.reg_addr):
-            for addr, sig in regs:
-                with m.Case(addr):
-                    m.d.comb += self.reg_rdata.eq(Value.cast(sig)[:REG_BITS])
-                    with m.If(self.reg_we & ~self.busy):
-                        m.d.sync += sig.eq(self.reg_wdata)
-            with m.Case(Reg.STATUS):
-                m.d.comb += self.reg_rdata.eq(status)
-            for addr, sig in counters:
-                with m.Case(addr):
-                    m.d.comb += self.reg_rdata.eq(sig)
-            with m.Case(Reg.CTRL):
-                m.d.comb += [start.eq(self.reg_we & self.reg_wdata[0]),
-                             clear.eq(self.reg_we & self.reg_wdata[1])]
-
-        # -- descriptor checks (CHECK state) --------------------------------------------------
-        window = config.sim_window_lw
-        half = self.buffer_lw // 2
-        code = Signal(4)
-        product = Signal(64)
-        check_step = Signal(range(MAX_LOOPS + 1))
-        too_many = ((cfg.n_outer > MAX_LOOPS) | (cfg.n_read > MAX_LOOPS)
-                    | (cfg.n_gather > MAX_LOOPS) | (cfg.burst == 0)
-                    | (cfg.burst > max_burst(config)))
-        for n, table in ((cfg.n_outer, cfg.outer), (cfg.n_read, cfg.read),
-                         (cfg.n_gather, cfg.gather)):
-            for k in range(len(table)):
-                too_many = too_many | ((k < n) & (table[k].extent == 0))
-
-        def bad_range(group, addr, ngroups, lwpg):
-            return ((ngroups == 0) | (lwpg == 0) | (group + ngroups > groups)
-                    | (addr + lwpg > window))
-
-        overlap = ((cfg.src_group < cfg.dst_group + cfg.dst_groups)
-                   & (cfg.dst_group < cfg.src_group + cfg.src_groups)
-                   & (cfg.src_addr < cfg.dst_addr + cfg.dst_lwpg)
-                   & (cfg.dst_addr < cfg.src_addr + cfg.src_lwpg))
-        with m.If((cfg.elem_bits != 16) & (cfg.elem_bits != 32)):
-            m.d.comb += code.eq(ErrorCode.ELEM_BITS)
-        with m.Elif(too_many):
-            m.d.comb += code.eq(ErrorCode.LOOPS)
-        with m.Elif(bad_range(cfg.src_group, cfg.src_addr, cfg.src_groups, cfg.src_lwpg)):
-            m.d.comb += code.eq(ErrorCode.SRC_RANGE)
-        with m.Elif(bad_range(cfg.dst_group, cfg.dst_addr, cfg.dst_groups, cfg.dst_lwpg)):
-            m.d.comb += code.eq(ErrorCode.DST_RANGE)
-        with m.Elif(product > half):
-            m.d.comb += code.eq(ErrorCode.BUFFER)
-        with m.Elif(overlap):
-            m.d.comb += code.eq(ErrorCode.OVERLAP)
 
         # -- engines and buffer ----------------------------------------------------------------
         m.submodules.reader = reader = ReadEngine(config, self.buffer_lw)
@@ -283,25 +180,18 @@ class LayoutConverter(wiring.Component):
         m.d.comb += self.busy.eq(running)
         with m.FSM(name="control"):
             with m.State("IDLE"):
-                with m.If(start):
+                with m.If(regs.start):
+                    m.d.comb += regs.check.eq(1)
                     m.d.sync += [self.done.eq(0), self.error.eq(0), self.error_code.eq(0),
-                                 product.eq(cfg.burst), check_step.eq(0),
                                  self.beats_read.eq(0), self.beats_written.eq(0),
                                  self.stall_cycles.eq(0), self.busy_cycles.eq(0), running.eq(1)]
                     m.next = "CHECK"
-                with m.Elif(clear):
+                with m.Elif(regs.clear):
                     m.d.sync += [self.done.eq(0), self.error.eq(0), self.error_code.eq(0)]
             with m.State("CHECK"):
-                # The buffer check multiplies the read extents in, one per cycle, saturating.
-                extent = cfg.read[0].extent
-                for k in range(1, MAX_LOOPS):
-                    extent = Mux(check_step == k, cfg.read[k].extent, extent)
-                with m.If(check_step < cfg.n_read):
-                    m.d.sync += product.eq(Mux(product > half, product, product * extent))
-                m.d.sync += check_step.eq(check_step + 1)
-                with m.If(check_step == MAX_LOOPS):
-                    with m.If(code != 0):
-                        m.d.sync += [self.error.eq(1), self.error_code.eq(code),
+                with m.If(regs.checked):
+                    with m.If(regs.code != 0):
+                        m.d.sync += [self.error.eq(1), self.error_code.eq(regs.code),
                                      self.done.eq(1), running.eq(0)]
                         m.next = "IDLE"
                     with m.Else():

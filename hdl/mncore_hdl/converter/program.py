@@ -24,19 +24,14 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..arch import ArchConfig
+from ..arch import LW_BITS, ArchConfig
+from ..contracts.converter import MAX_AXES, MAX_LANES, MAX_LOOPS
 from ..layout.conversion import ConversionDescriptor, Loop
 
 __all__ = ["MAX_LOOPS", "MAX_AXES", "MAX_LANES", "BLOCK_TARGET_LW", "DEFAULT_BUFFER_LW",
            "TableLoop", "LaneEntry", "ConverterProgram", "ProgramError", "compile_program",
            "simulate_program"]
 
-#: Loops in each of the outer, read and gather tables.
-MAX_LOOPS = 6
-#: Logical axes the masking logic compares.
-MAX_AXES = 4
-#: Destination lanes per LW the gather fills per cycle (16-bit elements).
-MAX_LANES = 4
 #: A block stops growing once it reads this many LWs: enough to overlap reads with writes,
 #: small enough that the first block's unoverlapped read stays short.
 BLOCK_TARGET_LW = 1024
@@ -91,7 +86,7 @@ class ConverterProgram:
 
     @property
     def lanes_per_lw(self) -> int:
-        return 64 // self.elem_bits
+        return LW_BITS // self.elem_bits
 
     @property
     def block_read_lw(self) -> int:

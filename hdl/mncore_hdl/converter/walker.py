@@ -6,12 +6,9 @@ from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["LoopWalker", "ACC_BITS", "EXTENT_BITS"]
+from ..contracts.converter import ACC_BITS, EXTENT_BITS
 
-#: Width of every accumulator and carry (signed).
-ACC_BITS = 32
-#: Width of a loop extent.
-EXTENT_BITS = 20
+__all__ = ["LoopWalker", "ACC_BITS", "EXTENT_BITS"]
 
 
 class LoopWalker(wiring.Component):

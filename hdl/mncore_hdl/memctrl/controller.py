@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import enum
-
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
+from ..contracts.memctrl import Cmd
 from .arbiter import RoundRobin
 from .bankmachine import BankMachine, row_bits
 from .csr import COUNTER_BITS, CSR_ADDR_BITS, StatsRegisters
@@ -19,17 +18,6 @@ from .requester import PortFrontend, chunk_addr_bits
 from .scheduler import ErrorFlag, Scheduler
 
 __all__ = ["Cmd", "MemoryController", "check_config"]
-
-
-class Cmd(enum.IntEnum):
-    """DRAM command kinds on the ``cmd_kind`` observation port."""
-
-    NONE = 0
-    ACT = 1
-    PRE = 2
-    RD = 3
-    WR = 4
-    REF = 5
 
 
 def check_config(config: object) -> ArchConfig:

@@ -1,4 +1,7 @@
-"""Performance counters of the controller and the small register read port that exposes them."""
+"""Performance counters of the controller and the small register read port that exposes them.
+
+The register map is declared in :mod:`mncore_hdl.contracts.memctrl` (``register_map``).
+"""
 
 from __future__ import annotations
 
@@ -6,39 +9,9 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["CONTROLLER_REGISTERS", "PORT_REGISTERS", "PORT_BASE", "PORT_STRIDE", "register_map",
-           "StatsRegisters"]
+from ..contracts.memctrl import COUNTER_BITS, CSR_ADDR_BITS, register_map
 
-COUNTER_BITS = 32
-CSR_ADDR_BITS = 8
-
-#: Controller-wide registers, by word address.
-CONTROLLER_REGISTERS = {
-    "cycles": 0x00,
-    "busy_cycles": 0x01,
-    "row_hits": 0x02,
-    "row_misses": 0x03,
-    "row_conflicts": 0x04,
-    "refreshes": 0x05,
-    "refresh_cycles": 0x06,
-    "error": 0x07,
-    "error_addr": 0x08,
-}
-#: Per-port registers: word address ``PORT_BASE + PORT_STRIDE * port + offset``.
-PORT_REGISTERS = {"read_beats": 0, "write_beats": 1, "stall_cycles": 2}
-PORT_BASE = 0x10
-PORT_STRIDE = 4
-
-
-def register_map(ports: int) -> dict[str, int]:
-    """Every register name (``port1.read_beats`` for per-port ones) to its word address."""
-    regs = dict(CONTROLLER_REGISTERS)
-    for p in range(ports):
-        for name, off in PORT_REGISTERS.items():
-            regs[f"port{p}.{name}"] = PORT_BASE + PORT_STRIDE * p + off
-    if max(regs.values()) >= 1 << CSR_ADDR_BITS:
-        raise ValueError(f"Too many ports for the register map: {ports}")
-    return regs
+__all__ = ["StatsRegisters", "COUNTER_BITS", "CSR_ADDR_BITS"]
 
 
 class StatsRegisters(wiring.Component):

@@ -21,43 +21,25 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
+from ..contracts.memctrl import RequestFormat, addr_bits, max_burst, rdata_fields, wdata_fields
 
-__all__ = ["request_layout", "wdata_layout", "rdata_layout", "RequesterSignature", "max_burst"]
-
-
-def max_burst(config: ArchConfig) -> int:
-    """Longest burst one request may ask for, in beats: one DRAM row."""
-    return config.row_lw
-
-
-def addr_bits(config: ArchConfig) -> int:
-    """Bits of an LW address inside one Group's simulated window (one spare for range checks)."""
-    return max(1, (config.sim_window_lw - 1).bit_length()) + 1
+__all__ = ["request_layout", "wdata_layout", "rdata_layout", "RequesterSignature", "max_burst",
+           "addr_bits"]
 
 
 def request_layout(config: ArchConfig) -> data.StructLayout:
-    """Payload of the ``req`` stream."""
-    return data.StructLayout({
-        "addr": addr_bits(config),
-        "write": 1,
-        "length": max_burst(config).bit_length(),
-    })
+    """Payload of the ``req`` stream (``contracts.memctrl.RequestFormat`` packs it)."""
+    return data.StructLayout(RequestFormat.of(config).fields)
 
 
 def wdata_layout(config: ArchConfig) -> data.StructLayout:
     """Payload of the ``wdata`` stream."""
-    return data.StructLayout({
-        "data": config.lw_bits * config.port_lw_per_cycle,
-        "strb": config.lw_bytes * config.port_lw_per_cycle,
-    })
+    return data.StructLayout(wdata_fields(config))
 
 
 def rdata_layout(config: ArchConfig) -> data.StructLayout:
     """Payload of the ``rdata`` stream."""
-    return data.StructLayout({
-        "data": config.lw_bits * config.port_lw_per_cycle,
-        "error": 1,
-    })
+    return data.StructLayout(rdata_fields(config))
 
 
 class RequesterSignature(wiring.Signature):

@@ -9,6 +9,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
+from ..contracts.memctrl import COUNTER_BITS, CSR_ADDR_BITS, PORTS
 from .controller import MemoryController
 from .port import RequesterSignature, max_burst
 from .requester import chunk_addr_bits
@@ -135,11 +136,11 @@ class BenchTop(wiring.Component):
     controller's register port is passed through.
     """
 
-    def __init__(self, config: ArchConfig, ports: int = 3):
+    def __init__(self, config: ArchConfig, ports: int = len(PORTS)):
         self.config = config
         self.port_count = ports
         members = {"start": In(1), "done": Out(1), "cycles": Out(32),
-                   "csr_addr": In(8), "csr_rdata": Out(32)}
+                   "csr_addr": In(CSR_ADDR_BITS), "csr_rdata": Out(COUNTER_BITS)}
         for i in range(ports):
             for name, member in _params(config).items():
                 members[f"gen{i}_{name}"] = member

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from mncore_hdl.arch import ArchConfig
+from mncore_hdl.contracts.cosim import CYCLE, backing_store
 
 from .device import RtlDevice
 from .driver import Driver
@@ -32,14 +33,14 @@ VCD_MEMORY_ROWS = 4096
 class AmaranthBus:
     """:class:`~mlsdk.device.rtl.driver.Bus` over an Amaranth testbench context."""
 
-    def __init__(self, ctx: Any, top: Any, config: ArchConfig):
+    def __init__(self, ctx: Any, top: Any, config: ArchConfig, memories: list[Any]):
         from amaranth.hdl import Value
 
         self._value = Value.cast
         self.ctx = ctx
         self.top = top
         self._signals: dict[str, Any] = {}
-        self._mems = [mc.engine.mem.data for mc in top.system.controllers]
+        self._mems = memories
 
     def _sig(self, name: str) -> Any:
         sig = self._signals.get(name)
@@ -61,7 +62,7 @@ class AmaranthBus:
         return [int(v) for v in sampled[2:]]  # (clk, rst, *values)
 
     async def wait_until(self, name: str, value: int, max_cycles: int) -> bool:
-        sig, cycle = self._sig(name), self._sig("cycle")
+        sig, cycle = self._sig(name), self._sig(CYCLE)
         deadline = self.ctx.get(cycle) + max_cycles
         await self.ctx.tick().until((sig == value) | (cycle >= deadline))
         return self.ctx.get(sig) == value or self.ctx.get(cycle) <= deadline
@@ -74,6 +75,22 @@ class AmaranthBus:
         mem = self._mems[group]
         for i, w in enumerate(words):
             self.ctx.set(mem[address + i], int(w))
+
+
+def backing_stores(design: Any, config: ArchConfig) -> list[Any]:
+    """Each Group's backing store (``MemoryData``) in a simulator's elaborated design, found
+    at its hierarchical path (``contracts.cosim.backing_store``), the one cocotb uses."""
+    from amaranth.hdl._mem import MemoryInstance
+
+    by_name = {info.name[1:]: fragment for fragment, info in design.fragments.items()
+               if isinstance(fragment, MemoryInstance)}
+    out = []
+    for g in range(config.groups):
+        path = tuple(backing_store("cosim", g).split("."))
+        if path not in by_name:
+            raise RuntimeError(f"The co-simulation top has no memory at {'.'.join(path)}")
+        out.append(by_name[path]._data)
+    return out
 
 
 class _SmallMemories:
@@ -144,7 +161,7 @@ class AmaranthSession:
             top = CosimTop(self.config)
             sim = Simulator(top)
             sim.add_clock(1e-6 / self.config.clock_mhz)
-            sim.add_testbench(self._bench(top))
+            sim.add_testbench(self._bench(top, backing_stores(sim._engine._design, self.config)))
             if self.vcd is None:
                 sim.run()
                 return
@@ -163,13 +180,14 @@ class AmaranthSession:
             self._responses.put({"error": f"the Amaranth simulation failed: "
                                           f"{type(exc).__name__}: {exc}", "fatal": True})
 
-    def _bench(self, top: Any) -> Callable[[Any], Any]:
+    def _bench(self, top: Any, memories: list[Any]) -> Callable[[Any], Any]:
         async def bench(ctx: Any) -> None:
             # The design starts in its reset state; one edge brings it to where the Icarus
             # server starts its first operation (one edge after releasing reset), so both
             # backends see the same refresh phase and measure the same cycles.
             await ctx.tick()
-            driver = Driver(AmaranthBus(ctx, top, self.config), self.config, self.progress)
+            bus = AmaranthBus(ctx, top, self.config, memories)
+            driver = Driver(bus, self.config, self.progress)
             self._responses.put({"ready": True})
             while True:
                 msg = self._requests.get()

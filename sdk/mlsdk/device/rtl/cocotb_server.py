@@ -20,6 +20,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from mncore_hdl.arch import ArchConfig
+from mncore_hdl.contracts.cosim import backing_store, top_inputs
 
 from mlsdk.device.rtl.driver import Driver
 
@@ -31,7 +32,7 @@ class CocotbBus:
         self.dut = dut
         self.period_ns = period_ns
         self._handles: dict[str, object] = {}
-        self._mems = [self._path(f"system.mc{g}.engine.mem") for g in range(config.groups)]
+        self._mems = [self._path(backing_store("cosim", g)) for g in range(config.groups)]
 
     def _path(self, dotted: str):
         handle = self.dut
@@ -115,14 +116,8 @@ async def serve(dut):
     Clock(dut.clk, period_ns, unit="ns", impl="gpi").start()
     # Every input starts at 0, as in Amaranth's simulator (Icarus would leave them at z).
     dut.rst.value = 1
-    for name in ("reg_we", "reg_addr", "reg_wdata", "desc_we", "desc_index", "desc_wdata"):
+    for name in top_inputs(config):
         getattr(dut, name).value = 0
-    for g in range(config.groups):
-        for path in ("host", "compute"):
-            for member in ("req__valid", "req__payload", "wdata__valid", "wdata__payload",
-                           "rdata__ready"):
-                getattr(dut, f"{path}__{g}__{member}").value = 0
-        getattr(dut, f"mc_csr_addr__{g}").value = 0
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0
     # The first operation starts one clock edge after reset, as on mncore2:rtl:

@@ -17,19 +17,27 @@ from typing import Any, Protocol
 
 import numpy as np
 from mncore_hdl.arch import ArchConfig
+from mncore_hdl.contracts.converter import COUNTERS, CTRL_CLEAR, CTRL_START, Reg
+from mncore_hdl.contracts.cosim import (
+    CYCLE,
+    MC_IDLE,
+    csr_addr_port,
+    csr_rdata_port,
+    requester_prefix,
+)
+from mncore_hdl.contracts.memctrl import (
+    PORTS,
+    REPORTED_COUNTERS,
+    RequestFormat,
+    csr_address,
+    max_burst,
+    pack_wdata,
+    unpack_rdata,
+)
 from mncore_hdl.descriptors import Descriptor, decode, encode
 
 __all__ = ["Bus", "Driver", "DriverError", "PORTS", "pack_words", "unpack_words"]
 
-#: Requester port index of each path on every Group controller (see ``mncore_hdl.system``).
-PORTS = {"host": 0, "compute": 1, "converter": 2}
-#: Controller CSR addresses (``mncore_hdl.memctrl.csr``): per-port beats at 0x10 + 4 * port.
-_CSR_PORT_BASE, _CSR_PORT_STRIDE = 0x10, 4
-_CSR_CONTROLLER = {"cycles": 0x00, "busy_cycles": 0x01, "row_hits": 0x02, "row_misses": 0x03,
-                   "row_conflicts": 0x04, "refreshes": 0x05}
-_CONVERTER_COUNTERS = ("beats_read", "beats_written", "stall_cycles", "busy_cycles")
-#: Converter registers CTRL (bit 0 start, bit 1 clear).
-_REG_CTRL = 0x00
 #: Slices of at most this many cycles between progress reports while waiting in hardware.
 PROGRESS_CHUNK = 20_000
 
@@ -107,9 +115,7 @@ class Driver:
         self.config = config
         self.progress = progress
         self.done_ops = 0
-        from mncore_hdl.memctrl.port import addr_bits, max_burst
-
-        self._addr_bits = addr_bits(config)
+        self._request = RequestFormat.of(config)
         self._max_burst = max_burst(config)
         self._timeout_per_lw = 8 * (config.timing.trp + config.timing.trcd + config.timing.cl)
 
@@ -131,7 +137,7 @@ class Driver:
 
     def _report(self) -> None:
         if self.progress is not None:
-            self.progress(self.bus.get("cycle"), self.done_ops)
+            self.progress(self.bus.get(CYCLE), self.done_ops)
 
     async def _wait(self, name: str, value: int, max_cycles: int, what: str) -> None:
         waited = 0
@@ -146,7 +152,7 @@ class Driver:
     async def _drain(self) -> None:
         await self.bus.edge(())
         full = (1 << self.config.groups) - 1
-        await self._wait("mc_idle", full, 10_000, "draining the memory controllers")
+        await self._wait(MC_IDLE, full, 10_000, "draining the memory controllers")
 
     # -- burst transfers through the host / compute ports ------------------------------------
 
@@ -164,11 +170,8 @@ class Driver:
                 address += n
             words = (image[i] if image is not None
                      else np.zeros(buf["lw_per_group"], dtype=np.uint64))
-            lanes.append(_Lane(f"{path}__{buf['group'] + i}__", bursts, words))
+            lanes.append(_Lane(requester_prefix(path, buf["group"] + i), bursts, words))
         return lanes
-
-    def _request(self, address: int, length: int, write: bool) -> int:
-        return address | (int(write) << self._addr_bits) | (length << (self._addr_bits + 1))
 
     async def _transfer(self, path: str, buf: dict[str, int],
                         image: np.ndarray | None) -> tuple[int, np.ndarray]:
@@ -190,22 +193,22 @@ class Driver:
                 lane.set(bus, "rdata__ready", 1)
         total = buf["lw_per_group"]
         limit = 64 + total * self._timeout_per_lw
-        start = bus.get("cycle")
-        strobe = ((1 << self.config.lw_bytes) - 1) << self.config.lw_bits
+        start = bus.get(CYCLE)
         for _ in range(limit):
             busy = False
             for lane in lanes:
                 if lane.req < len(lane.bursts):
                     busy = True
                     lane.set(bus, "req__valid", 1)
-                    lane.set(bus, "req__payload", self._request(*lane.bursts[lane.req], write))
+                    address, length = lane.bursts[lane.req]
+                    lane.set(bus, "req__payload", self._request.pack(address, length, write))
                 else:
                     lane.set(bus, "req__valid", 0)
                 if lane.beat < total:
                     busy = True
                     if write:
                         lane.set(bus, "wdata__valid", 1)
-                        lane.set(bus, "wdata__payload", int(lane.words[lane.beat]) | strobe)
+                        lane.set(bus, "wdata__payload", pack_wdata(int(lane.words[lane.beat])))
                 elif write:
                     lane.set(bus, "wdata__valid", 0)
             if not busy:
@@ -224,8 +227,9 @@ class Driver:
                     payload = sampled[k]
                     k += 1
                     if data_ok and lane.beat < total:
-                        lane.words[lane.beat] = payload & ((1 << 64) - 1)
-                        lane.error |= bool(payload >> 64)
+                        data, error = unpack_rdata(payload)
+                        lane.words[lane.beat] = data
+                        lane.error |= error
                         lane.beat += 1
         else:
             raise DriverError(f"{'write' if write else 'read'} of {total} LW per Group through "
@@ -238,21 +242,21 @@ class Driver:
         if any(lane.error for lane in lanes):
             raise DriverError(f"the memory controller flagged an out-of-window address reading "
                               f"0x{buf['address']:x}+{total} LW")
-        return bus.get("cycle") - start, np.stack([lane.words for lane in lanes])
+        return bus.get(CYCLE) - start, np.stack([lane.words for lane in lanes])
 
     async def _port_beats(self, port: int) -> list[list[int]]:
         """``[read_beats, write_beats]`` of requester ``port`` on every controller."""
-        base = _CSR_PORT_BASE + _CSR_PORT_STRIDE * port
-        return [[v0, v1] for v0, v1 in zip(*[await self._csr(base + off) for off in (0, 1)],
-                                           strict=True)]
+        reads = await self._csr(csr_address("read_beats", port))
+        writes = await self._csr(csr_address("write_beats", port))
+        return [[r, w] for r, w in zip(reads, writes, strict=True)]
 
     async def _csr(self, address: int) -> list[int]:
         groups = range(self.config.groups)
         for g in groups:
-            self.bus.set(f"mc_csr_addr__{g}", address)
+            self.bus.set(csr_addr_port(g), address)
         await self.bus.edge(())
         await self.bus.edge(())
-        return [self.bus.get(f"mc_csr_rdata__{g}") for g in groups]
+        return [self.bus.get(csr_rdata_port(g)) for g in groups]
 
     async def _op_write(self, msg: dict[str, Any]) -> dict[str, Any]:
         buf = msg["buffer"]
@@ -288,17 +292,17 @@ class Driver:
         except ProgramError as exc:
             raise DriverError(f"the layout converter cannot run this conversion: {exc}") from None
         bus = self.bus
-        setup = bus.get("cycle")
-        await self._write_regs({_REG_CTRL: 2})  # clear a sticky done/error of the last run
+        setup = bus.get(CYCLE)
+        await self._write_regs({int(Reg.CTRL): CTRL_CLEAR})  # a sticky done/error of the last run
         await self._write_regs(registers(program, src["group"], src["address"], dst["group"],
                                          dst["address"]))
-        start = bus.get("cycle")
-        await self._write_regs({_REG_CTRL: 1})
+        start = bus.get(CYCLE)
+        await self._write_regs({int(Reg.CTRL): CTRL_START})
         limit = 1000 + 16 * (descriptor.read_lw + descriptor.write_lw)
         await self._wait("done", 1, limit, "layout conversion")
         await self._drain()
-        cycles = bus.get("cycle") - start
-        counters = {name: bus.get(name) for name in _CONVERTER_COUNTERS}
+        cycles = bus.get(CYCLE) - start
+        counters = {name: bus.get(name) for name in COUNTERS}
         if bus.get("error"):
             code = bus.get("error_code")
             try:
@@ -315,13 +319,13 @@ class Driver:
         buf = msg["buffer"]
         word = encode(Descriptor(buf["group"], buf["groups"], buf["address"],
                                  buf["lw_per_group"]))
-        start = self.bus.get("cycle")
+        start = self.bus.get(CYCLE)
         self.bus.set("desc_index", msg["slot"])
         self.bus.set("desc_wdata", word)
         self.bus.set("desc_we", 1)
         await self.bus.edge(())
         self.bus.set("desc_we", 0)
-        return {"cycles": self.bus.get("cycle") - start}
+        return {"cycles": self.bus.get(CYCLE) - start}
 
     async def _op_lookup(self, msg: dict[str, Any]) -> dict[str, Any]:
         self.bus.set("desc_index", msg["slot"])
@@ -332,15 +336,15 @@ class Driver:
     # -- inspection --------------------------------------------------------------------------
 
     async def _op_counters(self, msg: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, int] = {f"converter.{n}": self.bus.get(n) for n in _CONVERTER_COUNTERS}
+        out: dict[str, int] = {f"converter.{n}": self.bus.get(n) for n in COUNTERS}
         out["converter.busy"] = self.bus.get("busy")
-        out["cycle"] = self.bus.get("cycle")
+        out["cycle"] = self.bus.get(CYCLE)
         for path, port in PORTS.items():
             for g, (r, w) in enumerate(await self._port_beats(port)):
                 out[f"mc{g}.{path}.read_beats"] = r
                 out[f"mc{g}.{path}.write_beats"] = w
-        for name, address in _CSR_CONTROLLER.items():
-            for g, value in enumerate(await self._csr(address)):
+        for name in REPORTED_COUNTERS:
+            for g, value in enumerate(await self._csr(csr_address(name))):
                 out[f"mc{g}.{name}"] = value
         return {"counters": out}
 
@@ -352,8 +356,3 @@ class Driver:
         words = unpack_words(msg["data"], (-1,))
         self.bus.mem_write(msg["group"], msg["address"], words)
         return {"count": len(words)}
-
-    async def _op_idle(self, msg: dict[str, Any]) -> dict[str, Any]:
-        for _ in range(int(msg.get("cycles", 1))):
-            await self.bus.edge(())
-        return {"cycles": int(msg.get("cycles", 1))}

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
+
+from mncore_hdl.contracts.converter import COUNTERS, REGISTER_BUS, STATUS_PORTS
+from mncore_hdl.contracts.cosim import CYCLE, DESC_PORTS, MC_IDLE, STREAMS, TOP_PATHS
 
 __all__ = ["WAVES_ENV", "waves_folder", "vcd_variables", "write_gtkw"]
 
@@ -42,13 +46,18 @@ def vcd_variables(vcd: str | os.PathLike[str]) -> list[tuple[str, str, int]]:
     return out
 
 
+def _any(names: Iterable[str]) -> str:
+    return "(" + "|".join(re.escape(n) for n in names) + ")$"
+
+
+_STREAM_MEMBERS = r"__\d+__(" + "|".join(STREAMS) + r")__(valid|ready|payload)$"
+#: The GTKWave groups: the top's ports by role, named as in ``mncore_hdl.contracts``.
 _GROUPS = [
-    ("host ports", re.compile(r"host__\d+__(req|wdata|rdata)__(valid|ready|payload)$")),
-    ("compute ports", re.compile(r"compute__\d+__(req|wdata|rdata)__(valid|ready|payload)$")),
-    ("layout converter", re.compile(r"(busy|done|error|error_code|reg_we|reg_addr|reg_wdata)$")),
-    ("counters", re.compile(r"(beats_read|beats_written|stall_cycles|busy_cycles|cycle|"
-                            r"mc_idle)$")),
-    ("input descriptors", re.compile(r"desc_(we|index|wdata|rdata)$")),
+    *((f"{path} ports", re.compile(re.escape(path) + _STREAM_MEMBERS)) for path in TOP_PATHS),
+    ("layout converter", re.compile(_any([*STATUS_PORTS, *(n for n, (d, _) in
+                                                          REGISTER_BUS.items() if d == "in")]))),
+    ("counters", re.compile(_any([*COUNTERS, CYCLE, MC_IDLE]))),
+    ("input descriptors", re.compile(_any(DESC_PORTS))),
 ]
 
 

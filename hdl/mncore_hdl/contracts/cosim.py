@@ -1,0 +1,108 @@
+"""The ports of the memory-system and co-simulation tops, and where their backing stores live.
+
+Pure Python: the RTL driver, the cocotb server, the Amaranth-simulator backend, the waveform
+groups and the benches name the tops' ports and back doors through these declarations;
+``tests/test_contracts.py`` compares them with the elaborated designs' signatures.
+"""
+
+from __future__ import annotations
+
+from ..arch import ArchConfig
+from ..descriptors import DESCRIPTOR_BITS, SLOT_BITS
+from .converter import CONTROL_PORTS
+from .memctrl import COUNTER_BITS, CSR_ADDR_BITS, RequestFormat, rdata_fields, wdata_fields
+
+__all__ = ["CYCLE_BITS", "SYSTEM_INSTANCE", "CONTROLLER_INSTANCE", "BACKING_STORE",
+           "backing_store", "TOP_PATHS", "STREAMS", "requester_prefix", "csr_addr_port",
+           "csr_rdata_port", "MC_IDLE", "MC_ERROR", "CYCLE", "DESC_PORTS", "system_ports",
+           "cosim_ports", "top_inputs"]
+
+#: Width of the co-simulation top's free-running cycle counter.
+CYCLE_BITS = 48
+
+# -- hierarchy and back doors -------------------------------------------------------------------
+
+#: The memory system's instance name in the co-simulation top.
+SYSTEM_INSTANCE = "system"
+#: Group ``g``'s controller's instance name in the memory system.
+CONTROLLER_INSTANCE = "mc{g}"
+_STORE_IN_CONTROLLER = "engine.mem"
+#: Hierarchical path of Group ``{g}``'s backing store in each design that has one: a lone
+#: controller, the memory system, the co-simulation top, and the converter's test harness
+#: (behavioural memories). In simulation the store is readable and writable by back door.
+BACKING_STORE = {
+    "controller": _STORE_IN_CONTROLLER,
+    "system": f"{CONTROLLER_INSTANCE}.{_STORE_IN_CONTROLLER}",
+    "cosim": f"{SYSTEM_INSTANCE}.{CONTROLLER_INSTANCE}.{_STORE_IN_CONTROLLER}",
+    "harness": "mem{g}.mem",
+}
+
+
+def backing_store(top: str, group: int = 0) -> str:
+    """Dotted path of Group ``group``'s backing store in design ``top`` (see BACKING_STORE)."""
+    if top not in BACKING_STORE:
+        raise ValueError(f"Unknown design {top!r}; expected one of {sorted(BACKING_STORE)}")
+    return BACKING_STORE[top].format(g=group)
+
+
+# -- top-level ports ----------------------------------------------------------------------------
+
+#: The paths with a requester port per Group at the top (the converter's ports are internal).
+TOP_PATHS = ("host", "compute")
+#: A requester port's streams, and whether the requester (the top's user) drives each one.
+STREAMS = {"req": True, "wdata": True, "rdata": False}
+MC_IDLE = "mc_idle"
+MC_ERROR = "mc_error"
+CYCLE = "cycle"
+#: The input-descriptor table's ports: name -> (direction, width).
+DESC_PORTS = {"desc_index": ("in", SLOT_BITS), "desc_wdata": ("in", DESCRIPTOR_BITS),
+              "desc_we": ("in", 1), "desc_rdata": ("out", DESCRIPTOR_BITS)}
+
+
+def requester_prefix(path: str, group: int) -> str:
+    """Name prefix of path ``path``'s port into Group ``group`` (``host__0__``)."""
+    if path not in TOP_PATHS:
+        raise ValueError(f"Port path must be one of {TOP_PATHS}, not {path!r}")
+    return f"{path}__{group}__"
+
+
+def csr_addr_port(group: int) -> str:
+    """Input selecting the CSR Group ``group``'s controller shows on :func:`csr_rdata_port`."""
+    return f"mc_csr_addr__{group}"
+
+
+def csr_rdata_port(group: int) -> str:
+    return f"mc_csr_rdata__{group}"
+
+
+def system_ports(config: ArchConfig) -> dict[str, tuple[str, int]]:
+    """Every port of the memory-system top: Verilog name -> (``"in"``/``"out"``, width)."""
+    payload = {"req": RequestFormat.of(config).bits,
+               "wdata": sum(wdata_fields(config).values()),
+               "rdata": sum(rdata_fields(config).values())}
+    ports: dict[str, tuple[str, int]] = {}
+    for path in TOP_PATHS:
+        for g in range(config.groups):
+            for stream, driven in STREAMS.items():
+                into, back = ("in", "out") if driven else ("out", "in")
+                pre = f"{requester_prefix(path, g)}{stream}__"
+                ports[pre + "valid"] = (into, 1)
+                ports[pre + "ready"] = (back, 1)
+                ports[pre + "payload"] = (into, payload[stream])
+    ports.update(CONTROL_PORTS)
+    for g in range(config.groups):
+        ports[csr_addr_port(g)] = ("in", CSR_ADDR_BITS)
+        ports[csr_rdata_port(g)] = ("out", COUNTER_BITS)
+    ports[MC_ERROR] = ("out", config.groups)
+    ports[MC_IDLE] = ("out", config.groups)
+    return ports
+
+
+def cosim_ports(config: ArchConfig) -> dict[str, tuple[str, int]]:
+    """Every port of the co-simulation top: the memory system's, the descriptors', ``cycle``."""
+    return {**system_ports(config), **DESC_PORTS, CYCLE: ("out", CYCLE_BITS)}
+
+
+def top_inputs(config: ArchConfig) -> list[str]:
+    """The co-simulation top's inputs (besides clock and reset): what a server resets to 0."""
+    return [name for name, (direction, _) in cosim_ports(config).items() if direction == "in"]
