@@ -36,6 +36,30 @@ class IOSpec:
     layout: Layout
     location: str = "DRAM"
 
+    def __post_init__(self) -> None:
+        """Reject a spec that contradicts itself: its layout must hold exactly its type."""
+        if not isinstance(self.dtype, torch.dtype):
+            raise TypeError(f"IOSpec {self.name!r}: dtype must be a torch.dtype, not "
+                            f"{self.dtype!r}")
+        if not isinstance(self.layout, Layout):
+            raise TypeError(f"IOSpec {self.name!r}: layout must be a Layout, not "
+                            f"{type(self.layout).__name__}")
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        if self.layout.dtype != self.dtype_name:
+            raise ValueError(
+                f"IOSpec {self.name!r}: dtype {self.dtype_name} disagrees with its layout's "
+                f"element type {self.layout.dtype} (layout {self.layout}); give a layout of "
+                f"dtype {self.dtype_name}"
+            )
+        if self.shape != tuple(self.layout.shape):
+            raise ValueError(
+                f"IOSpec {self.name!r}: shape {self.shape} disagrees with its layout's shape "
+                f"{tuple(self.layout.shape)} (layout {self.layout})"
+            )
+        if self.location != "DRAM":
+            raise ValueError(f"IOSpec {self.name!r}: location must be 'DRAM', not "
+                             f"{self.location!r}")
+
     @property
     def nbytes(self) -> int:
         """Bytes of DRAM a buffer in this spec occupies (padding included)."""
