@@ -72,13 +72,18 @@ class IOSpec:
     def is_memcopyable_to(self, other: IOSpec) -> bool:
         """True when a buffer written in this spec can be read as ``other`` with no data movement.
 
-        That is: same shape, same dtype, same location, and layouts that place every element
-        at the same Group, LW address and lane (after normalisation). Names do not matter.
+        That is: same shape, same dtype, same location, layouts that place every element
+        at the same Group, LW address and lane (after normalisation), and the same footprint
+        (Groups and LWs per Group, padding included: the reader reads its whole footprint
+        from the writer's buffer). Names do not matter.
         """
         if not isinstance(other, IOSpec):
             raise TypeError(f"is_memcopyable_to() takes an IOSpec, not {type(other).__name__}")
         return (self.shape == other.shape and self.dtype == other.dtype
-                and self.location == other.location and self.layout.equivalent(other.layout))
+                and self.location == other.location
+                and self.layout.groups == other.layout.groups
+                and self.layout.lw_per_group == other.layout.lw_per_group
+                and self.layout.equivalent(other.layout))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, IOSpec):
@@ -107,6 +112,10 @@ class IOSpec:
             parts.append(f"dtype {self.dtype_name} vs {other.dtype_name}")
         if not self.layout.equivalent(other.layout):
             parts.append(f"layout {self.layout} vs {other.layout}")
+        elif (self.layout.groups, self.layout.lw_per_group) != (other.layout.groups,
+                                                               other.layout.lw_per_group):
+            parts.append(f"footprint {self.layout.groups}x{self.layout.lw_per_group} LW vs "
+                         f"{other.layout.groups}x{other.layout.lw_per_group} LW")
         if self.location != other.location:
             parts.append(f"location {self.location} vs {other.location}")
         return ", ".join(parts) or "nothing"
