@@ -97,7 +97,9 @@ def _check_sample_inputs(samples: object) -> tuple[list[str], list[torch.Tensor]
                 f"sample input {name!r} has dtype {str(value.dtype).replace('torch.', '')}; "
                 f"the MN-Core compiler takes inputs of dtype {', '.join(DTYPES)}"
             )
-    return list(checked), [t.detach() for t in checked.values()]
+    # Traced from private copies: a function that works in place (or that the compiler then
+    # rejects) can never touch the caller's tensors.
+    return list(checked), [t.detach().clone() for t in checked.values()]
 
 
 def _check_result(result: object) -> list[str]:
@@ -117,6 +119,11 @@ def _check_tensor_dict(value: object, must: str, kind: str, item: str) -> dict[s
         if not isinstance(tensor, torch.Tensor):
             raise CaptureError(
                 f"{item} {name!r} must be a torch.Tensor, not {type(tensor).__name__}"
+            )
+        if tensor.numel() == 0:
+            raise CaptureError(
+                f"{item} {name!r} has zero elements (shape {tuple(tensor.shape)}); zero-size "
+                "tensors are not supported: give every input and output at least one element"
             )
     return dict(value)
 

@@ -11,9 +11,13 @@ A codegen directory holds:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,17 +100,36 @@ class DeviceProgram:
                 "lw_per_group": layout.lw_per_group}
 
     def save(self, directory: str | Path) -> Path:
-        """Write the program into ``directory`` (created if needed); return the JSON's path."""
+        """Write the program into ``directory`` (created if needed); return the JSON's path.
+
+        Every file is written under a temporary name and renamed into place, constants first
+        and ``program.json`` last, so a reader never sees a partly written file: it finds the
+        previous program or the new one. Raises CodegenError, naming the path, when the
+        directory cannot be written.
+        """
         root = Path(directory)
+        try:
+            return self._save(root)
+        except OSError as exc:
+            where = exc.filename if exc.filename is not None else root
+            raise CodegenError(
+                f"Cannot write the codegen directory {str(root)!r}: {where}: "
+                f"{exc.strerror or exc}; choose a writable directory"
+            ) from None
+
+    def _save(self, root: Path) -> Path:
         (root / "constants").mkdir(parents=True, exist_ok=True)
         constants = []
         digest = hashlib.sha256()
         for index, (name, tensor) in enumerate(self.graph.constants.items()):
             rel = f"constants/{index:04d}.npy"
-            np.save(root / rel, to_bits(tensor), allow_pickle=False)
+            stream = io.BytesIO()
+            np.save(stream, to_bits(tensor), allow_pickle=False)
+            raw = stream.getvalue()
+            _atomic_write(root / rel, raw)
             entry = self._io_entry(name, TensorType.of(tensor))
             entry["file"] = rel
-            entry["sha256"] = hashlib.sha256((root / rel).read_bytes()).hexdigest()
+            entry["sha256"] = hashlib.sha256(raw).hexdigest()
             constants.append(entry)
         body = {
             "format": PROGRAM_FORMAT,
@@ -123,8 +146,8 @@ class DeviceProgram:
         digest.update(_canonical(body))
         body["sha256"] = digest.hexdigest()
         path = root / _PROGRAM_FILE
-        path.write_text(json.dumps(body, indent=1) + "\n")
-        (root / "program.txt").write_text(self.describe() + "\n")
+        _atomic_write(root / "program.txt", (self.describe() + "\n").encode())
+        _atomic_write(path, (json.dumps(body, indent=1) + "\n").encode())
         return path
 
     def describe(self) -> str:
@@ -201,6 +224,21 @@ class DeviceProgram:
                    inputs=tuple(e["name"] for e in body["inputs"]),
                    outputs=tuple(e["name"] for e in body["outputs"]),
                    arch=ArchConfig.from_dict(body["arch"]), options=body["options"])
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename
+    (atomic on POSIX): the old content stays whole until the new one is complete."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the program from other users
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _canonical(body: dict[str, Any]) -> bytes:

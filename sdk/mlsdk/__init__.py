@@ -21,7 +21,7 @@ _EXPORTS = {
     **{name: ".errors" for name in (
         "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
         "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
-        "StaleTensorError")},
+        "StaleTensorError", "FunctionUnloadedError")},
 }
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
     "Report", "CallRecord", "COMPILE_OPTIONS", "DEVICE_STRINGS",
     "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
     "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
-    "StaleTensorError",
+    "StaleTensorError", "FunctionUnloadedError",
 ]
 __version__ = "0.1.0"
 
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         DeviceError,
         DeviceMemoryError,
         DeviceNotAvailableError,
+        FunctionUnloadedError,
         InputError,
         IOSpecMismatchError,
         MLSDKError,

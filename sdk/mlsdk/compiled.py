@@ -7,6 +7,7 @@ wraps its programs in a subclass that runs them eagerly instead
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from .device.base import LoadedProgram
 from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
 from .errors import (
     ConversionRequiredError,
+    FunctionUnloadedError,
     InputError,
     IOSpecMismatchError,
     StaleTensorError,
@@ -49,6 +51,12 @@ class CompiledFunction:
     bindings : dict of str to Buffer
         For each input, the buffer the last call read it from (after a relocation, the
         producer's buffer).
+
+    Notes
+    -----
+    The function owns one device buffer per input and per constant, and its program's input
+    descriptors. They are given back when the function is garbage-collected or
+    :meth:`unload` is called. Calls from several threads are serialised by the device lock.
     """
 
     def __init__(self, context: Context, program: DeviceProgram, key: str, strict: bool):
@@ -64,7 +72,23 @@ class CompiledFunction:
                              for n in program.outputs}
         self._own: dict[str, Buffer] = {}
         self.bindings: dict[str, Buffer] = {}
-        self._load()
+        self.unloaded = False
+        with context.device.lock:
+            self._load()
+        # Holds the device and the buffers, never self: collecting the function unloads it.
+        self._finalizer = weakref.finalize(self, context.device.retire_program, key,
+                                           tuple(self._own.values()))
+
+    def unload(self) -> None:
+        """Give back the function's device buffers and descriptors now; calling it afterwards
+        raises FunctionUnloadedError. Unloading twice does nothing."""
+        if self.unloaded:
+            return
+        self.unloaded = True
+        if self._finalizer.detach() is not None:
+            self.context.device.unload_program(self.key, tuple(self._own.values()))
+        self._own.clear()
+        self.bindings.clear()
 
     @staticmethod
     def _spec(name: str, ttype: Any, layout: Any) -> IOSpec:
@@ -84,9 +108,10 @@ class CompiledFunction:
         graph = program.graph
         layouts = program.layouts
         names = [*program.inputs, *program.constants]
+        owner = f"function {self.key} (inputs and constants)"
         try:
             for name in names:
-                self._own[name] = device.allocate(layouts[name])
+                self._own[name] = device.allocate(layouts[name], owner)
         except BaseException:
             self._release()
             raise
@@ -111,19 +136,28 @@ class CompiledFunction:
     # -- calling ----------------------------------------------------------------------------
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
-        """Run the function on ``inputs`` (name -> torch.Tensor or TensorProxy)."""
+        """Run the function on ``inputs`` (name -> torch.Tensor or TensorProxy).
+
+        Thread-safe: the whole call (staging the inputs into the function's buffers, Launch,
+        the outputs) runs under the device lock.
+        """
         self.context._check_open()
+        if self.unloaded:
+            raise FunctionUnloadedError(
+                f"{self.name} ({self.key}) was unloaded; compile or load it again to call it")
         self._check_names(inputs)
-        return self._run(inputs)
+        with self.context.device.lock:
+            return self._run(inputs)
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
         """Stage the inputs, Launch, and hand the fresh output buffers out as TensorProxies."""
         plan, counts = self._plan(inputs)
         device = self.context.device
         outputs: dict[str, Buffer] = {}
+        owner = f"TensorProxies (outputs of {self.key})"
         try:
             for name in self.program.outputs:
-                outputs[name] = device.allocate(self.program.output_layouts[name])
+                outputs[name] = device.allocate(self.program.output_layouts[name], owner)
         except BaseException:
             for buf in outputs.values():
                 device.free(buf)

@@ -18,7 +18,7 @@ from .device.commands import Command, CommandResult
 from .device.registry import MNDevice
 from .errors import CodegenError, DeviceError
 from .iospec import IOSpec
-from .report import CallRecord, Report
+from .report import DEFAULT_HISTORY, CallRecord, History, Report
 from .storage import StoragePath
 
 __all__ = ["Context", "COMPILE_OPTIONS"]
@@ -37,6 +37,14 @@ class Context:
     ----------
     device : MNDevice
         The device to run on, e.g. ``MNDevice("mncore2:auto")``.
+    history : int or None
+        Records :meth:`report` keeps (the most recent; older ones survive in its totals).
+        None keeps every record.
+
+    Notes
+    -----
+    A Context may be used from several threads: each call, load and ``.cpu()`` runs under
+    the device's lock (:attr:`mlsdk.device.base.Device.lock`), so calls never interleave.
 
     Examples
     --------
@@ -49,17 +57,19 @@ class Context:
     # Held weakly: being current does not keep a Context (and its simulator) alive.
     _current: ClassVar[weakref.ref[Context] | None] = None
 
-    def __init__(self, device: MNDevice):
+    def __init__(self, device: MNDevice, *, history: int | None = DEFAULT_HISTORY):
         if not isinstance(device, MNDevice):
             raise TypeError(f"Context takes an MNDevice, not {type(device).__name__}")
+        self._history = History(history)
         self.mndevice = device
         self.device: Device = device.open()
         self.closed = False
         # Ends the device when the Context is collected or the interpreter exits, so a program
         # that never calls close() still stops its simulator and completes its waveforms.
         self._finalizer = weakref.finalize(self, self.device.close)
-        self._records: list[CallRecord] = []
-        self._functions: list[CompiledFunction] = []
+        # Weakly: a function nobody holds is collected, and gives its device memory back.
+        self._functions: weakref.WeakValueDictionary[str, CompiledFunction] = (
+            weakref.WeakValueDictionary())
         self._keys = itertools.count(1)
         if Context.current() is None:
             Context._current = weakref.ref(self)
@@ -158,23 +168,36 @@ class Context:
     def _adopt(self, program: DeviceProgram, strict: bool) -> CompiledFunction:
         key = f"{program.name}#{next(self._keys)}"
         function = self.device.compiled_function(self, program, key, strict)
-        self._functions.append(function)
+        self._functions[key] = function
         return function
 
     # -- the record -------------------------------------------------------------------------
 
-    def report(self) -> Report:
-        """What the device did, one record per compiled call (and per program load)."""
-        return Report(self._records, self.mndevice.name)
+    def report(self, *, clear: bool = False) -> Report:
+        """What the device did: one record per compiled call, program load and ``.cpu()``
+        (the last ``history`` of them), with totals over all of them.
+
+        Parameters
+        ----------
+        clear : bool
+            Forget the records and totals once reported (the next report starts afresh).
+        """
+        with self.device.lock:
+            history = self._history
+            report = Report(history.records, self.mndevice.name, history.totals(),
+                            history.dropped)
+            if clear:
+                history.clear()
+        return report
 
     def _new_record(self, function: str, kind: str = "call") -> CallRecord:
         record = CallRecord(function, kind, cycles_kind=self.device.cycles_kind)
-        self._records.append(record)
+        self._history.append(record)
         return record
 
     def _execute(self, command: Command, record: CallRecord) -> CommandResult:
         result = self.device.execute(command)
-        record.commands.append(result)
+        record.add(result)
         return result
 
     def _check_open(self) -> None:

@@ -9,7 +9,7 @@ from mncore_compiler.errors import CodegenError, MLSDKError
 __all__ = [
     "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
     "CodegenError", "IOSpecMismatchError", "ConversionRequiredError", "StaleTensorError",
-    "InputError",
+    "InputError", "FunctionUnloadedError",
 ]
 
 
@@ -39,3 +39,7 @@ class ConversionRequiredError(InputError):
 
 class StaleTensorError(MLSDKError):
     """A TensorProxy whose buffer was freed, or that belongs to another Context."""
+
+
+class FunctionUnloadedError(DeviceError):
+    """A call of a CompiledFunction after its :meth:`~mlsdk.CompiledFunction.unload`."""

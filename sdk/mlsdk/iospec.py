@@ -36,6 +36,30 @@ class IOSpec:
     layout: Layout
     location: str = "DRAM"
 
+    def __post_init__(self) -> None:
+        """Reject a spec that contradicts itself: its layout must hold exactly its type."""
+        if not isinstance(self.dtype, torch.dtype):
+            raise TypeError(f"IOSpec {self.name!r}: dtype must be a torch.dtype, not "
+                            f"{self.dtype!r}")
+        if not isinstance(self.layout, Layout):
+            raise TypeError(f"IOSpec {self.name!r}: layout must be a Layout, not "
+                            f"{type(self.layout).__name__}")
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        if self.layout.dtype != self.dtype_name:
+            raise ValueError(
+                f"IOSpec {self.name!r}: dtype {self.dtype_name} disagrees with its layout's "
+                f"element type {self.layout.dtype} (layout {self.layout}); give a layout of "
+                f"dtype {self.dtype_name}"
+            )
+        if self.shape != tuple(self.layout.shape):
+            raise ValueError(
+                f"IOSpec {self.name!r}: shape {self.shape} disagrees with its layout's shape "
+                f"{tuple(self.layout.shape)} (layout {self.layout})"
+            )
+        if self.location != "DRAM":
+            raise ValueError(f"IOSpec {self.name!r}: location must be 'DRAM', not "
+                             f"{self.location!r}")
+
     @property
     def nbytes(self) -> int:
         """Bytes of DRAM a buffer in this spec occupies (padding included)."""
@@ -48,13 +72,18 @@ class IOSpec:
     def is_memcopyable_to(self, other: IOSpec) -> bool:
         """True when a buffer written in this spec can be read as ``other`` with no data movement.
 
-        That is: same shape, same dtype, same location, and layouts that place every element
-        at the same Group, LW address and lane (after normalisation). Names do not matter.
+        That is: same shape, same dtype, same location, layouts that place every element
+        at the same Group, LW address and lane (after normalisation), and the same footprint
+        (Groups and LWs per Group, padding included: the reader reads its whole footprint
+        from the writer's buffer). Names do not matter.
         """
         if not isinstance(other, IOSpec):
             raise TypeError(f"is_memcopyable_to() takes an IOSpec, not {type(other).__name__}")
         return (self.shape == other.shape and self.dtype == other.dtype
-                and self.location == other.location and self.layout.equivalent(other.layout))
+                and self.location == other.location
+                and self.layout.groups == other.layout.groups
+                and self.layout.lw_per_group == other.layout.lw_per_group
+                and self.layout.equivalent(other.layout))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, IOSpec):
@@ -83,6 +112,10 @@ class IOSpec:
             parts.append(f"dtype {self.dtype_name} vs {other.dtype_name}")
         if not self.layout.equivalent(other.layout):
             parts.append(f"layout {self.layout} vs {other.layout}")
+        elif (self.layout.groups, self.layout.lw_per_group) != (other.layout.groups,
+                                                               other.layout.lw_per_group):
+            parts.append(f"footprint {self.layout.groups}x{self.layout.lw_per_group} LW vs "
+                         f"{other.layout.groups}x{other.layout.lw_per_group} LW")
         if self.location != other.location:
             parts.append(f"location {self.location} vs {other.location}")
         return ", ".join(parts) or "nothing"

@@ -41,7 +41,8 @@ class TensorProxy:
         self._host = host
         self._freed = False
         if buffer is not None:
-            self._finalizer = weakref.finalize(self, context.device.free, buffer)
+            # release: a finalizer must never wait for the device lock.
+            self._finalizer = weakref.finalize(self, context.device.release, buffer)
 
     @property
     def shape(self) -> torch.Size:
@@ -83,8 +84,9 @@ class TensorProxy:
             return self._host.clone()
         if self.buffer is None:
             raise StaleTensorError(f"{self!r} holds no data")
-        record = context._new_record(f"{self.spec.name}.cpu()", kind="read")
-        result = context._execute(HostRead(self.buffer), record)
+        with context.device.lock:
+            record = context._new_record(f"{self.spec.name}.cpu()", kind="read")
+            result = context._execute(HostRead(self.buffer), record)
         if result.data is None:
             raise DeviceError(f"The device returned no data for HostRead of {self.buffer}")
         return from_device(result.data, self.spec.layout)

@@ -1,14 +1,23 @@
-"""What the device did: one record per compiled call, printable as a table and as JSON."""
+"""What the device did: one record per compiled call, printable as a table and as JSON.
+
+A Context keeps its records in a :class:`History`: the last ``limit`` records, plus the totals
+of every record since the Context opened (or since ``report(clear=True)``), so a long session
+holds a bounded amount of memory. Records keep figures (bytes, cycles), never data.
+"""
 
 from __future__ import annotations
 
+import collections
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from .device.commands import PATHS, CommandResult
 
-__all__ = ["CallRecord", "Report"]
+__all__ = ["CallRecord", "Report", "History", "DEFAULT_HISTORY"]
+
+#: Records a Context keeps by default (older ones survive only in the totals).
+DEFAULT_HISTORY = 10_000
 
 
 @dataclass
@@ -20,9 +29,10 @@ class CallRecord:
     function : str
         The compiled function's name.
     kind : str
-        ``"call"``, or ``"load"`` for uploading a program's constants.
+        ``"call"``, ``"load"`` for uploading a program's constants, or ``"read"`` for a
+        ``.cpu()``.
     commands : list of CommandResult
-        Each command executed, with its bytes per path and cycles.
+        Each command executed, with its bytes per path and cycles (no data: see :meth:`add`).
     conversions, relocations : int
         Convert and Bind commands this call needed for its TensorProxy inputs.
     cycles_kind : str
@@ -35,6 +45,10 @@ class CallRecord:
     conversions: int = 0
     relocations: int = 0
     cycles_kind: str = "none"
+
+    def add(self, result: CommandResult) -> None:
+        """Record ``result``'s figures (a read's data is dropped, never kept)."""
+        self.commands.append(result.figures())
 
     @property
     def bytes(self) -> dict[str, int]:
@@ -57,12 +71,83 @@ class CallRecord:
                 "cycles_kind": self.cycles_kind}
 
 
-class Report:
-    """The records of a Context, oldest first."""
+def _empty_totals() -> dict[str, Any]:
+    return {"records": 0, "call": 0, "load": 0, "read": 0, "commands": 0,
+            "bytes": dict.fromkeys(PATHS, 0), "cycles": 0, "conversions": 0,
+            "relocations": 0}
 
-    def __init__(self, records: list[CallRecord], device: str):
+
+def _fold(totals: dict[str, Any], record: CallRecord) -> None:
+    totals["records"] += 1
+    totals[record.kind] = totals.get(record.kind, 0) + 1
+    totals["commands"] += len(record.commands)
+    for path, n in record.bytes.items():
+        totals["bytes"][path] += n
+    totals["cycles"] += record.cycles
+    totals["conversions"] += record.conversions
+    totals["relocations"] += record.relocations
+
+
+class History:
+    """A Context's records: the last ``limit`` (all when None), and totals over all of them.
+
+    Parameters
+    ----------
+    limit : int or None
+        Records kept; an older record is folded into the totals when a new one arrives.
+    """
+
+    def __init__(self, limit: int | None = DEFAULT_HISTORY):
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"history must be a positive int or None, not {limit!r}")
+        self.limit = limit
+        self.records: collections.deque[CallRecord] = collections.deque()
+        self._dropped_totals = _empty_totals()
+        self.dropped = 0
+
+    def append(self, record: CallRecord) -> None:
+        if self.limit is not None and len(self.records) >= self.limit:
+            _fold(self._dropped_totals, self.records.popleft())
+            self.dropped += 1
+        self.records.append(record)
+
+    def totals(self) -> dict[str, Any]:
+        totals = json.loads(json.dumps(self._dropped_totals))
+        for record in self.records:
+            _fold(totals, record)
+        return totals
+
+    def clear(self) -> None:
+        self.records.clear()
+        self._dropped_totals = _empty_totals()
+        self.dropped = 0
+
+
+class Report:
+    """The records of a Context, oldest first, and the totals of its whole history.
+
+    Attributes
+    ----------
+    records : list of CallRecord
+        The records kept (the last ``history`` of the Context).
+    totals : dict
+        Over every record since the Context opened (or was last cleared), kept or not:
+        ``records``, per kind (``call``, ``load``, ``read``), ``commands``, ``bytes`` per
+        path, ``cycles``, ``conversions``, ``relocations``.
+    dropped : int
+        Records folded into the totals and no longer kept.
+    """
+
+    def __init__(self, records: list[CallRecord] | collections.deque[CallRecord], device: str,
+                 totals: dict[str, Any] | None = None, dropped: int = 0):
         self.records = list(records)
         self.device = device
+        if totals is None:
+            totals = _empty_totals()
+            for record in self.records:
+                _fold(totals, record)
+        self.totals = totals
+        self.dropped = dropped
 
     def __len__(self) -> int:
         return len(self.records)
@@ -79,7 +164,8 @@ class Report:
                 if r.kind == "call" and (function is None or r.function == function)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "records": [r.to_dict() for r in self.records]}
+        return {"device": self.device, "records": [r.to_dict() for r in self.records],
+                "totals": self.totals, "dropped": self.dropped}
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
@@ -89,7 +175,7 @@ class Report:
         head = ["#", "function", "kind", "host B", "compute B", "converter B", "conv",
                 "reloc", "cycles", "cycles kind"]
         rows = []
-        for i, r in enumerate(self.records):
+        for i, r in enumerate(self.records, start=self.dropped):
             b = r.bytes
             rows.append([str(i), r.function, r.kind, str(b["host"]), str(b["compute"]),
                          str(b["converter"]), str(r.conversions), str(r.relocations),
@@ -103,6 +189,12 @@ class Report:
             if commands:
                 for result in self.records[i].commands:
                     lines.append(f"      {result.command}  [{result.cycles} cycles]")
+        t = self.totals
+        if self.dropped:
+            lines.append(f"({self.dropped} older record(s) kept only in the totals)")
+        lines.append(f"total: {t['records']} records ({t['call']} calls), host "
+                     f"{t['bytes']['host']} B, compute {t['bytes']['compute']} B, converter "
+                     f"{t['bytes']['converter']} B, {t['cycles']} cycles")
         return "\n".join(lines)
 
     def __str__(self) -> str:

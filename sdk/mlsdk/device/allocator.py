@@ -1,9 +1,17 @@
-"""First-fit DRAM allocator: a buffer takes the same LW range in each Group it spans."""
+"""First-fit DRAM allocator: a buffer takes the same LW range in each Group it spans.
+
+Thread-safe: every method runs under the allocator's own lock. A buffer whose owner was
+garbage-collected is handed back with :meth:`Allocator.release`, which never blocks (a
+finalizer may run in any thread, and inside any allocator call of its own thread): it queues
+the buffer, and the queue is emptied under the lock by the next allocator call.
+"""
 
 from __future__ import annotations
 
 import bisect
+import collections
 import itertools
+import threading
 
 from mncore_hdl.arch import LW_BYTES
 
@@ -15,9 +23,12 @@ __all__ = ["Allocator"]
 #: Buffers start on this LW boundary (one DRAM burst), so every buffer begins a fresh burst.
 ALIGN_LW = 8
 
+#: Owners listed by name in an out-of-memory error (the rest are summed).
+_OWNERS_SHOWN = 8
+
 
 class Allocator:
-    """Tracks the used LW ranges of every Group.
+    """Tracks the used LW ranges of every Group, and who holds each buffer.
 
     Parameters
     ----------
@@ -33,43 +44,66 @@ class Allocator:
         # Per Group: sorted, disjoint [start, end) ranges in use.
         self._used: list[list[tuple[int, int]]] = [[] for _ in range(groups)]
         self._live: dict[int, Buffer] = {}
+        self._owners: dict[int, str] = {}
         self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._released: collections.deque[Buffer] = collections.deque()
 
     @property
     def live(self) -> dict[int, Buffer]:
         """The buffers currently allocated, by id."""
-        return dict(self._live)
+        with self._lock:
+            self._drain()
+            return dict(self._live)
+
+    def owners(self) -> dict[str, tuple[int, int]]:
+        """Per owner: (buffers, bytes) of the live buffers it holds, largest first."""
+        with self._lock:
+            self._drain()
+            return self._owner_totals()
 
     def used_lw(self, group: int) -> int:
+        with self._lock:
+            self._drain()
+            return self._used_lw(group)
+
+    def _used_lw(self, group: int) -> int:
         return sum(end - start for start, end in self._used[group])
 
-    def allocate(self, groups: int, lw_per_group: int) -> Buffer:
+    def allocate(self, groups: int, lw_per_group: int, owner: str = "unowned") -> Buffer:
         """A new buffer of ``lw_per_group`` LWs in each of ``groups`` consecutive Groups.
 
         Tries every starting Group, least-used first, and the lowest address free in all the
-        Groups it needs. Raises DeviceMemoryError when nothing fits.
+        Groups it needs. ``owner`` names who holds it (shown when memory runs out). Raises
+        DeviceMemoryError, listing the largest holders, when nothing fits.
         """
         if groups > self.groups:
             raise DeviceMemoryError(
                 f"A buffer spanning {groups} Groups cannot fit a device of {self.groups} Groups"
             )
         size = -(-lw_per_group // ALIGN_LW) * ALIGN_LW
-        starts = sorted(range(self.groups - groups + 1),
-                        key=lambda g: (sum(self.used_lw(g + i) for i in range(groups)), g))
-        for first in starts:
-            address = self._first_fit(range(first, first + groups), size)
-            if address is not None:
-                buf = Buffer(next(self._ids), first, groups, address, lw_per_group)
-                for g in range(first, first + groups):
-                    bisect.insort(self._used[g], (address, address + size))
-                self._live[buf.id] = buf
-                return buf
-        free_lw = max(self.lw_per_group - self.used_lw(g) for g in range(self.groups))
+        with self._lock:
+            self._drain()
+            used = [self._used_lw(g) for g in range(self.groups)]
+            starts = sorted(range(self.groups - groups + 1),
+                            key=lambda g: (sum(used[g:g + groups]), g))
+            for first in starts:
+                address = self._first_fit(range(first, first + groups), size)
+                if address is not None:
+                    buf = Buffer(next(self._ids), first, groups, address, lw_per_group)
+                    for g in range(first, first + groups):
+                        bisect.insort(self._used[g], (address, address + size))
+                    self._live[buf.id] = buf
+                    self._owners[buf.id] = owner
+                    return buf
+            free_lw = max(self.lw_per_group - u for u in used)
+            holders = self._describe_owners()
         raise DeviceMemoryError(
             f"Device DRAM exhausted: a buffer of {lw_per_group * groups * LW_BYTES} bytes "
-            f"({groups} Group(s) x {lw_per_group} LW) does not fit; the freest Group has "
-            f"{free_lw * LW_BYTES} bytes left of {self.lw_per_group * LW_BYTES}. Free "
-            "TensorProxies you no longer need (del them) or use smaller tensors."
+            f"({groups} Group(s) x {lw_per_group} LW) for {owner} does not fit; the freest "
+            f"Group has {free_lw * LW_BYTES} bytes left of {self.lw_per_group * LW_BYTES}. "
+            f"Held by: {holders}. Free what you no longer need: del or .free() TensorProxies, "
+            "del or .unload() compiled functions."
         )
 
     def _first_fit(self, groups: range, size: int) -> int | None:
@@ -82,12 +116,59 @@ class Allocator:
         return address if address + size <= self.lw_per_group else None
 
     def free(self, buf: Buffer) -> None:
-        """Release ``buf``; freeing a buffer twice is an error."""
+        """Release ``buf`` now; freeing a buffer twice is an error."""
+        with self._lock:
+            self._drain()
+            self._free(buf)
+
+    def release(self, buf: Buffer) -> None:
+        """Release ``buf`` if it is still allocated, from any thread, without ever blocking
+        (for finalizers): it is freed now when the lock is free, else by the next call."""
+        self._released.append(buf)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._drain()
+            finally:
+                self._lock.release()
+
+    def is_live(self, buf: Buffer) -> bool:
+        with self._lock:
+            self._drain()
+            return self._live.get(buf.id) == buf
+
+    # -- under the lock ---------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        while self._released:
+            buf = self._released.popleft()
+            if self._live.get(buf.id) == buf:
+                self._free(buf)
+
+    def _free(self, buf: Buffer) -> None:
         if self._live.pop(buf.id, None) is None:
             raise ValueError(f"Buffer {buf} is not allocated (freed twice?)")
+        self._owners.pop(buf.id, None)
         size = -(-buf.lw_per_group // ALIGN_LW) * ALIGN_LW
         for g in range(buf.group, buf.group + buf.groups):
             self._used[g].remove((buf.address, buf.address + size))
 
-    def is_live(self, buf: Buffer) -> bool:
-        return self._live.get(buf.id) == buf
+    def _owner_totals(self) -> dict[str, tuple[int, int]]:
+        totals: dict[str, list[int]] = {}
+        for buf_id, buf in self._live.items():
+            entry = totals.setdefault(self._owners.get(buf_id, "unowned"), [0, 0])
+            entry[0] += 1
+            entry[1] += buf.nbytes
+        ranked = sorted(totals.items(), key=lambda kv: (-kv[1][1], kv[0]))
+        return {owner: (n, nbytes) for owner, (n, nbytes) in ranked}
+
+    def _describe_owners(self) -> str:
+        totals = list(self._owner_totals().items())
+        if not totals:
+            return "nothing (the buffer is larger than a Group's DRAM)"
+        parts = [f"{owner}: {nbytes} bytes in {n} buffer(s)"
+                 for owner, (n, nbytes) in totals[:_OWNERS_SHOWN]]
+        rest = totals[_OWNERS_SHOWN:]
+        if rest:
+            parts.append(f"{len(rest)} other owner(s): "
+                         f"{sum(nbytes for _, (_, nbytes) in rest)} bytes")
+        return "; ".join(parts)

@@ -7,11 +7,20 @@ system: ``_dram_read``, ``_dram_write``, ``_convert``, ``_poke``, ``peek`` and
 ``create``, ``compiled_function``) may be overridden. Everything else (allocation, the command
 stream, Launch as loads -> compute -> stores, per-path byte counting, the record of what ran) is
 shared, so two backends given the same commands are comparable word for word.
+
+Threads: :attr:`Device.lock` (a re-entrant :class:`DeviceLock`) guards the device. Every
+command, allocation and program (un)load takes it, and a Context holds it across a whole call
+(staging the inputs, Launch, handing out the outputs), so calls from several threads never
+interleave. Finalizers (a collected TensorProxy or CompiledFunction) never wait for it: they
+queue what they give back, and the device takes it back at its next operation.
 """
 
 from __future__ import annotations
 
+import collections
+import gc
 import math
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,7 +31,7 @@ import numpy as np
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor, Layout, from_device, to_device
 
-from ..errors import DeviceError
+from ..errors import DeviceError, DeviceMemoryError
 from .allocator import Allocator
 from .commands import (
     Bind,
@@ -41,7 +50,7 @@ if TYPE_CHECKING:
     from ..compiled import CompiledFunction
     from ..context import Context
 
-__all__ = ["Device", "LoadedProgram", "PAGE_LW", "DramSnapshot"]
+__all__ = ["Device", "DeviceLock", "LoadedProgram", "PAGE_LW", "DramSnapshot"]
 
 #: LWs per page of a DRAM snapshot (32 KiB pages; also the functional model's storage page).
 PAGE_LW = 4096
@@ -69,6 +78,39 @@ class LoadedProgram:
     run: Any = field(default=None, repr=False)
 
 
+class DeviceLock:
+    """A re-entrant lock that knows whether it is held: the device's one lock.
+
+    ``with lock:`` blocks until this thread holds it (nesting is allowed).
+    :meth:`acquire_if_idle` never blocks, and takes the lock only when no thread, the calling
+    one included, is inside it: what a finalizer needs, since it may run in the middle of a
+    device operation of its own thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    def __enter__(self) -> DeviceLock:
+        self._lock.acquire()
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        self._lock.release()
+
+    def acquire_if_idle(self) -> bool:
+        """Take the lock if nobody holds it; release it with ``__exit__``."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        if self._depth:  # this thread is already inside: not a safe point
+            self._lock.release()
+            return False
+        self._depth = 1
+        return True
+
+
 class Device(ABC):
     """A backend: a modeled MN-Core 2 executing the command stream (the host reference
     ``pfvm:cpu`` is one too, whose :meth:`compiled_function` runs calls on the host instead).
@@ -94,6 +136,10 @@ class Device(ABC):
         #: The input descriptor table: (function, io) -> the buffer Launch reads it from.
         self.descriptors: dict[tuple[str, str], Buffer] = {}
         self.closed = False
+        #: The device's lock (see the module docstring).
+        self.lock = DeviceLock()
+        # Programs (and their buffers) of collected functions, to unload at a safe point.
+        self._retired: collections.deque[tuple[str, tuple[Buffer, ...]]] = collections.deque()
 
     @classmethod
     def create(cls, config: ArchConfig, name: str, options: Mapping[str, str]) -> Device:
@@ -116,26 +162,82 @@ class Device(ABC):
 
     # -- buffers and programs ---------------------------------------------------------------
 
-    def allocate(self, layout: Layout) -> Buffer:
-        self._check_open()
-        return self.allocator.allocate(layout.groups, layout.lw_per_group)
+    def allocate(self, layout: Layout, owner: str = "unowned") -> Buffer:
+        """A buffer for ``layout``; ``owner`` names its holder in out-of-memory errors.
+
+        When DRAM is full, garbage is collected once (so unreachable functions and
+        TensorProxies give their buffers back) before DeviceMemoryError is raised.
+        """
+        with self.lock:
+            self._check_open()
+            self._unload_retired()
+            try:
+                return self.allocator.allocate(layout.groups, layout.lw_per_group, owner)
+            except DeviceMemoryError:
+                gc.collect()
+                self._unload_retired()
+                return self.allocator.allocate(layout.groups, layout.lw_per_group, owner)
 
     def free(self, buf: Buffer) -> None:
-        if not self.closed and self.allocator.is_live(buf):
-            self.allocator.free(buf)
+        with self.lock:
+            if not self.closed and self.allocator.is_live(buf):
+                self.allocator.free(buf)
+
+    def release(self, buf: Buffer) -> None:
+        """Give ``buf`` back from a finalizer: never blocks, and does nothing once closed."""
+        if not self.closed:
+            self.allocator.release(buf)
 
     def is_live(self, buf: Buffer) -> bool:
         return not self.closed and self.allocator.is_live(buf)
 
     def load_program(self, program: LoadedProgram) -> None:
-        self._check_open()
-        self.programs[program.name] = program
+        with self.lock:
+            self._check_open()
+            self._unload_retired()
+            if program.name in self.programs:
+                raise DeviceError(f"A program named {program.name!r} is already loaded")
+            self.programs[program.name] = program
+
+    def unload_program(self, name: str, buffers: tuple[Buffer, ...] = ()) -> None:
+        """Forget program ``name`` and its input descriptors, and free ``buffers`` (its own
+        inputs and constants). Unknown names and already freed buffers are ignored."""
+        with self.lock:
+            if self.closed:
+                return
+            self.programs.pop(name, None)
+            for key in [k for k in self.descriptors if k[0] == name]:
+                del self.descriptors[key]
+            for buf in buffers:
+                if self.allocator.is_live(buf):
+                    self.allocator.free(buf)
+
+    def retire_program(self, name: str, buffers: tuple[Buffer, ...]) -> None:
+        """:meth:`unload_program` from a finalizer: never blocks; done now when the device
+        is idle, else at the start of its next operation."""
+        if self.closed:
+            return
+        self._retired.append((name, buffers))
+        if self.lock.acquire_if_idle():
+            try:
+                self._unload_retired()
+            finally:
+                self.lock.__exit__()
+
+    def _unload_retired(self) -> None:
+        while self._retired:
+            self.unload_program(*self._retired.popleft())
 
     # -- the command stream -----------------------------------------------------------------
 
     def execute(self, command: Command) -> CommandResult:
         """Execute one command and say what it cost."""
-        self._check_open()
+        with self.lock:
+            self._check_open()
+            self._unload_retired()
+            return self._execute(command)
+
+    def _execute(self, command: Command) -> CommandResult:
         result = CommandResult(command.summary())
         if isinstance(command, HostWrite):
             self._check_buffer(command.buffer)

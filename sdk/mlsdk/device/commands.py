@@ -167,12 +167,21 @@ def command_from_dict(data: dict[str, Any]) -> Command:
 
 @dataclass
 class CommandResult:
-    """What executing one command did: bytes per path, cycles, and for reads the data."""
+    """What executing one command did: bytes per path, cycles, and for reads the data.
+
+    ``data`` is handed to the caller only: a report keeps :meth:`figures`, never the data.
+    """
 
     command: str
     bytes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PATHS, 0))
     cycles: int = 0
     data: np.ndarray | None = field(default=None, repr=False)
+
+    def figures(self) -> CommandResult:
+        """This result without its data (what a report records)."""
+        if self.data is None:
+            return self
+        return CommandResult(self.command, self.bytes, self.cycles)
 
     def to_dict(self) -> dict[str, Any]:
         return {"command": self.command, "bytes": dict(self.bytes), "cycles": self.cycles}

@@ -86,7 +86,7 @@ class ReferenceDevice(Device):
         raise DeviceError(f"{self.name} runs on the host and has no device memory: "
                           f"{what} needs a device backend such as mncore2:auto")
 
-    def allocate(self, layout: Layout) -> Buffer:
+    def allocate(self, layout: Layout, owner: str = "unowned") -> Buffer:
         self._no_memory(f"allocating a buffer of layout {layout}")
 
     def execute(self, command: Command) -> CommandResult:

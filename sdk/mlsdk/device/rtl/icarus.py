@@ -41,7 +41,14 @@ START_TIMEOUT = 120.0
 
 
 def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None) -> Path:
-    """Export and compile the top for ``config`` (cached); return the cocotb build folder."""
+    """Export and compile the top for ``config`` (cached); return the cocotb build folder.
+
+    A cached ``sim.vvp`` is used only when it is complete: it must match the stamp written
+    beside it after its build (``sim.vvp.ok``: size and SHA-256), or, for a cache entry from
+    before stamps, end with iverilog's whole file-name table. A partial one (an interrupted
+    build, a full disk) is rebuilt; if the rebuild is no better, the RuntimeError names the
+    file to delete.
+    """
     from cocotb_tools.runner import get_runner
     from mncore_hdl.cosim_top import export_cosim_top
 
@@ -49,14 +56,73 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
     verilog = export_cosim_top(config, BUILD_ROOT / "verilog")
     build_dir = BUILD_ROOT / "icarus" / verilog.parent.name
     build_dir.mkdir(parents=True, exist_ok=True)
+    vvp = build_dir / "sim.vvp"
     with open(build_dir / ".lock", "w") as lock:  # one compile at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (build_dir / "sim.vvp").exists():
+        if vvp.exists() and not _vvp_complete(vvp):
+            say(f"the cached {vvp} is incomplete; rebuilding it")
+            vvp.unlink()
+        if not vvp.exists():
+            _stamp(vvp).unlink(missing_ok=True)
             say("compiling the Verilog with iverilog")
             get_runner("icarus").build(sources=[verilog], hdl_toplevel="cosim_top",
                                        build_dir=build_dir, waves=True,
                                        timescale=("1ns", "1ps"))
+            if not vvp.exists() or not _vvp_well_formed(vvp):
+                raise RuntimeError(f"iverilog left an incomplete {vvp}; delete it (and "
+                                   f"{build_dir}) and try again")
+            _stamp(vvp).write_text(_fingerprint(vvp))
     return build_dir
+
+
+def _stamp(vvp: Path) -> Path:
+    return vvp.with_name(vvp.name + ".ok")
+
+
+def _fingerprint(vvp: Path) -> str:
+    import hashlib
+
+    data = vvp.read_bytes()
+    return f"{len(data)} {hashlib.sha256(data).hexdigest()}\n"
+
+
+def _vvp_complete(vvp: Path) -> bool:
+    """True when ``vvp`` matches its build stamp (or, unstamped, is well formed)."""
+    stamp = _stamp(vvp)
+    try:
+        if stamp.exists():
+            return stamp.read_text() == _fingerprint(vvp)
+        if _vvp_well_formed(vvp):
+            stamp.write_text(_fingerprint(vvp))
+            return True
+    except OSError:
+        pass
+    return False
+
+
+def _vvp_well_formed(vvp: Path) -> bool:
+    """True when ``vvp`` has iverilog's header and ends with its complete file-name table
+    (``:file_names N;`` and N quoted lines), which iverilog writes last."""
+    try:
+        with open(vvp, "rb") as handle:
+            head = handle.read(256)
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - 65536))
+            tail = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return False
+    if not head.startswith(b"#!") or b":ivl_version" not in head:
+        return False
+    marker = tail.rfind(":file_names ")
+    if marker < 0 or not tail.endswith("\n"):
+        return False
+    first, *names = tail[marker:].rstrip("\n").split("\n")
+    try:
+        count = int(first.removeprefix(":file_names ").rstrip(";"))
+    except ValueError:
+        return False
+    return len(names) == count and all(n.strip().startswith('"') and n.strip().endswith('";')
+                                       for n in names)
 
 
 def _terminate(proc: subprocess.Popen, sock: socket.socket | None) -> None:
