@@ -152,7 +152,7 @@ def bench_conversion(sizes: list[int]) -> None:
         rows = size // (4 * COLS)
         src_l, dst_l = native_layout((rows, COLS)), host_layout((rows, COLS))
         with Context(MNDevice("mncore2:auto")) as ctx:
-            device = ctx.require_device()
+            device = ctx.device
             src, dst = device.allocate(src_l), device.allocate(dst_l)
             device.poke(src, to_device(torch.randn(rows, COLS), src_l))
             desc = conversion(src_l, dst_l)
