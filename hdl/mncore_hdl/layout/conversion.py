@@ -163,7 +163,7 @@ class ConversionDescriptor:
                 f"Conversion expects a destination image of {expected} uint64 LWs, "
                 f"got {dst_image.shape} {dst_image.dtype}"
             )
-        from .mapping import copy_strided
+        from .mapping import _copy_between, _rows_ok
 
         plan = _nest_plan(self)
         if plan is None:
@@ -174,9 +174,17 @@ class ConversionDescriptor:
             dst_image[...] = 0
         src = _raw_rows(src_image, raw)
         dst = _raw_rows(dst_image, raw)
+        if not _rows_ok(src):
+            src = np.ascontiguousarray(src)
+        if not _rows_ok(dst):
+            # a destination whose rows overlap or run backwards: convert, then store
+            dst_image[...] = self.execute(src_image)
+            return
+        item = src.itemsize
         for piece in plan:
-            copy_strided(_rows_view(dst, piece.counts, piece.dst_off, piece.dst_strides),
-                         _rows_view(src, piece.counts, piece.src_off, piece.src_strides))
+            _copy_between(dst, _geometry(dst, piece.dst_off, piece.dst_strides),
+                          src, _geometry(src, piece.src_off, piece.src_strides),
+                          piece.counts, item)
 
     def _check_source(self, src_image: np.ndarray) -> None:
         expected = (self.src_groups, self.src_lw_per_group)
@@ -252,12 +260,11 @@ def _raw_rows(image: np.ndarray, raw: type) -> np.ndarray:
     return image.view(raw)
 
 
-def _rows_view(rows: np.ndarray, counts: tuple[int, ...], off: tuple[int, int],
-               strides: tuple[tuple[int, int], ...]) -> np.ndarray:
+def _geometry(rows: np.ndarray, off: tuple[int, int],
+              strides: tuple[tuple[int, int], ...]) -> tuple[int, tuple[int, ...]]:
+    """Byte offset and strides of a piece in ``rows`` (a ``(groups, elements)`` image)."""
     row, item = rows.strides[0], rows.itemsize
-    return np.lib.stride_tricks.as_strided(
-        rows[off[0], off[1]:], shape=counts,
-        strides=tuple(g * row + e * item for g, e in strides), writeable=rows.flags.writeable)
+    return off[0] * row + off[1] * item, tuple(g * row + e * item for g, e in strides)
 
 
 def conversion(src: Layout, dst: Layout) -> ConversionDescriptor:
