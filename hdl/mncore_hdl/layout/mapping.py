@@ -131,7 +131,7 @@ class _Chunk:
     image view it lands on, as (Group, element-in-row) offset and strides."""
 
     __slots__ = ("index", "split", "group_off", "elem_off", "group_strides", "elem_strides",
-                 "starts", "axis_counts")
+                 "starts", "axis_counts", "_geometry")
 
     def __init__(self, index, split, group_off, elem_off, group_strides, elem_strides,
                  starts=(), axis_counts=()):
@@ -144,16 +144,35 @@ class _Chunk:
         #: Per tensor axis, the box's first index and its counts per sub-axis.
         self.starts = starts
         self.axis_counts = axis_counts
+        # (kind, strides) -> geometry: calls repeat the same few base strides.
+        self._geometry: dict[tuple, tuple[int, tuple[int, ...]]] = {}
 
     def image_geometry(self, row: int, item: int) -> tuple[int, tuple[int, ...]]:
         """Byte offset and strides of the chunk's slots in an image of ``row``-byte Group
         strides and ``item``-byte elements."""
+        key = ("image", row, item)
+        hit = self._geometry.get(key)
+        if hit is None:
+            hit = self._image_geometry(row, item)
+            if len(self._geometry) < 64:
+                self._geometry[key] = hit
+        return hit
+
+    def _image_geometry(self, row: int, item: int) -> tuple[int, tuple[int, ...]]:
         strides = tuple(g * row + e * item
                         for g, e in zip(self.group_strides, self.elem_strides, strict=True))
         return self.group_off * row + self.elem_off * item, strides
 
     def tensor_geometry(self, strides: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
         """Byte offset and strides of the chunk's box in a tensor of byte ``strides``."""
+        hit = self._geometry.get(strides)
+        if hit is None:
+            hit = self._tensor_geometry(strides)
+            if len(self._geometry) < 64:
+                self._geometry[strides] = hit
+        return hit
+
+    def _tensor_geometry(self, strides: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
         offset = sum(a * b for a, b in zip(self.starts, strides, strict=True))
         out: list[int] = []
         for counts, stride in zip(self.axis_counts, strides, strict=True):
@@ -342,7 +361,7 @@ def _raw_view(tensor: Any) -> np.ndarray:
     etype = element_type(tensor.dtype)
     signed = torch.int32 if etype.bits == 32 else torch.int16
     t = tensor.detach()
-    if t.device.type != "cpu":
+    if not t.is_cpu:
         t = t.cpu()
     return t.view(signed).numpy().view(etype.raw)
 
