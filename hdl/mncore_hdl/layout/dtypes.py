@@ -51,7 +51,10 @@ _ALIASES = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "f
 
 def element_type(dtype: Any) -> ElementType:
     """Resolve a dtype given as a name (``"float32"``, ``"half"``...) or a ``torch.dtype``."""
-    hit = _RESOLVED.get(dtype)
+    try:
+        hit = _RESOLVED.get(dtype)
+    except TypeError:  # unhashable: not a dtype; _resolve says so
+        return _resolve(dtype)
     if hit is not None:
         return hit
     etype = _resolve(dtype)
