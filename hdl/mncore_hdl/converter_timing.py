@@ -197,6 +197,10 @@ def refresh_stall(config: ArchConfig) -> int:
     return t.trp + t.trfc + t.trcd + t.cl
 
 
+#: A block whose late bursts wait for the writer: (block, bursts, issue time), or None.
+_Pending = tuple[int, list[tuple[int, int]], float] | None
+
+
 class _Replay:
     """The burst-level replay of one conversion (see the module docstring)."""
 
@@ -272,7 +276,7 @@ class _Replay:
         for g, lw in self.blocks[0].reads:
             self.read(g, lw, 0.0)
         self.full[0] = self.reader
-        pending: tuple[int, list, float] | None = None
+        pending: _Pending = None
         if n > 1:
             early, late = self.split(1, 0.0, 0)
             for g, lw in early:
@@ -319,7 +323,7 @@ class _Replay:
     # left out), and the blocks ahead repeat those p places before them, each of the next
     # periods repeats the last one shifted by d: the replay jumps over them, exactly.
 
-    def _signature(self, b: int, pending) -> tuple:
+    def _signature(self, b: int, pending: _Pending) -> tuple:
         """The state after block ``b`` relative to the writer, dead times left out."""
         ref = self.writer
         floor = min(self.reader - FIRST_BEAT_CYCLES - self.twr, self.writer)
@@ -337,7 +341,7 @@ class _Replay:
                 max(self.requested, self.released) - ref,
                 tuple(t - ref for t in self.consumed))
 
-    def _skip(self, b: int, pending, seen: dict) -> tuple[int, object]:
+    def _skip(self, b: int, pending: _Pending, seen: dict) -> tuple[int, _Pending]:
         sig = self._signature(b, pending)
         before = seen.get(sig)
         seen[sig] = (b, self.writer)
