@@ -324,7 +324,12 @@ def _strided(base: np.ndarray, offset: int, shape: tuple[int, ...],
     if base.flags.c_contiguous:
         return np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
     group, byte = divmod(offset, base.strides[0])
-    start = base[group].view(np.uint8)[byte:]
+    row = base[group]
+    end = byte + dtype.itemsize + sum((n - 1) * st for n, st in zip(shape, strides, strict=True))
+    if end <= row.nbytes and min(strides, default=0) >= 0:
+        # within one Group's row (a copy split per Group): the row is the buffer
+        return np.ndarray(shape, dtype, buffer=row, offset=byte, strides=strides)
+    start = row.view(np.uint8)[byte:]
     view = np.lib.stride_tricks.as_strided(start, shape + (dtype.itemsize,), strides + (1,),
                                            writeable=base.flags.writeable)
     return view.view(dtype)[..., 0]
