@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mncore_hdl.layout import DTYPES, Layout, UnsupportedConversion, conversion
+from mncore_hdl.layout import (
+    DTYPES,
+    ConversionDescriptor,
+    Layout,
+    UnsupportedConversion,
+    conversion,
+)
 from mncore_hdl.layout.mapping import (
     from_device,
     from_device_reference,
@@ -110,6 +118,21 @@ def test_conversion_between_views_of_a_larger_memory(drawn, seed, pitch_extra):
     outside = np.ones(memory.shape, dtype=bool)
     outside[:want.shape[0], 4 + src.shape[1]:4 + src.shape[1] + want.shape[1]] = False
     assert np.array_equal(memory[outside], before[outside]), f"{a} -> {b} wrote outside"
+
+
+@settings(max_examples=40, deadline=None)
+@given(layouts(2))
+def test_descriptor_to_dict_is_asdict_with_a_list_shape(drawn):
+    a, b = drawn
+    try:
+        desc = conversion(a, b)
+    except UnsupportedConversion:
+        return
+    want = dataclasses.asdict(desc)
+    want["shape"] = list(desc.shape)
+    assert desc.to_dict() == want
+    assert [type(v) for v in desc.to_dict().values()] == [type(v) for v in want.values()]
+    assert ConversionDescriptor.from_dict(desc.to_dict()) == desc
 
 
 @pytest.mark.parametrize(("extents", "dim"), [((3, 4), 9), ((2, 2, 2), 5), ((5,), 5), ((3, 4), 12),

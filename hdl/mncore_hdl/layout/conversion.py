@@ -11,7 +11,7 @@ lanes and LWs zero), so its traffic is ``src.nbytes + dst.nbytes``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from itertools import product
 from typing import TYPE_CHECKING
@@ -98,8 +98,12 @@ class ConversionDescriptor:
         return self.iterations != math.prod(self.shape)
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        """The descriptor as plain data (what ``asdict`` gives, with the shape as a list),
+        built field by field: ``asdict``'s deep copy is slow on a call's hot path."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["shape"] = list(self.shape)
+        data["loops"] = tuple({f.name: getattr(lp, f.name) for f in _LOOP_FIELDS}
+                              for lp in self.loops)
         return data
 
     @classmethod
@@ -195,6 +199,9 @@ class ConversionDescriptor:
             )
 
 
+_LOOP_FIELDS = fields(Loop)
+
+
 class _NestPiece:
     """A rectangular piece of the loop nest: per-loop counts, and for each side the (Group,
     element-in-row) offset and per-loop strides."""
@@ -271,6 +278,12 @@ def conversion(src: Layout, dst: Layout) -> ConversionDescriptor:
     """The descriptor converting a buffer in layout ``src`` into one in layout ``dst``."""
     if not isinstance(src, Layout) or not isinstance(dst, Layout):
         raise TypeError(f"conversion() takes two Layouts, not {src!r} and {dst!r}")
+    return _conversion(src, dst)
+
+
+@lru_cache(maxsize=256)
+def _conversion(src: Layout, dst: Layout) -> ConversionDescriptor:
+    """:func:`conversion`, memoised: a pure function of two frozen layouts."""
     if src.shape != dst.shape or src.dtype != dst.dtype:
         raise LayoutError(
             f"Cannot convert {src} ({src.dtype}) into {dst} ({dst.dtype}): shapes and element "
