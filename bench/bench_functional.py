@@ -29,6 +29,9 @@ import torch
 COLS = 256
 MiB = 1 << 20
 
+#: What the closing note checks against the issue's targets: name -> (value, target, met).
+RESULTS: dict[str, tuple[str, str, bool]] = {}
+
 
 def elementwise(inputs):
     return {"y": inputs["x"] * 2}
@@ -123,6 +126,13 @@ def bench_elementwise(sizes: list[int]) -> None:
         if size == sizes[0]:
             overhead = (comp["seconds"] - eager["seconds"]) * 1e6
             print(f"{'':>8} fixed overhead at {_label(comp['bytes'])}: {overhead:.0f} us")
+            RESULTS[f"fixed overhead at {_label(size)}"] = (f"{overhead:.0f} us", "< 150 us",
+                                                           overhead < 150)
+        elif size >= MiB:
+            RESULTS[f"call + .cpu() at {_label(size)}"] = (f"{ratio:.2f}x eager", "<= 3x",
+                                                          ratio <= 3)
+        if size >= 1 << 30:
+            RESULTS[f"peak RSS at {_label(size)}"] = (f"{rss:.2f}x tensor", "< 3x", rss < 3)
     print("(peak RSS: the process' high-water mark during one call, over its RSS before the "
           "input existed, so the input tensor itself counts 1x)")
 
@@ -137,6 +147,8 @@ def bench_matmul(work: Path) -> None:
     eager = _best(lambda: matmul({"a": a, "b": b}), 3.0, 5)
     print(f"matmul 2048x2048 fp32: compiled {compiled * 1e3:.1f} ms, eager {eager * 1e3:.1f} ms, "
           f"ratio {compiled / eager:.2f}x")
+    RESULTS["matmul 2048x2048"] = (f"{compiled / eager:.2f}x eager", "<= 1.3x",
+                                   compiled / eager <= 1.3)
 
 
 def bench_conversion(sizes: list[int]) -> None:
@@ -152,7 +164,7 @@ def bench_conversion(sizes: list[int]) -> None:
         rows = size // (4 * COLS)
         src_l, dst_l = native_layout((rows, COLS)), host_layout((rows, COLS))
         with Context(MNDevice("mncore2:auto")) as ctx:
-            device = ctx.require_device()
+            device = ctx.device
             src, dst = device.allocate(src_l), device.allocate(dst_l)
             device.poke(src, to_device(torch.randn(rows, COLS), src_l))
             desc = conversion(src_l, dst_l)
@@ -166,6 +178,8 @@ def bench_conversion(sizes: list[int]) -> None:
         copy = _best(lambda: np.copyto(host_dst, host_src), 1.0)  # noqa: B023
         print(f"{_label(size):>8} {convert * 1e3:>11.3f} {copy * 1e3:>13.3f} "
               f"{convert / copy:>6.2f}x {first * 1e3:>9.1f}")
+        RESULTS[f"Convert at {_label(size)}"] = (f"{convert / copy:.2f}x host copy", "<= 2x",
+                                                convert / copy <= 2)
     print("(first: the first Convert of that pair, timing model included; later ones reuse it)")
 
 
@@ -188,7 +202,11 @@ def main() -> None:
         bench_matmul(Path(tmp))
     print()
     bench_conversion([s for s in (MiB, 16 * MiB, 64 * MiB) if s <= args.max_mib * MiB])
-    print(f"\nload average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    print(f"\nload average at end: {load}")
+    print(f"\ntargets (issue 14), load average {load} on {os.cpu_count()} CPUs:")
+    for name, (value, target, met) in RESULTS.items():
+        print(f"  {name:<28} {value:<20} target {target:<10} {'met' if met else 'MISSED'}")
 
 
 if __name__ == "__main__":

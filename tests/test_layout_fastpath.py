@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mncore_hdl.layout import DTYPES, Layout, UnsupportedConversion, conversion
+from mncore_hdl.layout import (
+    DTYPES,
+    ConversionDescriptor,
+    Layout,
+    UnsupportedConversion,
+    conversion,
+)
 from mncore_hdl.layout.mapping import (
     from_device,
     from_device_reference,
@@ -84,6 +92,47 @@ def test_strided_conversion_matches_index_path(drawn, seed):
         return
     src = to_device_reference(_tensor(a, seed), a)
     assert np.array_equal(desc.execute(src), desc.execute_reference(src)), f"{a} -> {b}"
+
+
+@settings(max_examples=80, deadline=None)
+@given(layouts(2), st.integers(0, 2**31 - 1), st.integers(1, 3))
+def test_conversion_between_views_of_a_larger_memory(drawn, seed, pitch_extra):
+    """Source and destination as views of DRAM (Groups a row apart, at an offset): the strided
+    copies, one Group at a time where a side spans Groups, give the index path's image."""
+    a, b = drawn
+    try:
+        desc = conversion(a, b)
+    except UnsupportedConversion:
+        return
+    src = to_device_reference(_tensor(a, seed), a)
+    want = desc.execute_reference(src)
+    rows = max(src.shape[0], want.shape[0]) + 1
+    pitch = src.shape[1] + want.shape[1] + 7 + pitch_extra
+    memory = np.full((rows, pitch), 0xDEAD, dtype=np.uint64)
+    src_view = memory[1:1 + src.shape[0], 2:2 + src.shape[1]]
+    dst_view = memory[:want.shape[0], 4 + src.shape[1]:4 + src.shape[1] + want.shape[1]]
+    src_view[...] = src
+    before = memory.copy()
+    desc.execute_into(src_view, dst_view)
+    assert np.array_equal(dst_view, want), f"{a} -> {b}"
+    outside = np.ones(memory.shape, dtype=bool)
+    outside[:want.shape[0], 4 + src.shape[1]:4 + src.shape[1] + want.shape[1]] = False
+    assert np.array_equal(memory[outside], before[outside]), f"{a} -> {b} wrote outside"
+
+
+@settings(max_examples=40, deadline=None)
+@given(layouts(2))
+def test_descriptor_to_dict_is_asdict_with_a_list_shape(drawn):
+    a, b = drawn
+    try:
+        desc = conversion(a, b)
+    except UnsupportedConversion:
+        return
+    want = dataclasses.asdict(desc)
+    want["shape"] = list(desc.shape)
+    assert desc.to_dict() == want
+    assert [type(v) for v in desc.to_dict().values()] == [type(v) for v in want.values()]
+    assert ConversionDescriptor.from_dict(desc.to_dict()) == desc
 
 
 @pytest.mark.parametrize(("extents", "dim"), [((3, 4), 9), ((2, 2, 2), 5), ((5,), 5), ((3, 4), 12),

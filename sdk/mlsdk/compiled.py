@@ -250,8 +250,10 @@ class CompiledFunction:
 def _runner(graph):
     """The PE array, functionally: run the graph with constants as read back from DRAM."""
     def run(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        constants = {n: values[n] for n in graph.constants}
         inputs = {n: values[n] for n in graph.inputs}
+        # Without constants there is nothing to swap in: the graph runs as it is.
+        bound = (replace(graph, constants={n: values[n] for n in graph.constants})
+                 if graph.constants else graph)
         # No output copies: the device lays each output out into DRAM, which copies it.
-        return interpret(replace(graph, constants=constants), inputs, copy_outputs=False)
+        return interpret(bound, inputs, copy_outputs=False)
     return run

@@ -11,7 +11,7 @@ lanes and LWs zero), so its traffic is ``src.nbytes + dst.nbytes``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from itertools import product
 from typing import TYPE_CHECKING
@@ -98,8 +98,12 @@ class ConversionDescriptor:
         return self.iterations != math.prod(self.shape)
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        """The descriptor as plain data (what ``asdict`` gives, with the shape as a list),
+        built field by field: ``asdict``'s deep copy is slow on a call's hot path."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["shape"] = list(self.shape)
+        data["loops"] = tuple({f.name: getattr(lp, f.name) for f in _LOOP_FIELDS}
+                              for lp in self.loops)
         return data
 
     @classmethod
@@ -163,7 +167,7 @@ class ConversionDescriptor:
                 f"Conversion expects a destination image of {expected} uint64 LWs, "
                 f"got {dst_image.shape} {dst_image.dtype}"
             )
-        from .mapping import copy_strided
+        from .mapping import _copy_between, _rows_ok
 
         plan = _nest_plan(self)
         if plan is None:
@@ -174,9 +178,17 @@ class ConversionDescriptor:
             dst_image[...] = 0
         src = _raw_rows(src_image, raw)
         dst = _raw_rows(dst_image, raw)
+        if not _rows_ok(src):
+            src = np.ascontiguousarray(src)
+        if not _rows_ok(dst):
+            # a destination whose rows overlap or run backwards: convert, then store
+            dst_image[...] = self.execute(src_image)
+            return
+        item = src.itemsize
         for piece in plan:
-            copy_strided(_rows_view(dst, piece.counts, piece.dst_off, piece.dst_strides),
-                         _rows_view(src, piece.counts, piece.src_off, piece.src_strides))
+            _copy_between(dst, _geometry(dst, piece.dst_off, piece.dst_strides),
+                          src, _geometry(src, piece.src_off, piece.src_strides),
+                          piece.counts, item)
 
     def _check_source(self, src_image: np.ndarray) -> None:
         expected = (self.src_groups, self.src_lw_per_group)
@@ -185,6 +197,9 @@ class ConversionDescriptor:
                 f"Conversion expects a source image of {expected} uint64 LWs, "
                 f"got {src_image.shape} {src_image.dtype}"
             )
+
+
+_LOOP_FIELDS = fields(Loop)
 
 
 class _NestPiece:
@@ -252,18 +267,23 @@ def _raw_rows(image: np.ndarray, raw: type) -> np.ndarray:
     return image.view(raw)
 
 
-def _rows_view(rows: np.ndarray, counts: tuple[int, ...], off: tuple[int, int],
-               strides: tuple[tuple[int, int], ...]) -> np.ndarray:
+def _geometry(rows: np.ndarray, off: tuple[int, int],
+              strides: tuple[tuple[int, int], ...]) -> tuple[int, tuple[int, ...]]:
+    """Byte offset and strides of a piece in ``rows`` (a ``(groups, elements)`` image)."""
     row, item = rows.strides[0], rows.itemsize
-    return np.lib.stride_tricks.as_strided(
-        rows[off[0], off[1]:], shape=counts,
-        strides=tuple(g * row + e * item for g, e in strides), writeable=rows.flags.writeable)
+    return off[0] * row + off[1] * item, tuple(g * row + e * item for g, e in strides)
 
 
 def conversion(src: Layout, dst: Layout) -> ConversionDescriptor:
     """The descriptor converting a buffer in layout ``src`` into one in layout ``dst``."""
     if not isinstance(src, Layout) or not isinstance(dst, Layout):
         raise TypeError(f"conversion() takes two Layouts, not {src!r} and {dst!r}")
+    return _conversion(src, dst)
+
+
+@lru_cache(maxsize=256)
+def _conversion(src: Layout, dst: Layout) -> ConversionDescriptor:
+    """:func:`conversion`, memoised: a pure function of two frozen layouts."""
     if src.shape != dst.shape or src.dtype != dst.dtype:
         raise LayoutError(
             f"Cannot convert {src} ({src.dtype}) into {dst} ({dst.dtype}): shapes and element "

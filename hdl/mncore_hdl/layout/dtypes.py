@@ -51,6 +51,23 @@ _ALIASES = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "f
 
 def element_type(dtype: Any) -> ElementType:
     """Resolve a dtype given as a name (``"float32"``, ``"half"``...) or a ``torch.dtype``."""
+    try:
+        hit = _RESOLVED.get(dtype)
+    except TypeError:  # unhashable: not a dtype; _resolve says so
+        return _resolve(dtype)
+    if hit is not None:
+        return hit
+    etype = _resolve(dtype)
+    if len(_RESOLVED) < 64:
+        _RESOLVED[dtype] = etype
+    return etype
+
+
+#: Names and torch dtypes already resolved (both are hashable and immutable).
+_RESOLVED: dict[Any, ElementType] = {}
+
+
+def _resolve(dtype: Any) -> ElementType:
     name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
     name = _ALIASES.get(name, name)
     if name not in DTYPES:
@@ -80,6 +97,10 @@ def from_bits(bits: np.ndarray, dtype: Any) -> Any:
     etype = element_type(dtype)
     signed = np.int32 if etype.bits == 32 else np.int16
     torch_dtype = getattr(torch, etype.name)
+    if (isinstance(bits, np.ndarray) and bits.ndim and bits.dtype == etype.raw
+            and bits.flags.c_contiguous):
+        # Shares the array's memory as it is (a same-width view keeps the shape).
+        return torch.from_numpy(bits.view(signed)).view(torch_dtype)
     shape = np.shape(bits)
     array = np.ascontiguousarray(bits, dtype=etype.raw).reshape(-1).view(signed)
     # view(dtype) promotes a 0-d tensor to 1-d; reshape restores the shape it was given.

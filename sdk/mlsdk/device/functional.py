@@ -33,6 +33,7 @@ class FunctionalDevice(Device):
         self.dram = DramStore(config.groups, config.dram_lw_per_group)
         self.drams = [GroupDram(config.dram_lw_per_group, self.dram, g)
                       for g in range(config.groups)]
+        self._stream_memo: dict[tuple[int, bool], int] = {}
 
     def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
         # A view of DRAM, no copy: the host copies what it keeps (from_device), and a Launch
@@ -64,9 +65,16 @@ class FunctionalDevice(Device):
         return cycles
 
     def _stream_cycles(self, lw: int, *, write: bool) -> int:
-        from mncore_hdl.timing import stream_cycles
+        # A pure function of (config, lw, write): remembered per device, as calls repeat sizes.
+        key = (lw, write)
+        cycles = self._stream_memo.get(key)
+        if cycles is None:
+            from mncore_hdl.timing import stream_cycles
 
-        return stream_cycles(self.config, lw, write=write)
+            cycles = stream_cycles(self.config, lw, write=write)
+            if len(self._stream_memo) < 4096:
+                self._stream_memo[key] = cycles
+        return cycles
 
     def peek(self, buf: Buffer) -> np.ndarray:
         return self.dram.view(buf.group, buf.groups, buf.address, buf.lw_per_group).copy()
