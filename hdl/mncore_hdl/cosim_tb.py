@@ -43,7 +43,7 @@ from pathlib import Path
 from .arch import ArchConfig
 
 __all__ = ["TB_MODULE", "RESET_EDGES", "STROBE_BITS", "TbPort", "top_ports", "cosim_tb_verilog",
-           "write_cosim_tb", "public_signals"]
+           "write_cosim_tb", "export_cosim_tb", "public_signals"]
 
 #: Module name of the testbench top.
 TB_MODULE = "cosim_tb"
@@ -300,3 +300,12 @@ def public_signals(top_text: str) -> list[tuple[str, str, str]]:
     out += [("rw", TB_MODULE, name) for name in _CONTROL_IN]
     out += [("rd", TB_MODULE, name) for name in _LATCHED]
     return out
+
+
+def export_cosim_tb(config: ArchConfig, build_dir: str | os.PathLike[str] = "build/verilog"
+                    ) -> list[Path]:
+    """Verilog of ``cosim_tb`` and of the design it wraps, testbench first (both cached)."""
+    from .cosim_top import export_cosim_top
+
+    top = export_cosim_top(config, build_dir)
+    return [write_cosim_tb(top, config), top]

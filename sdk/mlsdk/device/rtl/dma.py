@@ -24,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "dma_transfer", "DmaResult"]
+__all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "dma_transfer"]
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
@@ -101,28 +101,20 @@ async def dump_words(bus: BulkBus, sel: int, lo: int, count: int) -> np.ndarray:
     return _read_hex(bus.memfile, count)
 
 
-class DmaResult:
-    """What a DMA transfer measured: edges from the first request to the last beat."""
-
-    def __init__(self, beat_cycles: int, error_groups: int, image: np.ndarray | None):
-        self.beat_cycles = beat_cycles
-        self.error_groups = error_groups
-        self.image = image
-
-
 async def dma_transfer(bus: BulkBus, groups: int, path: str, buf: dict[str, int],
-                       image: np.ndarray | None, max_cycles: int) -> DmaResult:
+                       image: np.ndarray | None, max_cycles: int) -> np.ndarray | None:
     """Move ``buf`` through port ``path`` of each of its Groups in parallel, in hardware.
 
-    Writes ``image`` (one row per Group) or, when None, reads. Returns when the last beat is
-    taken (the caller drains the controllers after a write, as on the beat path). Raises
+    Writes ``image`` (one row per Group) or, when None, reads and returns the image. Returns at
+    the clock edge that took the last beat, where the beat-by-beat loop ends too (the caller
+    drains the controllers after a write, as on that path); ``dma_cycles`` and ``dma_error``
+    then hold the transfer's edges and per-Group out-of-window flags. Raises
     :class:`TimeoutError` when ``dma_done`` does not rise within ``max_cycles``.
     """
     write = image is not None
     total = buf["lw_per_group"]
     first = buf["group"]
-    if write:
-        assert image is not None
+    if image is not None:
         for i in range(buf["groups"]):
             await load_words(bus, groups + first + i, 0, image[i])
     mask = sum(1 << (first + i) for i in range(buf["groups"]))
@@ -137,10 +129,7 @@ async def dma_transfer(bus: BulkBus, groups: int, path: str, buf: dict[str, int]
     if not ok:
         raise TimeoutError(f"{'write' if write else 'read'} of {total} LW per Group through "
                            f"the {path} port did not finish within {max_cycles} cycles")
-    out = None
-    if not write:
-        out = np.stack([await dump_words(bus, groups + first + i, 0, total)
-                        for i in range(buf["groups"])])
-    # dma_cycles and dma_error were latched at the edge that raised dma_done; read them after
-    # the next edge the caller waits for (see Driver), never in the same time step.
-    return DmaResult(0, 0, out)
+    if write:
+        return None
+    return np.stack([await dump_words(bus, groups + first + i, 0, total)
+                     for i in range(buf["groups"])])
