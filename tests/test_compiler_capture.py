@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from mncore_compiler.capture import capture
 from mncore_compiler.interpreter import interpret
 from mncore_compiler.ir import Graph, TensorType
-from mncore_compiler.passes import CompileContext, run_pipeline
+from mncore_compiler.passes import Compilation, run_pipeline
 from torch import nn
 
 SEED = 1234
@@ -33,7 +33,7 @@ def assert_matches_eager(
     graph = capture(fn, inputs, float_dtype=float_dtype)
     with torch.no_grad():
         expected = fn(inputs)
-    lowered = run_pipeline(graph, CompileContext())
+    lowered = run_pipeline(Compilation(graph)).graph
     for label, candidate in (("captured", graph), ("after passes", lowered)):
         got = interpret(candidate, inputs)
         assert list(got) == list(expected), f"{label}: output names {list(got)} (seed={seed})"
@@ -160,7 +160,7 @@ def test_addmm_alpha_beta() -> None:
             inputs,
         )
         assert _ops(graph) == ["addmm"]
-        assert "addmm" not in _ops(run_pipeline(graph, CompileContext()))
+        assert "addmm" not in _ops(run_pipeline(Compilation(graph)).graph)
 
 
 def test_mlp_with_gelu_and_softmax() -> None:
@@ -270,7 +270,7 @@ def test_casts_between_float_dtypes() -> None:
 def test_mixed_dtype_promotion_becomes_explicit_cast() -> None:
     inputs = {"x": randn(SEED, 3, dtype=torch.float16), "y": randn(SEED + 1, 3)}
     graph = assert_matches_eager(lambda d: {"z": d["x"] + d["y"]}, inputs)
-    lowered = run_pipeline(graph, CompileContext())
+    lowered = run_pipeline(Compilation(graph)).graph
     assert _ops(lowered) == ["cast", "add"]
 
 

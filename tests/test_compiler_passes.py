@@ -1,4 +1,4 @@
-"""The pass pipeline, decomposition and dead-code elimination."""
+"""The pass pipeline, decomposition, dead-code elimination and layout assignment."""
 
 from __future__ import annotations
 
@@ -9,13 +9,18 @@ from mncore_compiler.errors import IRVerificationError
 from mncore_compiler.interpreter import interpret
 from mncore_compiler.ir import Graph, Node, TensorType
 from mncore_compiler.passes import (
-    DEFAULT_PIPELINE,
-    CompileContext,
-    DeadCodeElimination,
-    Decompose,
+    PIPELINE,
+    Compilation,
+    CompileOptions,
     Pass,
+    PassRecord,
+    decompose,
+    eliminate_dead_code,
+    graph_pass,
     run_pipeline,
 )
+from mncore_hdl.arch import MNCORE2
+from mncore_hdl.layout import host_layout
 from torch import nn
 
 SEED = 5
@@ -29,9 +34,9 @@ def _ops(graph: Graph) -> list[str]:
     return [n.op for n in graph.nodes]
 
 
-def test_default_pipeline() -> None:
-    assert [p.name for p in DEFAULT_PIPELINE] == ["decompose", "dce"]
-    assert all(isinstance(p, Pass) for p in DEFAULT_PIPELINE)
+def test_pipeline() -> None:
+    assert [p.name for p in PIPELINE] == ["decompose", "dce", "assign-layouts"]
+    assert all(isinstance(p, Pass) for p in PIPELINE)
 
 
 @pytest.mark.parametrize(
@@ -49,13 +54,15 @@ def test_addmm_decomposition(alpha: float, beta: float, ops: list[str]) -> None:
     graph = capture(
         lambda d: {"y": torch.addmm(d["b"], d["x"], d["w"], alpha=alpha, beta=beta)}, inputs
     )
-    ctx = CompileContext()
-    lowered = run_pipeline(graph, ctx)
+    result = run_pipeline(Compilation(graph))
+    lowered = result.graph
     assert _ops(graph) == ["addmm"] and _ops(lowered) == ops
     assert lowered.outputs == graph.outputs, "the last node keeps the replaced node's name"
     expected = interpret(graph, inputs)["y"]
     torch.testing.assert_close(interpret(lowered, inputs)["y"], expected, msg=f"seed={SEED}")
-    assert ctx.state["passes_run"] == ["decompose", "dce"]
+    assert result.passes_run == ["decompose", "dce", "assign-layouts"]
+    assert all(isinstance(r, PassRecord) and r.seconds >= 0 and r.verify_seconds >= 0
+               for r in result.history)
 
 
 def test_linear_lowering_keeps_graph_intact() -> None:
@@ -63,7 +70,7 @@ def test_linear_lowering_keeps_graph_intact() -> None:
     lin = nn.Linear(5, 4)
     graph = capture(lambda d: {"y": lin(d["x"])}, {"x": randn(3, 5)})
     before = graph.to_json()
-    lowered = run_pipeline(graph, CompileContext())
+    lowered = run_pipeline(Compilation(graph)).graph
     assert graph.to_json() == before, "passes must not modify their input graph"
     assert "addmm" not in _ops(lowered) and "matmul" in _ops(lowered)
 
@@ -78,7 +85,7 @@ def test_dead_code_elimination() -> None:
         return {"y": d["x"] * used}
 
     graph = capture(fn, {"x": randn(2, 4), "spare": randn(3)})
-    lowered = DeadCodeElimination().run(graph, CompileContext())
+    lowered = eliminate_dead_code(graph)
     assert "exp" in _ops(graph) and _ops(lowered) == ["mul"]
     assert list(lowered.constants) == ["used"]
     assert list(lowered.inputs) == ["x", "spare"], "inputs are the signature; they stay"
@@ -90,62 +97,64 @@ def test_decompose_makes_promotion_explicit() -> None:
         nodes=[Node("c", "cat", ("a", "b"), {"dim": 0}, TensorType((4, 3), "float32"))],
         outputs={"c": "c"},
     )
-    lowered = Decompose().run(graph, CompileContext())
+    lowered = decompose(graph)
     assert _ops(lowered) == ["cast", "cat"]
     assert lowered.nodes[0].operands == ("a",) and lowered.nodes[0].attrs == {"dtype": "float32"}
     inputs = {"a": randn(2, 3).half(), "b": randn(2, 3)}
     torch.testing.assert_close(interpret(lowered, inputs)["c"], interpret(graph, inputs)["c"])
 
 
-class _Breaker:
-    name = "breaker"
-
-    def run(self, graph: Graph, ctx: CompileContext) -> Graph:
-        result = graph.copy()
-        result.outputs = {"y": "ghost"}
-        return result
-
-
-class _Recorder:
-    name = "recorder"
-
-    def run(self, graph: Graph, ctx: CompileContext) -> Graph:
-        ctx.state["seen"] = ctx.options["flag"]
-        return graph
+def _breaker(graph: Graph) -> Graph:
+    result = graph.copy()
+    result.outputs = {"y": "ghost"}
+    return result
 
 
 def test_pipeline_verifies_after_each_pass() -> None:
     graph = capture(lambda d: {"y": d["x"] + 1}, {"x": randn(2)})
+    pipeline = [graph_pass("decompose", decompose), graph_pass("breaker", _breaker)]
     with pytest.raises(IRVerificationError, match="after pass 'breaker': output 'y' names 'ghost'"):
-        run_pipeline(graph, CompileContext(), [Decompose(), _Breaker()])
+        run_pipeline(Compilation(graph), pipeline)
 
 
 def test_pipeline_verifies_its_input() -> None:
     graph = capture(lambda d: {"y": d["x"] + 1}, {"x": randn(2)})
     graph.outputs["z"] = "nothing"
     with pytest.raises(IRVerificationError, match="output 'z'"):
-        run_pipeline(graph, CompileContext())
+        run_pipeline(Compilation(graph))
 
 
-def test_custom_pipeline_and_context() -> None:
+def test_custom_pipeline_and_options() -> None:
     graph = capture(lambda d: {"y": d["x"] + 1}, {"x": randn(2)})
-    ctx = CompileContext(options={"flag": 42})
-    result = run_pipeline(graph, ctx, [*DEFAULT_PIPELINE, _Recorder()])
-    assert ctx.state["seen"] == 42 and ctx.state["passes_run"][-1] == "recorder"
-    assert _ops(result) == ["add_scalar"]
-    assert CompileContext().options == {} and CompileContext().state == {}
+    seen: list[CompileOptions] = []
+
+    def recorder(compilation: Compilation) -> Compilation:
+        seen.append(compilation.options)
+        return compilation
+
+    options = CompileOptions({"x": host_layout((2,), "float32")})
+    result = run_pipeline(Compilation(graph, options), [*PIPELINE, Pass("recorder", recorder)])
+    assert seen == [options] and result.passes_run[-1] == "recorder"
+    assert _ops(result.graph) == ["add_scalar"]
+    assert result.layout_plan().inputs["x"] is options.constraints["x"]
+    assert CompileOptions().constraints == {} and CompileOptions().config == MNCORE2
+    assert Compilation(graph).layouts is None and Compilation(graph).history == ()
+
+
+def test_layouts_come_from_their_pass() -> None:
+    graph = capture(lambda d: {"y": d["x"] + 1}, {"x": randn(2)})
+    lowered = run_pipeline(Compilation(graph), PIPELINE[:2])
+    with pytest.raises(ValueError, match=r"no layouts assigned.*\['decompose', 'dce'\]"):
+        lowered.layout_plan()
 
 
 def test_pipeline_rejects_bad_entries() -> None:
     graph = capture(lambda d: {"y": d["x"] + 1}, {"x": randn(2)})
-    with pytest.raises(TypeError, match="pipeline entries must have a 'name' and a run"):
-        run_pipeline(graph, CompileContext(), [lambda g, c: g])  # type: ignore[list-item]
-
-    class _Bad:
-        name = "bad"
-
-        def run(self, graph: Graph, ctx: CompileContext) -> Graph:
-            return None  # type: ignore[return-value]
-
-    with pytest.raises(TypeError, match="pass 'bad' returned NoneType, not a Graph"):
-        run_pipeline(graph, CompileContext(), [_Bad()])
+    with pytest.raises(TypeError, match=r"pipeline entries must be Pass\(name, run\)"):
+        run_pipeline(Compilation(graph), [lambda c: c])  # type: ignore[list-item]
+    bad = Pass("bad", lambda c: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match="pass 'bad' returned NoneType, not a Compilation"):
+        run_pipeline(Compilation(graph), [bad])
+    bad_graph = graph_pass("bad-graph", lambda g: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match="pass 'bad-graph' returned NoneType, not a Compilation"):
+        run_pipeline(Compilation(graph), [bad_graph])

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mncore_compiler.capture import capture
 from mncore_compiler.interpreter import interpret
-from mncore_compiler.passes import CompileContext, run_pipeline
+from mncore_compiler.passes import Compilation, run_pipeline
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
 
@@ -36,7 +36,7 @@ def test_binary_broadcast_property(
 ) -> None:
     fn = getattr(torch, op)
     inputs = {"a": _randn(seed, shapes[0]), "b": _randn(seed + 1, shapes[1]).abs() + 0.5}
-    graph = run_pipeline(capture(lambda d: {"c": fn(d["a"], d["b"])}, inputs), CompileContext())
+    graph = run_pipeline(Compilation(capture(lambda d: {"c": fn(d["a"], d["b"])}, inputs))).graph
     expected = fn(inputs["a"], inputs["b"])
     got = interpret(graph, inputs)["c"]
     torch.testing.assert_close(got, expected, msg=lambda m: f"{op} {shapes} seed={seed}: {m}")

@@ -46,10 +46,10 @@ def test_rtl_device_strings_and_options():
 
 
 def test_rtl_device_refuses_a_dram_larger_than_the_window():
-    from mlsdk.device.rtl import RtlDevice
+    from mlsdk.device.rtl.amaranth_sim import AmaranthDevice
 
     with pytest.raises(ValueError, match="simulate 524288 LW of DRAM per Group"):
-        RtlDevice(MNCORE2, "mncore2:rtl", "rtl")
+        AmaranthDevice(MNCORE2, "mncore2:rtl")
 
 
 VCD = """$timescale 1ps $end

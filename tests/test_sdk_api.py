@@ -18,7 +18,7 @@ from mlsdk.device.commands import (
     Launch,
     command_from_dict,
 )
-from mlsdk.errors import DeviceMemoryError
+from mlsdk.errors import DeviceError, DeviceMemoryError
 from mncore_hdl.layout import conversion, host_layout, native_layout
 
 
@@ -145,7 +145,9 @@ def test_a_context_nobody_closed_ends_its_device_when_collected():
 
 
 def test_public_names_load_on_demand_and_cover_all():
-    """Every name of ``mlsdk.__all__`` resolves; importing the RTL driver skips torch."""
+    """Every name of ``mlsdk.__all__`` resolves; importing the RTL driver skips torch and the
+    compiler (all but the error classes the SDK shares with it)."""
+    import os
     import subprocess
     import sys
 
@@ -157,7 +159,35 @@ def test_public_names_load_on_demand_and_cover_all():
     with pytest.raises(AttributeError, match="has no attribute 'Contxt'"):
         mlsdk.Contxt  # noqa: B018
     code = ("import sys, mlsdk.device.rtl.driver; "
-            "print('torch' in sys.modules, 'mncore_compiler' in sys.modules)")
+            "print('torch' in sys.modules, "
+            "','.join(sorted(m for m in sys.modules if m.startswith('mncore_compiler'))))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # this checkout's packages
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert out == ["False", "False"]
+                         check=True, env=env).stdout.split()
+    assert out == ["False", "mncore_compiler,mncore_compiler.errors"]
+
+
+def test_every_device_table_row_names_a_device_class():
+    """Each row imports (without starting anything) to a concrete Device subclass."""
+    from mlsdk.device.base import Device
+    from mlsdk.device.registry import DEVICES
+
+    assert sorted(DEVICE_STRINGS) == sorted(DEVICES)
+    for name, entry in DEVICES.items():
+        cls = entry.load()
+        assert issubclass(cls, Device) and not cls.__abstractmethods__, name
+        assert DEVICE_STRINGS[name] == (entry.backend, entry.description)
+    with pytest.raises(TypeError, match="Can't instantiate abstract class Device"):
+        Device(MNDevice("mncore2:auto").config, "x")  # type: ignore[abstract]
+
+
+def test_the_host_reference_has_no_device_memory():
+    with Context(MNDevice("pfvm:cpu")) as ctx:
+        assert ctx.device.cycles_kind == "none" and ctx.device.counters() == {}
+        with pytest.raises(DeviceError, match="pfvm:cpu runs on the host and has no device "
+                                              "memory: allocating a buffer"):
+            ctx.device.allocate(host_layout((4, 8)))
+        with pytest.raises(DeviceError, match="has no device memory: HostRead buf#1"):
+            ctx.device.execute(HostRead(Buffer(1, 0, 1, 0, 8)))
+        with pytest.raises(DeviceError, match="has no device memory: a DRAM snapshot"):
+            ctx.device.dram_snapshot()

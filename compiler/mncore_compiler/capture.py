@@ -13,7 +13,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ._aten import HANDLERS as _HANDLERS
 from ._aten import Unavailable
 from .errors import CaptureError, CompilerError, UnsupportedOperationError
-from .ir import DTYPES, Graph, Node, TensorType
+from .ir import DTYPES, Graph, Node, TensorType, fresh_name
 from .ops import OpTypeError, infer_type
 
 __all__ = ["FLOAT_DTYPES", "capture", "supported_torch_ops"]
@@ -90,40 +90,35 @@ def supported_torch_ops() -> list[str]:
 
 
 def _check_sample_inputs(samples: object) -> tuple[list[str], list[torch.Tensor]]:
-    if not isinstance(samples, Mapping):
-        raise CaptureError(
-            f"sample_inputs must be a dict of str to torch.Tensor, not {type(samples).__name__}"
-        )
-    for name, value in samples.items():
-        if not isinstance(name, str):
-            raise CaptureError(f"input names must be str, not {type(name).__name__} ({name!r})")
-        if not isinstance(value, torch.Tensor):
-            raise CaptureError(
-                f"sample input {name!r} must be a torch.Tensor, not {type(value).__name__}"
-            )
+    checked = _check_tensor_dict(samples, "sample_inputs must be", "input", "sample input")
+    for name, value in checked.items():
         if value.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise CaptureError(
                 f"sample input {name!r} has dtype {str(value.dtype).replace('torch.', '')}; "
                 f"the MN-Core compiler takes inputs of dtype {', '.join(DTYPES)}"
             )
-    return list(samples), [t.detach() for t in samples.values()]
+    return list(checked), [t.detach() for t in checked.values()]
 
 
 def _check_result(result: object) -> list[str]:
-    if not isinstance(result, Mapping):
-        raise CaptureError(
-            f"the function must return a dict of str to torch.Tensor, not {type(result).__name__}"
-        )
-    if not result:
+    checked = _check_tensor_dict(result, "the function must return", "output", "output")
+    if not checked:
         raise CaptureError("the function returned an empty dict; return at least one output")
-    for name, value in result.items():
+    return list(checked)
+
+
+def _check_tensor_dict(value: object, must: str, kind: str, item: str) -> dict[str, torch.Tensor]:
+    # must: "sample_inputs must be" / "the function must return"; kind and item name the entries.
+    if not isinstance(value, Mapping):
+        raise CaptureError(f"{must} a dict of str to torch.Tensor, not {type(value).__name__}")
+    for name, tensor in value.items():
         if not isinstance(name, str):
-            raise CaptureError(f"output names must be str, not {type(name).__name__} ({name!r})")
-        if not isinstance(value, torch.Tensor):
+            raise CaptureError(f"{kind} names must be str, not {type(name).__name__} ({name!r})")
+        if not isinstance(tensor, torch.Tensor):
             raise CaptureError(
-                f"output {name!r} must be a torch.Tensor, not {type(value).__name__}"
+                f"{item} {name!r} must be a torch.Tensor, not {type(tensor).__name__}"
             )
-    return list(result)
+    return dict(value)
 
 
 def _trace(
@@ -202,12 +197,7 @@ class _Converter:
         return self.graph
 
     def fresh(self, base: str) -> str:
-        name, index = base, 0
-        while name in self.used:
-            index += 1
-            name = f"{base}_{index}"
-        self.used.add(name)
-        return name
+        return fresh_name(base, self.used)
 
     def constant(self, tensor: torch.Tensor, fallback: str) -> str:
         # make_fx emits one get_attr per use of a parameter; keep one constant per tensor.

@@ -1,4 +1,4 @@
-"""The compile driver: capture -> passes (decompose, DCE, layout assignment) -> DeviceProgram."""
+"""The compile driver: capture -> :data:`~mncore_compiler.passes.PIPELINE` -> DeviceProgram."""
 
 from __future__ import annotations
 
@@ -10,14 +10,10 @@ from mncore_hdl.arch import MNCORE2, ArchConfig
 from mncore_hdl.layout import Layout
 
 from .capture import capture
-from .layouts import AssignLayouts
-from .passes import DEFAULT_PIPELINE, CompileContext, run_pipeline
+from .passes import Compilation, CompileOptions, run_pipeline
 from .program import DeviceProgram
 
-__all__ = ["compile_function", "PIPELINE"]
-
-#: Every pass compilation runs, in order.
-PIPELINE = (*DEFAULT_PIPELINE, AssignLayouts())
+__all__ = ["compile_function", "to_program"]
 
 
 def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor], *,
@@ -46,17 +42,28 @@ def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.T
         Program name; defaults to ``fn.__name__``.
     """
     graph = capture(fn, sample_inputs, float_dtype=float_dtype)
-    ctx = CompileContext(options={"io_spec_constraints": dict(constraints or {}),
-                                  "arch": config})
-    graph = run_pipeline(graph, ctx, PIPELINE)
-    plan = ctx.state["layouts"]
+    start = Compilation(graph, CompileOptions(dict(constraints or {}), config))
+    return to_program(run_pipeline(start), name or str(getattr(fn, "__name__", "function")),
+                      options)
+
+
+def to_program(compilation: Compilation, name: str,
+               options: Mapping[str, Any] | None = None) -> DeviceProgram:
+    """Package the result of :func:`~mncore_compiler.passes.run_pipeline` as a DeviceProgram.
+
+    Raises
+    ------
+    ValueError
+        When the pipeline that produced ``compilation`` assigned no layouts.
+    """
+    graph, plan = compilation.graph, compilation.layout_plan()
     return DeviceProgram(
-        name=name or str(getattr(fn, "__name__", "function")),
+        name=name,
         graph=graph,
         layouts=plan.values(),
         output_layouts=dict(plan.outputs),
         inputs=tuple(graph.inputs),
         outputs=tuple(graph.outputs),
-        arch=config,
+        arch=compilation.options.config,
         options=dict(options or {}),
     )

@@ -45,7 +45,8 @@ def check_inputs(graph: Graph, inputs: Mapping[str, object]) -> None:
             raise TypeError(f"input {name!r} must have dtype {ttype.dtype}, not {given_dtype}")
 
 
-def interpret(graph: Graph, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def interpret(graph: Graph, inputs: Mapping[str, torch.Tensor], *,
+              copy_outputs: bool = True) -> dict[str, torch.Tensor]:
     """Run ``graph`` on ``inputs`` by evaluating each node's torch reference, in order.
 
     Parameters
@@ -54,6 +55,9 @@ def interpret(graph: Graph, inputs: Mapping[str, torch.Tensor]) -> dict[str, tor
         A verified graph.
     inputs : dict of str to torch.Tensor
         One tensor per graph input, of exactly its shape and dtype.
+    copy_outputs : bool
+        False returns the outputs as computed, possibly views of the inputs or constants (for
+        a caller that copies them anyway, like the device storing them to DRAM).
 
     Returns
     -------
@@ -83,6 +87,8 @@ def interpret(graph: Graph, inputs: Mapping[str, torch.Tensor]) -> dict[str, tor
                 f"{result.dtype}, but the node declares {node.type}"
             )
         env[node.name] = result
+    if not copy_outputs:
+        return {out: env[value] for out, value in graph.outputs.items()}
     # Copies: an output may be a view of an input or a constant (e.g. a permute of one).
     return {
         out: env[value].clone(memory_format=torch.contiguous_format)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ __all__ = [
     "TensorType",
     "dtype_from_torch",
     "dtype_to_torch",
+    "fresh_name",
 ]
 
 FORMAT_NAME = "mncore-ir"
@@ -247,9 +248,6 @@ class Graph:
         """Return a graph with its own containers (nodes and constant tensors are shared)."""
         return Graph(dict(self.inputs), dict(self.constants), list(self.nodes), dict(self.outputs))
 
-    def __iter__(self) -> Iterator[Node]:
-        return iter(self.nodes)
-
     # -- verification --------------------------------------------------------------------------
 
     def verify(self) -> None:
@@ -379,6 +377,16 @@ class Graph:
         lines.append(f"  return {{{outs}}}")
         lines.append("}")
         return "\n".join(lines)
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """Return the first of ``base``, ``base_1``, ``base_2``, ... not in ``taken``; add it there."""
+    name, index = base, 0
+    while name in taken:
+        index += 1
+        name = f"{base}_{index}"
+    taken.add(name)
+    return name
 
 
 def _check_name(name: object, what: str) -> None:

@@ -11,21 +11,20 @@ from mncore_hdl.layout import Layout, host_layout, native_layout
 from .errors import CompilerError
 from .ir import Graph, TensorType
 
-__all__ = ["LayoutPlan", "assign_layouts", "ConstraintError", "AssignLayouts"]
+__all__ = ["LayoutPlan", "assign_layouts", "ConstraintError"]
 
 
 class ConstraintError(CompilerError, ValueError):
     """An ``io_spec_constraints`` entry that names no IO, or cannot describe it."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class LayoutPlan:
     """The layout of every name a program binds to a DRAM buffer."""
 
     inputs: dict[str, Layout] = field(default_factory=dict)
     outputs: dict[str, Layout] = field(default_factory=dict)
     constants: dict[str, Layout] = field(default_factory=dict)
-    constrained: tuple[str, ...] = ()
 
     def values(self) -> dict[str, Layout]:
         """Layouts of the values a program reads: inputs and constants."""
@@ -56,7 +55,7 @@ def assign_layouts(graph: Graph, constraints: Mapping[str, Layout] | None = None
             )
         for ttype in [t for t in (graph.inputs.get(name), out_types.get(name)) if t]:
             _check_fits(name, layout, ttype)
-    plan = LayoutPlan(constrained=tuple(constraints))
+    plan = LayoutPlan()
     for name, ttype in graph.inputs.items():
         plan.inputs[name] = constraints.get(name) or host_layout(ttype.shape, ttype.dtype)
     for name, ttype in out_types.items():
@@ -80,19 +79,3 @@ def _check_fits(name: str, layout: Layout, ttype: TensorType) -> None:
             f"io_spec_constraints[{name!r}] describes a {layout.dtype} tensor of shape "
             f"{layout.shape}, but {name!r} is a {ttype.dtype} tensor of shape {ttype.shape}"
         )
-
-
-class AssignLayouts:
-    """The layout-assignment pass: leaves the graph alone, records a LayoutPlan in the context.
-
-    Reads ``ctx.options["io_spec_constraints"]`` (name -> Layout) and ``ctx.options["arch"]``;
-    writes ``ctx.state["layouts"]``.
-    """
-
-    name = "assign-layouts"
-
-    def run(self, graph: Graph, ctx) -> Graph:
-        config = ctx.options.get("arch", MNCORE2)
-        ctx.state["layouts"] = assign_layouts(
-            graph, ctx.options.get("io_spec_constraints"), config)
-        return graph

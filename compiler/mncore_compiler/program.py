@@ -23,19 +23,15 @@ import torch
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import Layout, from_bits, to_bits
 
-from .errors import CompilerError
+from .errors import CodegenError
 from .ir import Graph, TensorType
 from .ops import get_op
 
-__all__ = ["DeviceProgram", "CodegenError", "PROGRAM_FORMAT", "PROGRAM_VERSION", "graph_flops"]
+__all__ = ["DeviceProgram", "PROGRAM_FORMAT", "PROGRAM_VERSION", "graph_flops"]
 
 PROGRAM_FORMAT = "mncore-cosim-program"
 PROGRAM_VERSION = 1
 _PROGRAM_FILE = "program.json"
-
-
-class CodegenError(CompilerError):
-    """A codegen directory that is missing, from another version, or corrupt."""
 
 
 def graph_flops(graph: Graph) -> int:

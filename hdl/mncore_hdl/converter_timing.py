@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .arch import ArchConfig
 from .converter.program import DEFAULT_BUFFER_LW, ConverterProgram, _walk, compile_program
@@ -251,6 +252,13 @@ def conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor,
         raise TypeError(f"Config must be an ArchConfig, not {config!r}")
     if not isinstance(descriptor, ConversionDescriptor):
         raise TypeError(f"Descriptor must be a ConversionDescriptor, not {descriptor!r}")
+    return _conversion_cycles(config, descriptor, buffer_lw, src_group, dst_group)
+
+
+@lru_cache(maxsize=256)
+def _conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor, buffer_lw: int,
+                       src_group: int, dst_group: int) -> int:
+    """:func:`conversion_cycles`, memoised: a pure function of frozen arguments."""
     prog = compile_program(descriptor, config, buffer_lw)
     total = _Replay(config, block_traffic(prog, src_group, dst_group)).run()
     return round(total / (1.0 - refresh_stall(config) / config.timing.trefi))

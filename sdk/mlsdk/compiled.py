@@ -1,4 +1,9 @@
-"""CompiledFunction: a loaded device program, called with tensors and/or TensorProxies."""
+"""CompiledFunction: a loaded device program, called with tensors and/or TensorProxies.
+
+Each call runs as device commands (see ``docs/model.md``); the host reference ``pfvm:cpu``
+wraps its programs in a subclass that runs them eagerly instead
+(:class:`mlsdk.device.reference.HostFunction`).
+"""
 
 from __future__ import annotations
 
@@ -59,8 +64,7 @@ class CompiledFunction:
                              for n in program.outputs}
         self._own: dict[str, Buffer] = {}
         self.bindings: dict[str, Buffer] = {}
-        if context.device is not None:
-            self._load()
+        self._load()
 
     @staticmethod
     def _spec(name: str, ttype: Any, layout: Any) -> IOSpec:
@@ -75,7 +79,7 @@ class CompiledFunction:
 
     def _load(self) -> None:
         """Allocate this function's own buffers, upload its constants, bind its inputs."""
-        device = self.context.require_device()
+        device = self.context.device
         program = self.program
         graph = program.graph
         layouts = program.layouts
@@ -99,7 +103,7 @@ class CompiledFunction:
             self.bindings[name] = self._own[name]
 
     def _release(self) -> None:
-        device = self.context.require_device()
+        device = self.context.device
         for buf in self._own.values():
             device.free(buf)
         self._own.clear()
@@ -110,10 +114,12 @@ class CompiledFunction:
         """Run the function on ``inputs`` (name -> torch.Tensor or TensorProxy)."""
         self.context._check_open()
         self._check_names(inputs)
-        if self.context.device is None:
-            return self._call_on_host(inputs)
+        return self._run(inputs)
+
+    def _run(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
+        """Stage the inputs, Launch, and hand the fresh output buffers out as TensorProxies."""
         plan, counts = self._plan(inputs)
-        device = self.context.require_device()
+        device = self.context.device
         outputs: dict[str, Buffer] = {}
         try:
             for name in self.program.outputs:
@@ -161,7 +167,7 @@ class CompiledFunction:
                 plan.append(self._conversion(name, value, spec))
                 conversions += 1
             elif isinstance(value, torch.Tensor):
-                _check_tensor(self.name, spec, value)
+                self._check_tensor(spec, value)
                 plan.append(HostWrite(own, to_device(value, spec.layout)))
             else:
                 raise InputError(f"Input {name!r} of {self.name} must be a torch.Tensor or a "
@@ -198,37 +204,13 @@ class CompiledFunction:
         return Convert(proxy.buffer, str(given.layout), self._own[name], str(spec.layout),
                        descriptor.to_dict(), spec.dtype_name)
 
-    def _call_on_host(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
-        """pfvm:cpu: run the graph eagerly on host tensors; no device, no commands."""
-        values = {}
-        for name, spec in self.input_specs.items():
-            value = inputs[name]
-            if isinstance(value, TensorProxy):
-                value.check_usable(self.context)
-                if value.spec.shape != spec.shape or value.spec.dtype != spec.dtype:
-                    raise IOSpecMismatchError(
-                        f"Cannot pass {value.spec} to input {name!r} of {self.name}, which "
-                        f"expects {spec}")
-                value = value.cpu()
-            elif isinstance(value, torch.Tensor):
-                _check_tensor(self.name, spec, value)
-            else:
-                raise InputError(f"Input {name!r} of {self.name} must be a torch.Tensor or a "
-                                 f"TensorProxy, not {type(value).__name__}")
-            values[name] = value
-        self.context._new_record(self.name)
-        results = interpret(self.program.graph, values)
-        return {n: TensorProxy(self.context, self.output_specs[n], None, results[n])
-                for n in self.program.outputs}
-
-
-def _check_tensor(function: str, spec: IOSpec, value: torch.Tensor) -> None:
-    if tuple(value.shape) != spec.shape or value.dtype != spec.dtype:
-        raise InputError(
-            f"Input {spec.name!r} of {function} must be a {spec.dtype_name} tensor of shape "
-            f"{spec.shape}, not {str(value.dtype).removeprefix('torch.')} of shape "
-            f"{tuple(value.shape)}"
-        )
+    def _check_tensor(self, spec: IOSpec, value: torch.Tensor) -> None:
+        if tuple(value.shape) != spec.shape or value.dtype != spec.dtype:
+            raise InputError(
+                f"Input {spec.name!r} of {self.name} must be a {spec.dtype_name} tensor of "
+                f"shape {spec.shape}, not {str(value.dtype).removeprefix('torch.')} of shape "
+                f"{tuple(value.shape)}"
+            )
 
 
 def _runner(graph):
@@ -236,5 +218,6 @@ def _runner(graph):
     def run(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         constants = {n: values[n] for n in graph.constants}
         inputs = {n: values[n] for n in graph.inputs}
-        return interpret(replace(graph, constants=constants), inputs)
+        # No output copies: the device lays each output out into DRAM, which copies it.
+        return interpret(replace(graph, constants=constants), inputs, copy_outputs=False)
     return run

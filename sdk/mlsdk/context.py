@@ -53,11 +53,11 @@ class Context:
         if not isinstance(device, MNDevice):
             raise TypeError(f"Context takes an MNDevice, not {type(device).__name__}")
         self.mndevice = device
-        self.device = device.open()
+        self.device: Device = device.open()
         self.closed = False
         # Ends the device when the Context is collected or the interpreter exits, so a program
         # that never calls close() still stops its simulator and completes its waveforms.
-        self._finalizer = weakref.finalize(self, _close_device, self.device)
+        self._finalizer = weakref.finalize(self, self.device.close)
         self._records: list[CallRecord] = []
         self._functions: list[CompiledFunction] = []
         self._keys = itertools.count(1)
@@ -149,12 +149,7 @@ class Context:
     def load(self, codegen_dir: StoragePath, *, strict: bool = False) -> CompiledFunction:
         """Load a function compiled earlier into ``codegen_dir``."""
         self._check_open()
-        from mncore_compiler.program import CodegenError as CompilerCodegenError
-
-        try:
-            program = DeviceProgram.load(codegen_dir.path)
-        except CompilerCodegenError as exc:
-            raise CodegenError(str(exc)) from None
+        program = DeviceProgram.load(codegen_dir.path)
         if program.arch != self.mndevice.config:
             raise CodegenError(f"{codegen_dir} was compiled for another chip configuration; "
                                "recompile it for this device")
@@ -162,7 +157,7 @@ class Context:
 
     def _adopt(self, program: DeviceProgram, strict: bool) -> CompiledFunction:
         key = f"{program.name}#{next(self._keys)}"
-        function = CompiledFunction(self, program, key, strict)
+        function = self.device.compiled_function(self, program, key, strict)
         self._functions.append(function)
         return function
 
@@ -173,30 +168,18 @@ class Context:
         return Report(self._records, self.mndevice.name)
 
     def _new_record(self, function: str, kind: str = "call") -> CallRecord:
-        cycles_kind = self.device.cycles_kind if self.device is not None else "none"
-        record = CallRecord(function, kind, cycles_kind=cycles_kind)
+        record = CallRecord(function, kind, cycles_kind=self.device.cycles_kind)
         self._records.append(record)
         return record
 
-    def require_device(self) -> Device:
-        """The device backend; a DeviceError on pfvm:cpu, which has none."""
-        if self.device is None:
-            raise DeviceError(f"{self.mndevice.name} runs on the host and has no device")
-        return self.device
-
     def _execute(self, command: Command, record: CallRecord) -> CommandResult:
-        result = self.require_device().execute(command)
+        result = self.device.execute(command)
         record.commands.append(result)
         return result
 
     def _check_open(self) -> None:
         if self.closed:
             raise DeviceError("This Context is closed; create a new one")
-
-
-def _close_device(device: Device | None) -> None:
-    if device is not None:
-        device.close()
 
 
 def _constraint_layouts(constraints: Mapping[str, Any] | None) -> dict[str, Layout]:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+# The base class and CodegenError are the compiler's own classes (one class each), so that what
+# DeviceProgram.load raises is an mlsdk.CodegenError and an mlsdk.MLSDKError as it stands.
+from mncore_compiler.errors import CodegenError, MLSDKError
+
 __all__ = [
     "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
     "CodegenError", "IOSpecMismatchError", "ConversionRequiredError", "StaleTensorError",
     "InputError",
 ]
-
-
-class MLSDKError(Exception):
-    """Base class of every SDK error."""
 
 
 class DeviceError(MLSDKError):
@@ -23,10 +23,6 @@ class DeviceMemoryError(DeviceError, MemoryError):
 
 class DeviceNotAvailableError(DeviceError):
     """A known device string whose backend cannot run here."""
-
-
-class CodegenError(MLSDKError):
-    """A codegen directory that is missing, from another version, or corrupt."""
 
 
 class InputError(MLSDKError, ValueError):

@@ -40,9 +40,8 @@ class TensorProxy:
         self.buffer = buffer
         self._host = host
         self._freed = False
-        device = context.device
-        if buffer is not None and device is not None:
-            self._finalizer = weakref.finalize(self, device.free, buffer)
+        if buffer is not None:
+            self._finalizer = weakref.finalize(self, context.device.free, buffer)
 
     @property
     def shape(self) -> torch.Size:
@@ -71,7 +70,7 @@ class TensorProxy:
             )
         if self._freed or context.closed:
             raise StaleTensorError(f"{self!r}: its device buffer was freed")
-        if self.buffer is not None and not context.require_device().is_live(self.buffer):
+        if self.buffer is not None and not context.device.is_live(self.buffer):
             raise StaleTensorError(f"{self!r}: its device buffer was freed")
 
     def cpu(self) -> torch.Tensor:

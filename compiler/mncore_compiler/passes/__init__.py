@@ -1,83 +1,166 @@
-"""The compiler's pass pipeline: one ordered list of graph passes, verified after each."""
+"""The compiler's pass pipeline: :data:`PIPELINE`, every pass compilation runs, in order.
+
+Passes exchange one typed value, :class:`Compilation` (the graph, the caller's
+:class:`CompileOptions`, and the :class:`~mncore_compiler.layouts.LayoutPlan` once assigned).
+:func:`run_pipeline` verifies the graph before the first pass and after each one, and records
+what each pass took in :attr:`Compilation.history`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from mncore_hdl.arch import MNCORE2, ArchConfig
+from mncore_hdl.layout import Layout
 
 from ..errors import IRVerificationError
 from ..ir import Graph
-from .dce import DeadCodeElimination
-from .decompose import Decompose
+from ..layouts import LayoutPlan, assign_layouts
+from .dce import eliminate_dead_code
+from .decompose import decompose
 
 __all__ = [
-    "DEFAULT_PIPELINE",
-    "CompileContext",
-    "DeadCodeElimination",
-    "Decompose",
+    "PIPELINE",
+    "CompileOptions",
+    "Compilation",
     "Pass",
+    "PassRecord",
+    "decompose",
+    "eliminate_dead_code",
+    "graph_pass",
     "run_pipeline",
 ]
 
 
-@dataclass
-class CompileContext:
-    """What passes share besides the graph.
+@dataclass(frozen=True)
+class CompileOptions:
+    """What the caller asks of compilation.
 
     Parameters
     ----------
-    options : dict
-        Caller's settings, read by passes (e.g. ``"io_spec_constraints"``); free-form.
-    state : dict
-        Results passes leave for later passes and for code generation (e.g. ``"layouts"``).
-        :func:`run_pipeline` appends each pass name to ``state["passes_run"]``.
+    constraints : dict of str to Layout
+        IO name -> the layout that IO must have (``io_spec_constraints``).
+    config : ArchConfig
+        The chip to compile for.
     """
 
-    options: dict[str, Any] = field(default_factory=dict)
-    state: dict[str, Any] = field(default_factory=dict)
+    constraints: Mapping[str, Layout] = field(default_factory=dict)
+    config: ArchConfig = MNCORE2
 
 
-@runtime_checkable
-class Pass(Protocol):
-    """A graph-to-graph transformation.
+@dataclass(frozen=True)
+class PassRecord:
+    """What one pass of a :func:`run_pipeline` run took.
 
-    ``run`` returns the transformed graph; it must not modify the graph it is given (return a
-    new one, e.g. from :meth:`Graph.copy`), so a failed pipeline leaves the caller's graph intact.
+    Parameters
+    ----------
+    name : str
+        The pass.
+    seconds : float
+        Time spent in the pass itself.
+    verify_seconds : float
+        Time spent verifying the graph it returned.
     """
 
     name: str
-
-    def run(self, graph: Graph, ctx: CompileContext) -> Graph:
-        """Return the transformed graph."""
-        ...
+    seconds: float
+    verify_seconds: float
 
 
-DEFAULT_PIPELINE: tuple[Pass, ...] = (
-    Decompose(),
-    DeadCodeElimination(),
-)
-"""The passes :func:`run_pipeline` runs by default, in order."""
-
-
-def run_pipeline(
-    graph: Graph, ctx: CompileContext, pipeline: Sequence[Pass] | None = None
-) -> Graph:
-    """Verify ``graph``, then run each pass and verify its result.
+@dataclass(frozen=True)
+class Compilation:
+    """The value passes exchange.
 
     Parameters
     ----------
     graph : Graph
-        The captured graph; it is not modified.
-    ctx : CompileContext
-        Shared options and state.
-    pipeline : sequence of Pass, optional
-        The passes to run, in order; :data:`DEFAULT_PIPELINE` when omitted.
+        The IR; a pass that changes it puts a new graph here (never modifies the old one).
+    options : CompileOptions
+        The caller's settings; passes read them.
+    layouts : LayoutPlan or None
+        The DRAM layout of every IO and constant, once the ``assign-layouts`` pass ran.
+    history : tuple of PassRecord
+        The passes run so far, in order, with their timings (filled by :func:`run_pipeline`).
+    """
+
+    graph: Graph
+    options: CompileOptions = field(default_factory=CompileOptions)
+    layouts: LayoutPlan | None = None
+    history: tuple[PassRecord, ...] = ()
+
+    @property
+    def passes_run(self) -> list[str]:
+        """Names of the passes run so far, in order."""
+        return [record.name for record in self.history]
+
+    def layout_plan(self) -> LayoutPlan:
+        """Return :attr:`layouts`; ``ValueError`` when no pass has assigned them."""
+        if self.layouts is None:
+            raise ValueError(
+                f"no layouts assigned: the pipeline must include the 'assign-layouts' pass "
+                f"(passes run: {self.passes_run})"
+            )
+        return self.layouts
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One named step of the pipeline: a function from :class:`Compilation` to Compilation.
+
+    Parameters
+    ----------
+    name : str
+        Used in :attr:`Compilation.history` and in verification errors.
+    run : callable
+        ``run(compilation) -> Compilation``; it must not modify the graph it is given.
+    """
+
+    name: str
+    run: Callable[[Compilation], Compilation]
+
+
+def graph_pass(name: str, rewrite: Callable[[Graph], Graph]) -> Pass:
+    """Return a :class:`Pass` that replaces the graph with ``rewrite(graph)``."""
+
+    def run(compilation: Compilation) -> Compilation:
+        return replace(compilation, graph=rewrite(compilation.graph))
+
+    return Pass(name, run)
+
+
+def _assign_layouts(compilation: Compilation) -> Compilation:
+    options = compilation.options
+    plan = assign_layouts(compilation.graph, options.constraints, options.config)
+    return replace(compilation, layouts=plan)
+
+
+PIPELINE: tuple[Pass, ...] = (
+    graph_pass("decompose", decompose),
+    graph_pass("dce", eliminate_dead_code),
+    Pass("assign-layouts", _assign_layouts),
+)
+"""Every pass compilation runs, in order."""
+
+
+def run_pipeline(
+    compilation: Compilation, pipeline: Sequence[Pass] = PIPELINE
+) -> Compilation:
+    """Verify the graph, then run each pass and verify the graph it returns.
+
+    Parameters
+    ----------
+    compilation : Compilation
+        The captured graph and the options; not modified.
+    pipeline : sequence of Pass
+        The passes to run, in order; :data:`PIPELINE` when omitted.
 
     Returns
     -------
-    Graph
-        The graph after the last pass.
+    Compilation
+        The value after the last pass, its :attr:`~Compilation.history` extended by one
+        :class:`PassRecord` per pass.
 
     Raises
     ------
@@ -85,24 +168,27 @@ def run_pipeline(
         When the input graph, or the graph a pass returns, breaks an IR invariant; the
         message names the pass.
     TypeError
-        When a pipeline entry is not a :class:`Pass` or a pass returns something else.
+        When a pipeline entry is not a :class:`Pass` or a pass returns something else than a
+        :class:`Compilation` holding a :class:`~mncore_compiler.ir.Graph`.
     """
-    passes = list(DEFAULT_PIPELINE if pipeline is None else pipeline)
+    passes = list(pipeline)
     for entry in passes:
         if not isinstance(entry, Pass):
-            raise TypeError(
-                f"pipeline entries must have a 'name' and a run(graph, ctx) method, not {entry!r}"
-            )
-    graph.verify()
-    log = ctx.state.setdefault("passes_run", [])
+            raise TypeError(f"pipeline entries must be Pass(name, run), not {entry!r}")
+    compilation.graph.verify()
     for entry in passes:
-        result = entry.run(graph, ctx)
-        if not isinstance(result, Graph):
-            raise TypeError(f"pass {entry.name!r} returned {type(result).__name__}, not a Graph")
+        start = time.perf_counter()
+        result = entry.run(compilation)
+        ran = time.perf_counter()
+        if not isinstance(result, Compilation) or not isinstance(result.graph, Graph):
+            got = type(result.graph if isinstance(result, Compilation) else result).__name__
+            raise TypeError(
+                f"pass {entry.name!r} returned {got}, not a Compilation holding a Graph"
+            )
         try:
-            result.verify()
+            result.graph.verify()
         except IRVerificationError as exc:
             raise IRVerificationError(f"after pass {entry.name!r}: {exc}") from exc
-        log.append(entry.name)
-        graph = result
-    return graph
+        record = PassRecord(entry.name, ran - start, time.perf_counter() - ran)
+        compilation = replace(result, history=(*result.history, record))
+    return compilation

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..ir import Graph
 
-if TYPE_CHECKING:
-    from . import CompileContext
-
-__all__ = ["DeadCodeElimination", "live_values"]
+__all__ = ["eliminate_dead_code", "live_values"]
 
 
 def live_values(graph: Graph) -> set[str]:
@@ -21,18 +16,14 @@ def live_values(graph: Graph) -> set[str]:
     return live
 
 
-class DeadCodeElimination:
-    """Remove nodes whose results no output needs, and constants no node or output reads.
+def eliminate_dead_code(graph: Graph) -> Graph:
+    """Return ``graph`` without the nodes no output needs and the constants no one reads.
 
-    Inputs always stay: they are the function's signature, even when unused.
+    Inputs always stay: they are the function's signature, even when unused. ``graph`` itself
+    is not modified.
     """
-
-    name = "dce"
-
-    def run(self, graph: Graph, ctx: CompileContext) -> Graph:
-        """Return ``graph`` without its dead nodes and constants."""
-        live = live_values(graph)
-        result = graph.copy()
-        result.nodes = [node for node in graph.nodes if node.name in live]
-        result.constants = {n: t for n, t in graph.constants.items() if n in live}
-        return result
+    live = live_values(graph)
+    result = graph.copy()
+    result.nodes = [node for node in graph.nodes if node.name in live]
+    result.constants = {n: t for n, t in graph.constants.items() if n in live}
+    return result

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..ir import Graph, Node
+from ..ir import Graph, Node, fresh_name
 from ..ops import infer_type
 
-if TYPE_CHECKING:
-    from . import CompileContext
-
-__all__ = ["Decompose", "GraphRewriter"]
+__all__ = ["GraphRewriter", "decompose"]
 
 
 class GraphRewriter:
@@ -29,12 +26,7 @@ class GraphRewriter:
 
     def fresh(self, base: str) -> str:
         """Return an unused value name starting with ``base``."""
-        name, index = base, 0
-        while name in self.taken:
-            index += 1
-            name = f"{base}_{index}"
-        self.taken.add(name)
-        return name
+        return fresh_name(base, self.taken)
 
     def emit(self, op: str, operands: list[str], name: str | None = None, **attrs: Any) -> str:
         """Append ``op(operands, attrs)`` (named ``name`` or a fresh name) and return its name."""
@@ -94,16 +86,11 @@ _RULES: dict[str, Callable[[GraphRewriter, Node], None]] = {
 }
 
 
-class Decompose:
+def decompose(graph: Graph) -> Graph:
     """Lower ``addmm`` to ``matmul`` + ``mul_scalar``/``add``, and make implicit dtype
     promotion of ``add``/``sub``/``mul``/``div``/``cat`` operands explicit ``cast`` nodes.
 
     ``softmax``, ``log_softmax``, ``gelu`` and ``mean`` stay single ops: the device executes
-    them as such.
+    them as such. ``graph`` itself is not modified.
     """
-
-    name = "decompose"
-
-    def run(self, graph: Graph, ctx: CompileContext) -> Graph:
-        """Return the decomposed graph."""
-        return GraphRewriter(graph).rewrite(_RULES)
+    return GraphRewriter(graph).rewrite(_RULES)

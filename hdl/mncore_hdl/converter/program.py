@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..arch import ArchConfig
 from ..layout.conversion import ConversionDescriptor, Loop
@@ -245,6 +246,8 @@ def _read_table(order: list[Loop], max_burst: int) -> tuple[int, list[tuple[int,
     return burst, loops
 
 
+# A pure function of frozen arguments: memoised (a call may convert the same pair again).
+@lru_cache(maxsize=256)
 def compile_program(desc: ConversionDescriptor, config: ArchConfig,
                     buffer_lw: int = DEFAULT_BUFFER_LW) -> ConverterProgram:
     """Compile ``desc`` for a converter with a ``buffer_lw``-LW double buffer.

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import lru_cache
+from itertools import product
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .notation import ADDRESS, GROUP, Layout, LayoutError, SubAxis
+
+if TYPE_CHECKING:
+    from .mapping import Piece
 
 __all__ = ["Loop", "ConversionDescriptor", "conversion", "UnsupportedConversion"]
 
@@ -127,20 +133,131 @@ class ConversionDescriptor:
         valid = np.broadcast_to(valid, full)
         return np.broadcast_to(src, full)[valid], np.broadcast_to(dst, full)[valid]
 
-    def execute(self, src_image: np.ndarray) -> np.ndarray:
-        """Convert a source image (``(src_groups, src_lw_per_group)`` uint64) to a new one."""
-        expected = (self.src_groups, self.src_lw_per_group)
-        if src_image.shape != expected or src_image.dtype != np.uint64:
-            raise LayoutError(
-                f"Conversion expects a source image of {expected} uint64 LWs, "
-                f"got {src_image.shape} {src_image.dtype}"
-            )
+    def execute_reference(self, src_image: np.ndarray) -> np.ndarray:
+        """:meth:`execute` through the slot index of every element (the golden model)."""
+        self._check_source(src_image)
         raw = np.uint32 if self.elem_bits == 32 else np.uint16
         src_flat = np.ascontiguousarray(src_image).reshape(-1).view(raw)
         dst_flat = np.zeros(self.write_lw * self.lanes, dtype=raw)
         src_slots, dst_slots = self.element_slots()
         dst_flat[dst_slots] = src_flat[src_slots]
         return dst_flat.view(np.uint64).reshape(self.dst_groups, self.dst_lw_per_group)
+
+    def execute(self, src_image: np.ndarray) -> np.ndarray:
+        """Convert a source image (``(src_groups, src_lw_per_group)`` uint64) to a new one."""
+        self._check_source(src_image)
+        dst = np.zeros((self.dst_groups, self.dst_lw_per_group), dtype=np.uint64)
+        self.execute_into(src_image, dst, zeroed=True)
+        return dst
+
+    def execute_into(self, src_image: np.ndarray, dst_image: np.ndarray, *,
+                     zeroed: bool = False) -> None:
+        """Convert ``src_image`` into ``dst_image`` in place (views of DRAM allowed; the two
+        must not overlap). Destination slots no element reaches become zero unless ``zeroed``
+        says they already are. Same result as :meth:`execute_reference`, one strided copy per
+        rectangular piece of the nest."""
+        self._check_source(src_image)
+        expected = (self.dst_groups, self.dst_lw_per_group)
+        if dst_image.shape != expected or dst_image.dtype != np.uint64:
+            raise LayoutError(
+                f"Conversion expects a destination image of {expected} uint64 LWs, "
+                f"got {dst_image.shape} {dst_image.dtype}"
+            )
+        from .mapping import copy_strided
+
+        plan = _nest_plan(self)
+        if plan is None:
+            dst_image[...] = self.execute_reference(src_image)
+            return
+        raw = np.uint32 if self.elem_bits == 32 else np.uint16
+        if not zeroed and math.prod(self.shape) != self.write_lw * self.lanes:
+            dst_image[...] = 0
+        src = _raw_rows(src_image, raw)
+        dst = _raw_rows(dst_image, raw)
+        for piece in plan:
+            copy_strided(_rows_view(dst, piece.counts, piece.dst_off, piece.dst_strides),
+                         _rows_view(src, piece.counts, piece.src_off, piece.src_strides))
+
+    def _check_source(self, src_image: np.ndarray) -> None:
+        expected = (self.src_groups, self.src_lw_per_group)
+        if src_image.shape != expected or src_image.dtype != np.uint64:
+            raise LayoutError(
+                f"Conversion expects a source image of {expected} uint64 LWs, "
+                f"got {src_image.shape} {src_image.dtype}"
+            )
+
+
+class _NestPiece:
+    """A rectangular piece of the loop nest: per-loop counts, and for each side the (Group,
+    element-in-row) offset and per-loop strides."""
+
+    __slots__ = ("counts", "src_off", "src_strides", "dst_off", "dst_strides")
+
+    def __init__(self, counts, src_off, src_strides, dst_off, dst_strides):
+        self.counts = counts
+        self.src_off = src_off
+        self.src_strides = src_strides
+        self.dst_off = dst_off
+        self.dst_strides = dst_strides
+
+
+@lru_cache(maxsize=256)
+def _nest_plan(desc: ConversionDescriptor) -> list[_NestPiece] | None:
+    """The nest cut into rectangular pieces that skip padding, or None when the loops of some
+    axis do not form a mixed-radix number (only the index path handles such a descriptor)."""
+    from .mapping import Piece, radix_pieces
+
+    lanes = desc.lanes
+    loops = desc.loops
+    if any(lp.axis < 0 or lp.axis >= len(desc.shape) for lp in loops):
+        return None
+    src_str = [(lp.src_group, lp.src_addr * lanes + lp.src_lane) for lp in loops]
+    dst_str = [(lp.dst_group, lp.dst_addr * lanes + lp.dst_lane) for lp in loops]
+    per_axis: list[list[tuple[list[int], Piece]]] = []
+    for axis, dim in enumerate(desc.shape):
+        members = sorted((i for i, lp in enumerate(loops) if lp.axis == axis),
+                         key=lambda i: -loops[i].step)
+        step = 1
+        for i in reversed(members):
+            if loops[i].step != step:
+                return None
+            step *= loops[i].extent
+        extents = tuple(loops[i].extent for i in members)
+        # An axis no loop walks has one index: nothing to restrict.
+        per_axis.append([(members, p) for p in radix_pieces(extents, dim)] if members
+                        else [([], Piece((), (), 0))])
+    pieces = []
+    for combo in product(*per_axis):
+        counts = [lp.extent for lp in loops]
+        starts = [0] * len(loops)
+        for members, piece in combo:
+            for j, i in enumerate(members):
+                counts[i] = piece.counts[j]
+                starts[i] = piece.starts[j]
+        pieces.append(_NestPiece(
+            tuple(counts),
+            _dot(starts, src_str), tuple(src_str),
+            _dot(starts, dst_str), tuple(dst_str)))
+    return pieces
+
+
+def _dot(starts: list[int], strides: list[tuple[int, int]]) -> tuple[int, int]:
+    return (sum(a * g for a, (g, _) in zip(starts, strides, strict=True)),
+            sum(a * e for a, (_, e) in zip(starts, strides, strict=True)))
+
+
+def _raw_rows(image: np.ndarray, raw: type) -> np.ndarray:
+    if image.strides[1] != image.itemsize:
+        image = np.ascontiguousarray(image)
+    return image.view(raw)
+
+
+def _rows_view(rows: np.ndarray, counts: tuple[int, ...], off: tuple[int, int],
+               strides: tuple[tuple[int, int], ...]) -> np.ndarray:
+    row, item = rows.strides[0], rows.itemsize
+    return np.lib.stride_tricks.as_strided(
+        rows[off[0], off[1]:], shape=counts,
+        strides=tuple(g * row + e * item for g, e in strides), writeable=rows.flags.writeable)
 
 
 def conversion(src: Layout, dst: Layout) -> ConversionDescriptor:

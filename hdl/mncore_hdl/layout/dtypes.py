@@ -71,13 +71,16 @@ def to_bits(tensor: Any) -> np.ndarray:
 
 
 def from_bits(bits: np.ndarray, dtype: Any) -> Any:
-    """A torch tensor of ``dtype`` holding ``bits`` (the inverse of :func:`to_bits`)."""
+    """A torch tensor of ``dtype`` holding ``bits`` (the inverse of :func:`to_bits`).
+
+    A C-contiguous array of the raw type is used as it is: the tensor shares its memory.
+    """
     import torch
 
     etype = element_type(dtype)
     signed = np.int32 if etype.bits == 32 else np.int16
     torch_dtype = getattr(torch, etype.name)
     shape = np.shape(bits)
-    array = np.array(bits, dtype=etype.raw, order="C").reshape(-1).view(signed)
+    array = np.ascontiguousarray(bits, dtype=etype.raw).reshape(-1).view(signed)
     # view(dtype) promotes a 0-d tensor to 1-d; reshape restores the shape it was given.
     return torch.from_numpy(array).view(torch_dtype).reshape(shape)

@@ -1,15 +1,27 @@
-"""The golden mapping between a tensor and its DRAM image: element slots, to_device, from_device."""
+"""The mapping between a tensor and its DRAM image: element slots, to_device, from_device.
+
+Two paths compute the same images. The index path (:func:`slots`, :func:`to_device_reference`,
+:func:`from_device_reference`) lists the image slot of every element; it is the golden model.
+The strided path (:func:`to_device`, :func:`from_device`) sees both the tensor and the image as
+numpy views whose dimensions are the layout's sub-axes, and copies once between them; padding
+splits an axis into a few rectangular pieces. Tests hold the two paths to identical images.
+"""
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
+from itertools import product
 from typing import Any
 
 import numpy as np
 
-from .dtypes import from_bits, to_bits
+from .dtypes import element_type, from_bits, to_bits
 from .notation import ADDRESS, GROUP, Layout, LayoutError
 
-__all__ = ["axis_coordinates", "slots", "to_device", "from_device", "image_shape"]
+__all__ = ["axis_coordinates", "slots", "to_device", "from_device", "image_shape",
+           "to_device_reference", "from_device_reference", "write_image", "is_dense",
+           "copy_strided", "Piece", "radix_pieces"]
 
 
 def axis_coordinates(layout: Layout, axis: int) -> dict[str, np.ndarray]:
@@ -36,9 +48,7 @@ def slots(layout: Layout) -> np.ndarray:
     element at Group ``g``, LW address ``a`` and lane ``l`` sits at
     ``(g * lw_per_group + a) * lanes + l``.
     """
-    lanes = layout.element.lanes
-    lane_level = layout.element.lane_level
-    weights = {GROUP: layout.lw_per_group * lanes, ADDRESS: lanes, lane_level: 1}
+    weights = _level_weights(layout)
     rank = len(layout.shape)
     total = np.zeros((1,) * rank, dtype=np.int64)
     for axis in range(rank):
@@ -54,12 +64,10 @@ def image_shape(layout: Layout) -> tuple[int, int]:
     return layout.groups, layout.lw_per_group
 
 
-def to_device(tensor: Any, layout: Layout) -> np.ndarray:
-    """Lay ``tensor`` out in DRAM: a ``(groups, lw_per_group)`` array of uint64 LWs.
+# -- the index path (reference) ---------------------------------------------------------------
 
-    Row ``g`` is what Group ``buffer.group + g`` holds from the buffer's address on. Padding
-    lanes and unused LWs are zero.
-    """
+def to_device_reference(tensor: Any, layout: Layout) -> np.ndarray:
+    """:func:`to_device` through the index of every element's slot (the golden model)."""
     _check_tensor(tensor, layout)
     etype = layout.element
     bits = to_bits(tensor)
@@ -68,18 +76,241 @@ def to_device(tensor: Any, layout: Layout) -> np.ndarray:
     return flat.view(np.uint64).reshape(image_shape(layout))
 
 
-def from_device(words: np.ndarray, layout: Layout) -> Any:
-    """Read a tensor back from its DRAM image (the inverse of :func:`to_device`)."""
+def from_device_reference(words: np.ndarray, layout: Layout) -> Any:
+    """:func:`from_device` through the index of every element's slot (the golden model)."""
+    words = _check_image(words, layout)
+    flat: np.ndarray = np.ascontiguousarray(words).reshape(-1).view(layout.element.raw)
+    bits = flat[slots(layout).ravel()].reshape(layout.shape)
+    return from_bits(bits, layout.dtype)
+
+
+# -- the strided path -------------------------------------------------------------------------
+
+class Piece:
+    """A rectangular piece of a mixed-radix index range ``[0, dim)``.
+
+    Digit ``k`` (major to minor) runs over ``counts[k]`` values from ``starts[k]`` (a count of
+    one for a digit held fixed); the piece's
+    indices are ``first .. first + prod(counts) - 1``, contiguous and in order.
+    """
+
+    __slots__ = ("starts", "counts", "first")
+
+    def __init__(self, starts: tuple[int, ...], counts: tuple[int, ...], first: int):
+        self.starts = starts
+        self.counts = counts
+        self.first = first
+
+
+def radix_pieces(extents: tuple[int, ...], dim: int) -> list[Piece]:
+    """Cover indices ``[0, dim)`` of a mixed-radix number (digits ``extents``, major first)
+    with rectangular pieces: for each digit ``k`` of ``dim``, the major digits fixed at dim's
+    digits, digit ``k`` below dim's, the minor digits free. Only the major digit may exceed the
+    index range (padding), so one piece covers an unpadded axis."""
+    inner = [1] * len(extents)
+    for k in range(len(extents) - 2, -1, -1):
+        inner[k] = inner[k + 1] * extents[k + 1]
+    if not extents or inner[0] * extents[0] == dim:
+        return [Piece((0,) * len(extents), tuple(extents), 0)]
+    pieces = []
+    fixed: list[int] = []
+    first = 0
+    rest = dim
+    for k in range(len(extents)):
+        digit = rest // inner[k]
+        if digit:
+            starts = tuple(fixed) + (0,) * (len(extents) - k)
+            pieces.append(Piece(starts, (1,) * k + (digit,) + tuple(extents[k + 1:]), first))
+        first += digit * inner[k]
+        rest -= digit * inner[k]
+        fixed.append(digit)
+    return pieces
+
+
+class _Chunk:
+    """One strided copy: a box of the tensor (per-axis slices, then split into sub-axes) and the
+    image view it lands on, as (Group, element-in-row) offset and strides."""
+
+    __slots__ = ("index", "split", "group_off", "elem_off", "group_strides", "elem_strides")
+
+    def __init__(self, index, split, group_off, elem_off, group_strides, elem_strides):
+        self.index = index
+        self.split = split
+        self.group_off = group_off
+        self.elem_off = elem_off
+        self.group_strides = group_strides
+        self.elem_strides = elem_strides
+
+
+class _Plan:
+    __slots__ = ("chunks", "dense", "identity")
+
+    def __init__(self, chunks: list[_Chunk], dense: bool, identity: bool):
+        self.chunks = chunks
+        #: Every image slot holds an element (no padding lane, no gap).
+        self.dense = dense
+        #: The image is the tensor's C-order bytes (row-major, packed, one Group).
+        self.identity = identity
+
+
+def _level_weights(layout: Layout) -> dict[str, int]:
+    lanes = layout.element.lanes
+    return {GROUP: layout.lw_per_group * lanes, ADDRESS: lanes, layout.element.lane_level: 1}
+
+
+@lru_cache(maxsize=512)
+def _plan(layout: Layout) -> _Plan:
+    """The strided copies of ``layout``: one, or a few per padded axis combination."""
+    lanes = layout.element.lanes
+    per_axis = []
+    for dim, axis in zip(layout.shape, layout.axes, strict=True):
+        extents = tuple(s.extent for s in axis) or (1,)
+        gsteps = tuple(s.stride if s.level == GROUP else 0 for s in axis) or (0,)
+        esteps = tuple(0 if s.level == GROUP else s.stride * (lanes if s.level == ADDRESS else 1)
+                       for s in axis) or (0,)
+        options = []
+        for piece in radix_pieces(extents, dim):
+            goff = sum(a * w for a, w in zip(piece.starts, gsteps, strict=True))
+            eoff = sum(a * w for a, w in zip(piece.starts, esteps, strict=True))
+            size = math.prod(piece.counts)
+            options.append((slice(piece.first, piece.first + size), piece.counts, goff, eoff,
+                            gsteps, esteps))
+        per_axis.append(options)
+    chunks = []
+    for combo in product(*per_axis):
+        chunks.append(_Chunk(
+            tuple(c[0] for c in combo) + (Ellipsis,),
+            tuple(n for c in combo for n in c[1]),
+            sum(c[2] for c in combo),
+            sum(c[3] for c in combo),
+            tuple(w for c in combo for w in c[4]),
+            tuple(w for c in combo for w in c[5]),
+        ))
+    dense = layout.numel == layout.lw_count * lanes
+    identity = False
+    if dense and len(chunks) == 1 and layout.groups == 1:
+        chunk = chunks[0]
+        c_order = [1] * len(chunk.split)
+        for k in range(len(chunk.split) - 2, -1, -1):
+            c_order[k] = c_order[k + 1] * chunk.split[k + 1]
+        identity = chunk.elem_off == 0 and all(
+            e == c for n, e, c in zip(chunk.split, chunk.elem_strides, c_order, strict=True)
+            if n > 1)
+    return _Plan(chunks, dense, identity)
+
+
+def is_dense(layout: Layout) -> bool:
+    """True when every slot of the layout's footprint holds an element (nothing to zero)."""
+    return _plan(layout).dense
+
+
+def _image_view(raw: np.ndarray, chunk: _Chunk) -> np.ndarray:
+    """The chunk's slots in ``raw``, a ``(groups, row)`` array of elements (rows may lie
+    anywhere in memory, each contiguous)."""
+    start = raw[chunk.group_off, chunk.elem_off:]
+    row, item = raw.strides[0], raw.itemsize
+    strides = tuple(g * row + e * item
+                    for g, e in zip(chunk.group_strides, chunk.elem_strides, strict=True))
+    return np.lib.stride_tricks.as_strided(start, shape=chunk.split, strides=strides,
+                                           writeable=raw.flags.writeable)
+
+
+def copy_strided(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src`` for two views of one shape and dtype, with the trailing dimensions
+    contiguous in both merged into one wider element (numpy copies short runs slowly)."""
+    item = dst.itemsize
+    run = 1
+    k = dst.ndim
+    while k > 0:
+        n = dst.shape[k - 1]
+        if n != 1 and (dst.strides[k - 1] != item * run or src.strides[k - 1] != item * run):
+            break
+        run *= n
+        k -= 1
+    if run > 1 and k < dst.ndim:
+        wide = np.dtype(f"V{item * run}")
+        shape = dst.shape[:k] + (run,)
+        as_strided = np.lib.stride_tricks.as_strided
+        dst = as_strided(dst, shape, dst.strides[:k] + (item,), writeable=True).view(wide)
+        src = as_strided(src, shape, src.strides[:k] + (item,), writeable=False).view(wide)
+    np.copyto(dst, src)
+
+
+def _raw_image(words: np.ndarray, layout: Layout) -> np.ndarray:
+    """An image's LWs seen as ``(groups, lw_per_group * lanes)`` elements, without a copy."""
+    if words.strides[1] != words.itemsize:
+        words = np.ascontiguousarray(words)
+    return words.view(layout.element.raw)
+
+
+def _raw_view(tensor: Any) -> np.ndarray:
+    """The tensor's bits as a numpy view of its own memory (no copy, any strides)."""
+    import torch
+
+    etype = element_type(tensor.dtype)
+    signed = torch.int32 if etype.bits == 32 else torch.int16
+    t = tensor.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    return t.view(signed).numpy().view(etype.raw)
+
+
+def to_device(tensor: Any, layout: Layout) -> np.ndarray:
+    """Lay ``tensor`` out in DRAM: a ``(groups, lw_per_group)`` array of uint64 LWs.
+
+    Row ``g`` is what Group ``buffer.group + g`` holds from the buffer's address on. Padding
+    lanes and unused LWs are zero.
+    """
+    _check_tensor(tensor, layout)
+    shape = image_shape(layout)
+    plan = _plan(layout)
+    if plan.identity and tensor.is_contiguous() and tensor.device.type == "cpu":
+        # The image is the tensor's own bytes: a read-only view, no copy.
+        view = _raw_view(tensor).reshape(-1).view(np.uint64).reshape(shape)
+        view.flags.writeable = False
+        return view
+    words = np.empty(shape, np.uint64) if plan.dense else np.zeros(shape, np.uint64)
+    write_image(words, tensor, layout)
+    return words
+
+
+def write_image(words: np.ndarray, tensor: Any, layout: Layout) -> None:
+    """Store ``tensor``'s elements into ``words``, a ``(groups, lw_per_group)`` uint64 array
+    (a view of DRAM allowed): one strided copy per chunk; slots no element maps to are left
+    as they are."""
+    bits = _raw_view(tensor)
+    raw: np.ndarray = words.view(layout.element.raw)
+    for chunk in _plan(layout).chunks:
+        copy_strided(_image_view(raw, chunk), bits[chunk.index].reshape(chunk.split))
+
+
+def from_device(words: np.ndarray, layout: Layout, *, copy: bool = True) -> Any:
+    """Read a tensor back from its DRAM image (the inverse of :func:`to_device`).
+
+    ``words`` may be any ``(groups, lw_per_group)`` uint64 array, a view of DRAM included; the
+    tensor returned owns its memory, unless ``copy`` is False and the image is the tensor's
+    own bytes (a row-major packed layout in one Group, ``words`` writable): then it is a view
+    of ``words``.
+    """
+    words = _check_image(words, layout)
+    if (not copy and _plan(layout).identity and words.flags.writeable
+            and words.flags.c_contiguous):
+        return from_bits(words.view(layout.element.raw).reshape(layout.shape), layout.dtype)
+    raw: np.ndarray = _raw_image(words, layout)
+    out: np.ndarray = np.empty(layout.shape, dtype=layout.element.raw)
+    for chunk in _plan(layout).chunks:
+        copy_strided(out[chunk.index].reshape(chunk.split), _image_view(raw, chunk))
+    return from_bits(out, layout.dtype)
+
+
+def _check_image(words: Any, layout: Layout) -> np.ndarray:
     words = np.asarray(words)
     if words.dtype != np.uint64 or words.shape != image_shape(layout):
         raise LayoutError(
             f"Layout {layout}: expected an image of {image_shape(layout)} uint64 LWs, "
             f"got {words.shape} {words.dtype}"
         )
-    etype = layout.element
-    flat: np.ndarray = np.ascontiguousarray(words).reshape(-1).view(etype.raw)
-    bits = flat[slots(layout).ravel()].reshape(layout.shape)
-    return from_bits(bits, layout.dtype)
+    return words
 
 
 def _check_tensor(tensor: Any, layout: Layout) -> None:

@@ -197,48 +197,48 @@ class Layout:
         if len(set(flat.tolist())) != flat.size:
             raise LayoutError(f"Layout {self}: two elements map to the same LW lane")
 
-    # -- derived sizes ----------------------------------------------------------------------
+    # -- derived sizes (cached: a frozen layout's sizes never change) -------------------------
 
     @property
     def element(self) -> ElementType:
         return DTYPES[self.dtype]
 
-    @property
+    @cached_property
     def subaxes(self) -> tuple[SubAxis, ...]:
         return tuple(s for axis in self.axes for s in axis)
 
     def _reach(self, level: str) -> int:
         return sum(s.span for s in self.subaxes if s.level == level) + 1
 
-    @property
+    @cached_property
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    @property
+    @cached_property
     def groups(self) -> int:
         """Groups the layout spans (Group offsets 0 .. groups-1 from the buffer's first)."""
         return self._reach(GROUP)
 
-    @property
+    @cached_property
     def lanes_used(self) -> int:
         return self._reach(self.element.lane_level)
 
-    @property
+    @cached_property
     def lw_per_group(self) -> int:
         """LW addresses the layout spans in each Group (its footprint)."""
         return self._reach(ADDRESS)
 
-    @property
+    @cached_property
     def lw_count(self) -> int:
         """LWs in the whole footprint, all Groups together."""
         return self.groups * self.lw_per_group
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
         """Bytes of DRAM the layout occupies (all Groups, padding included)."""
         return self.lw_count * 8
 
-    @property
+    @cached_property
     def data_nbytes(self) -> int:
         """Bytes of the tensor's elements alone."""
         return self.numel * self.element.nbytes
@@ -273,15 +273,6 @@ class Layout:
         if not isinstance(other, Layout):
             return False
         return self.normalized == other.normalized
-
-    def with_shape_check(self, shape: tuple[int, ...], dtype: str) -> Layout:
-        """Return self if it describes ``shape`` and ``dtype``, else raise LayoutError."""
-        if tuple(shape) != self.shape or element_type(dtype).name != self.dtype:
-            raise LayoutError(
-                f"Layout {self} ({self.dtype}) does not describe a tensor of shape "
-                f"{tuple(shape)} and dtype {element_type(dtype).name}"
-            )
-        return self
 
     def to_dict(self) -> dict:
         return {"layout": str(self), "dtype": self.dtype}

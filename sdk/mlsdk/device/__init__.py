@@ -3,9 +3,9 @@
 from .base import Device, LoadedProgram
 from .commands import Bind, Buffer, Command, CommandResult, Convert, HostRead, HostWrite, Launch
 from .functional import FunctionalDevice
-from .registry import DEVICE_STRINGS, MNDevice
+from .registry import DEVICE_STRINGS, DEVICES, MNDevice
 
 __all__ = [
-    "Device", "LoadedProgram", "FunctionalDevice", "MNDevice", "DEVICE_STRINGS",
+    "Device", "LoadedProgram", "FunctionalDevice", "MNDevice", "DEVICES", "DEVICE_STRINGS",
     "Bind", "Buffer", "Command", "CommandResult", "Convert", "HostRead", "HostWrite", "Launch",
 ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import bisect
 import itertools
 
+from mncore_hdl.arch import LW_BYTES
+
 from ..errors import DeviceMemoryError
 from .commands import Buffer
 
@@ -41,7 +43,7 @@ class Allocator:
     def used_lw(self, group: int) -> int:
         return sum(end - start for start, end in self._used[group])
 
-    def allocate(self, groups: int, lw_per_group: int, nbytes_hint: int = 0) -> Buffer:
+    def allocate(self, groups: int, lw_per_group: int) -> Buffer:
         """A new buffer of ``lw_per_group`` LWs in each of ``groups`` consecutive Groups.
 
         Tries every starting Group, least-used first, and the lowest address free in all the
@@ -62,12 +64,12 @@ class Allocator:
                     bisect.insort(self._used[g], (address, address + size))
                 self._live[buf.id] = buf
                 return buf
-        free = max(self.lw_per_group - self.used_lw(g) for g in range(self.groups)) * 8
+        free_lw = max(self.lw_per_group - self.used_lw(g) for g in range(self.groups))
         raise DeviceMemoryError(
-            f"Device DRAM exhausted: a buffer of {lw_per_group * groups * 8} bytes "
+            f"Device DRAM exhausted: a buffer of {lw_per_group * groups * LW_BYTES} bytes "
             f"({groups} Group(s) x {lw_per_group} LW) does not fit; the freest Group has "
-            f"{free} bytes left of {self.lw_per_group * 8}. Free TensorProxies you no longer "
-            "need (del them) or use smaller tensors."
+            f"{free_lw * LW_BYTES} bytes left of {self.lw_per_group * LW_BYTES}. Free "
+            "TensorProxies you no longer need (del them) or use smaller tensors."
         )
 
     def _first_fit(self, groups: range, size: int) -> int | None:

@@ -1,15 +1,22 @@
 """The device base class: the shared policy every backend runs, and the hooks a backend fills in.
 
-A backend subclasses :class:`Device` and implements four hooks that touch its memory system:
-``_dram_read``, ``_dram_write``, ``_convert`` and ``_bind``. Everything else (allocation, the
-command stream, Launch as loads -> compute -> stores, per-path byte counting, the record of what
-ran) is shared, so two backends given the same commands are comparable word for word.
+A backend is one :class:`Device` subclass in one file, named by a row of the device table
+(:data:`mlsdk.device.registry.DEVICES`). It implements the abstract hooks that touch its memory
+system: ``_dram_read``, ``_dram_write``, ``_convert``, ``_poke``, ``peek`` and
+``dram_snapshot``. The documented default hooks (``_bind``, ``_compute_cycles``, ``counters``,
+``create``, ``compiled_function``) may be overridden. Everything else (allocation, the command
+stream, Launch as loads -> compute -> stores, per-path byte counting, the record of what ran) is
+shared, so two backends given the same commands are comparable word for word.
 """
 
 from __future__ import annotations
 
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from mncore_hdl.arch import ArchConfig
@@ -28,7 +35,19 @@ from .commands import (
     Launch,
 )
 
-__all__ = ["Device", "LoadedProgram"]
+if TYPE_CHECKING:
+    from mncore_compiler.program import DeviceProgram
+
+    from ..compiled import CompiledFunction
+    from ..context import Context
+
+__all__ = ["Device", "LoadedProgram", "PAGE_LW", "DramSnapshot"]
+
+#: LWs per page of a DRAM snapshot (32 KiB pages; also the functional model's storage page).
+PAGE_LW = 4096
+
+#: Per Group, its non-zero pages by page number (see :meth:`Device.dram_snapshot`).
+DramSnapshot = list[dict[int, np.ndarray]]
 
 
 @dataclass
@@ -50,8 +69,9 @@ class LoadedProgram:
     run: Any = field(default=None, repr=False)
 
 
-class Device:
-    """A modeled MN-Core 2 executing the command stream.
+class Device(ABC):
+    """A backend: a modeled MN-Core 2 executing the command stream (the host reference
+    ``pfvm:cpu`` is one too, whose :meth:`compiled_function` runs calls on the host instead).
 
     Parameters
     ----------
@@ -62,16 +82,37 @@ class Device:
     """
 
     #: "modeled" (analytic), "measured" (RTL) or "none".
-    cycles_kind = "none"
+    cycles_kind: ClassVar[str] = "none"
 
     def __init__(self, config: ArchConfig, name: str):
         self.config = config
         self.name = name
+        #: The VCD the backend writes of its session, once written; None when it writes none.
+        self.vcd_path: Path | None = None
         self.allocator = Allocator(config.groups, config.dram_lw_per_group)
         self.programs: dict[str, LoadedProgram] = {}
         #: The input descriptor table: (function, io) -> the buffer Launch reads it from.
         self.descriptors: dict[tuple[str, str], Buffer] = {}
         self.closed = False
+
+    @classmethod
+    def create(cls, config: ArchConfig, name: str, options: Mapping[str, str]) -> Device:
+        """The backend for device string ``name`` (default hook: options are not used).
+
+        ``options`` are the device string's ``?key=value`` pairs, already checked against the
+        table (only a row that takes options receives any).
+        """
+        return cls(config, name)
+
+    # -- the front end ----------------------------------------------------------------------
+
+    def compiled_function(self, context: Context, program: DeviceProgram, key: str,
+                          strict: bool) -> CompiledFunction:
+        """Wrap ``program`` for ``context`` (default hook: a function whose every call runs
+        as device commands, :class:`~mlsdk.compiled.CompiledFunction`)."""
+        from ..compiled import CompiledFunction
+
+        return CompiledFunction(context, program, key, strict)
 
     # -- buffers and programs ---------------------------------------------------------------
 
@@ -89,11 +130,6 @@ class Device:
     def load_program(self, program: LoadedProgram) -> None:
         self._check_open()
         self.programs[program.name] = program
-
-    def unload_program(self, name: str) -> None:
-        self.programs.pop(name, None)
-        for key in [k for k in self.descriptors if k[0] == name]:
-            del self.descriptors[key]
 
     # -- the command stream -----------------------------------------------------------------
 
@@ -140,43 +176,52 @@ class Device:
             image, cycles = self._dram_read("compute", buf)
             result.cycles += cycles
             result.bytes["compute"] += buf.nbytes
-            values[name] = from_device(image, program.layouts[name])
+            # The program only reads its inputs: a view of the image will do.
+            values[name] = from_device(image, program.layouts[name], copy=False)
         outputs = program.run(values)
         result.cycles += self._compute_cycles(program)
         for name in program.outputs:
             buf = command.outputs[name]
             self._check_buffer(buf)
-            image = to_device(outputs[name], program.output_layouts[name])
-            result.cycles += self._dram_write("compute", buf, image)
+            result.cycles += self._dram_store("compute", buf, outputs[name],
+                                              program.output_layouts[name])
             result.bytes["compute"] += buf.nbytes
 
     # -- hooks ------------------------------------------------------------------------------
 
+    @abstractmethod
     def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
         """Read ``buf``'s image through port ``path``; return it and the cycles taken."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
         """Write ``image`` into ``buf`` through port ``path``; return the cycles taken."""
-        raise NotImplementedError
 
+    def _dram_store(self, path: str, buf: Buffer, tensor: Any, layout: Layout) -> int:
+        """Lay ``tensor`` out in ``layout`` into ``buf`` through ``path``; return the cycles
+        (default hook: :func:`to_device`, then :meth:`_dram_write`)."""
+        return self._dram_write(path, buf, to_device(tensor, layout))
+
+    @abstractmethod
     def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
         """Run the layout converter from ``src`` to ``dst``; return the cycles taken."""
-        raise NotImplementedError
 
     def _bind(self, function: str, io: str, buf: Buffer) -> int:
-        """Write the input descriptor register; return the cycles taken."""
+        """Write the input descriptor register; return the cycles taken (default hook: one
+        register write, one cycle)."""
         return 1
 
     def _compute_cycles(self, program: LoadedProgram) -> int:
-        """Cycles the PE array computes for (between its loads and its stores)."""
-        return 0
+        """Cycles the PE array computes for, between its loads and its stores (default hook:
+        the PE array is modeled functionally on every backend, so ``flops / (PEs x flops per
+        cycle)``, rounded up)."""
+        return math.ceil(program.flops / (self.config.pes * self.config.pe_flops_per_cycle))
 
     # -- inspection -------------------------------------------------------------------------
 
+    @abstractmethod
     def peek(self, buf: Buffer) -> np.ndarray:
         """The buffer's image, read without going through any port (for tests and debugging)."""
-        raise NotImplementedError
 
     def poke(self, buf: Buffer, image: np.ndarray) -> None:
         """Store ``image`` into the buffer without going through any port and without spending
@@ -192,11 +237,18 @@ class Device:
                              f"{given}")
         self._poke(buf, np.ascontiguousarray(image))
 
+    @abstractmethod
     def _poke(self, buf: Buffer, image: np.ndarray) -> None:
-        raise NotImplementedError
+        """Store ``image`` (checked by :meth:`poke`) into ``buf``, spending no cycle."""
+
+    @abstractmethod
+    def dram_snapshot(self) -> DramSnapshot:
+        """Every Group's non-zero pages of :data:`PAGE_LW` LWs, by page number (to compare
+        the DRAM of two backends)."""
 
     def counters(self) -> dict[str, int]:
-        """Backend counters (e.g. the RTL converter's beat counters); empty if none."""
+        """Backend counters (default hook: none; the RTL backends return the converter's and
+        every controller's counters)."""
         return {}
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
+from mncore_hdl.arch import LW_BYTES
 
 __all__ = [
     "Buffer", "HostWrite", "HostRead", "Convert", "Launch", "Bind", "Command",
@@ -30,7 +31,7 @@ class Buffer:
 
     @property
     def nbytes(self) -> int:
-        return self.groups * self.lw_per_group * 8
+        return self.groups * self.lw_per_group * LW_BYTES
 
     @property
     def lw_count(self) -> int:

@@ -2,63 +2,19 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor
+from mncore_hdl.layout.mapping import is_dense, write_image
 
-from .base import Device, LoadedProgram
+from .base import Device, DramSnapshot
 from .commands import Buffer
+from .dram import PAGE_LW, DramStore, GroupDram
 
-__all__ = ["FunctionalDevice", "SparseDram"]
+__all__ = ["FunctionalDevice", "SparseDram", "PAGE_LW"]
 
-#: LWs per page of the sparse DRAM store (32 KiB pages).
-PAGE_LW = 4096
-
-
-class SparseDram:
-    """One Group's DRAM as a sparse page store of uint64 LWs; unwritten LWs read as zero."""
-
-    def __init__(self, lw_size: int):
-        self.lw_size = lw_size
-        self.pages: dict[int, np.ndarray] = {}
-
-    def _spans(self, address: int, count: int):
-        end = address + count
-        if address < 0 or end > self.lw_size:
-            raise IndexError(
-                f"DRAM access 0x{address:x}..0x{end:x} is outside the Group's "
-                f"0x{self.lw_size:x} LWs"
-            )
-        while address < end:
-            page, offset = divmod(address, PAGE_LW)
-            n = min(PAGE_LW - offset, end - address)
-            yield page, offset, n
-            address += n
-
-    def read(self, address: int, count: int) -> np.ndarray:
-        out = np.zeros(count, dtype=np.uint64)
-        pos = 0
-        for page, offset, n in self._spans(address, count):
-            data = self.pages.get(page)
-            if data is not None:
-                out[pos:pos + n] = data[offset:offset + n]
-            pos += n
-        return out
-
-    def write(self, address: int, words: np.ndarray) -> None:
-        pos = 0
-        for page, offset, n in self._spans(address, len(words)):
-            data = self.pages.get(page)
-            if data is None:
-                data = self.pages[page] = np.zeros(PAGE_LW, dtype=np.uint64)
-            data[offset:offset + n] = words[pos:pos + n]
-            pos += n
-
-    def snapshot(self) -> dict[int, np.ndarray]:
-        """A copy of every non-zero page, for comparing two memories."""
-        return {p: d.copy() for p, d in self.pages.items() if d.any()}
+#: One Group's DRAM (kept under its former name; now a row of a lazily backed DramStore).
+SparseDram = GroupDram
 
 
 class FunctionalDevice(Device):
@@ -74,15 +30,27 @@ class FunctionalDevice(Device):
 
     def __init__(self, config: ArchConfig, name: str):
         super().__init__(config, name)
-        self.drams = [SparseDram(config.dram_lw_per_group) for _ in range(config.groups)]
+        self.dram = DramStore(config.groups, config.dram_lw_per_group)
+        self.drams = [GroupDram(config.dram_lw_per_group, self.dram, g)
+                      for g in range(config.groups)]
 
     def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
-        image = self.peek(buf)
+        # A view of DRAM, no copy: the host copies what it keeps (from_device), and a Launch
+        # only reads its inputs (their tensors may be views of DRAM).
+        view = self.dram.view if path == "compute" else self.dram.read
+        image = view(buf.group, buf.groups, buf.address, buf.lw_per_group)
         return image, self._stream_cycles(buf.lw_per_group, write=False)
 
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
-        for i in range(buf.groups):
-            self.drams[buf.group + i].write(buf.address, image[i])
+        self.dram.write(buf.group, buf.address, image)
+        return self._stream_cycles(buf.lw_per_group, write=True)
+
+    def _dram_store(self, path: str, buf: Buffer, tensor, layout) -> int:
+        # Lays the tensor out straight into DRAM: no image in between.
+        dst = self.dram.writable(buf.group, buf.groups, buf.address, buf.lw_per_group)
+        if not is_dense(layout):
+            dst[...] = 0
+        write_image(dst, tensor, layout)
         return self._stream_cycles(buf.lw_per_group, write=True)
 
     def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
@@ -90,13 +58,10 @@ class FunctionalDevice(Device):
 
         cycles = conversion_cycles(self.config, descriptor, src_group=src.group,
                                    dst_group=dst.group)
-        image = descriptor.execute(self.peek(src))
-        for i in range(dst.groups):
-            self.drams[dst.group + i].write(dst.address, image[i])
+        descriptor.execute_into(
+            self.dram.read(src.group, src.groups, src.address, src.lw_per_group),
+            self.dram.writable(dst.group, dst.groups, dst.address, dst.lw_per_group))
         return cycles
-
-    def _compute_cycles(self, program: LoadedProgram) -> int:
-        return math.ceil(program.flops / (self.config.pes * self.config.pe_flops_per_cycle))
 
     def _stream_cycles(self, lw: int, *, write: bool) -> int:
         from mncore_hdl.timing import stream_cycles
@@ -104,14 +69,11 @@ class FunctionalDevice(Device):
         return stream_cycles(self.config, lw, write=write)
 
     def peek(self, buf: Buffer) -> np.ndarray:
-        rows = [self.drams[buf.group + i].read(buf.address, buf.lw_per_group)
-                for i in range(buf.groups)]
-        return np.stack(rows)
+        return self.dram.view(buf.group, buf.groups, buf.address, buf.lw_per_group).copy()
 
     def _poke(self, buf: Buffer, image: np.ndarray) -> None:
-        for i in range(buf.groups):
-            self.drams[buf.group + i].write(buf.address, image[i])
+        self.dram.write(buf.group, buf.address, image)
 
-    def dram_snapshot(self) -> list[dict[int, np.ndarray]]:
+    def dram_snapshot(self) -> DramSnapshot:
         """Every Group's non-zero pages (to compare with another backend's DRAM)."""
         return [d.snapshot() for d in self.drams]

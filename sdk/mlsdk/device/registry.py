@@ -1,40 +1,95 @@
-"""Device strings: which backend each one selects, and MNDevice, the user's handle on it."""
+"""Device strings: the one table of backends, and MNDevice, the user's handle on one of them.
+
+Adding a backend is one row of :data:`DEVICES` plus the file holding its
+:class:`~mlsdk.device.base.Device` subclass (imported only when a Context opens it).
+"""
 
 from __future__ import annotations
 
-import shutil
+import importlib
+from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from mncore_hdl.arch import MNCORE2, MNCORE2_SIM, ArchConfig
 
-from ..errors import DeviceNotAvailableError
 from .base import Device
 
-__all__ = ["MNDevice", "DEVICE_STRINGS", "DEVICE_OPTIONS"]
+__all__ = ["MNDevice", "DeviceEntry", "DEVICES", "DEVICE_STRINGS", "DEVICE_OPTIONS"]
 
-#: Device string -> (backend, what it is).
-DEVICE_STRINGS: dict[str, tuple[str, str]] = {
-    "mncore2:auto": ("functional", "functional model: numpy DRAM, modeled cycles"),
-    "mncore2:0": ("functional", "functional model (the first device)"),
-    "emu2": ("functional", "functional model (emulator name)"),
-    "pfvm:cpu": ("reference", "torch eager on the host, no device model"),
-    "mncore2:rtl": ("rtl", "Amaranth RTL in Amaranth's simulator, measured cycles"),
-    "mncore2:icarus": ("icarus", "RTL as Verilog under cocotb on Icarus, measured cycles"),
+
+@dataclass(frozen=True)
+class DeviceEntry:
+    """One row of the device table.
+
+    Attributes
+    ----------
+    backend : str
+        The backend's short name (``MNDevice.backend``).
+    device_class : str
+        ``"module:Class"``, the module relative to :mod:`mlsdk.device`.
+    description : str
+        What the device is, for listings and error messages.
+    config : ArchConfig
+        The chip modeled when the user passes none.
+    takes_options : bool
+        Whether the string may carry :data:`DEVICE_OPTIONS` after ``?``.
+    """
+
+    backend: str
+    device_class: str
+    description: str
+    config: ArchConfig = MNCORE2
+    takes_options: bool = False
+
+    def load(self) -> type[Device]:
+        """Import the device class."""
+        module, _, name = self.device_class.partition(":")
+        cls = getattr(importlib.import_module(module, __package__), name)
+        if not (isinstance(cls, type) and issubclass(cls, Device)):
+            raise TypeError(f"Device table entry {self.device_class!r} must name a Device "
+                            f"subclass, not {cls!r}")
+        return cls
+
+
+_FUNCTIONAL = ".functional:FunctionalDevice"
+
+#: Device string -> its backend. The RTL devices default to ``MNCORE2_SIM``, whose DRAM is the
+#: simulated window, so the allocator never leaves it.
+DEVICES: dict[str, DeviceEntry] = {
+    "mncore2:auto": DeviceEntry("functional", _FUNCTIONAL,
+                                "functional model: numpy DRAM, modeled cycles"),
+    "mncore2:0": DeviceEntry("functional", _FUNCTIONAL, "functional model (the first device)"),
+    "emu2": DeviceEntry("functional", _FUNCTIONAL, "functional model (emulator name)"),
+    "pfvm:cpu": DeviceEntry("reference", ".reference:ReferenceDevice",
+                            "torch eager on the host, no device model"),
+    "mncore2:rtl": DeviceEntry("rtl", ".rtl.amaranth_sim:AmaranthDevice",
+                               "Amaranth RTL in Amaranth's simulator, measured cycles",
+                               MNCORE2_SIM, takes_options=True),
+    "mncore2:icarus": DeviceEntry("icarus", ".rtl.icarus:IcarusDevice",
+                                  "RTL as Verilog under cocotb on Icarus, measured cycles",
+                                  MNCORE2_SIM, takes_options=True),
 }
 
-#: Options an RTL device string may carry after ``?``, e.g. ``mncore2:rtl?waves=out/waves``.
+#: Device string -> (backend, what it is): the table above, for listing.
+DEVICE_STRINGS: dict[str, tuple[str, str]] = {
+    name: (entry.backend, entry.description) for name, entry in DEVICES.items()
+}
+
+#: Options a device string may carry after ``?`` (on rows that take options), e.g.
+#: ``mncore2:rtl?waves=out/waves``.
 DEVICE_OPTIONS: dict[str, str] = {
     "waves": "folder: write a VCD and a GTKWave save file (.gtkw) of the session there",
 }
 
 
-def _split_options(name: str, backend: str) -> dict[str, str]:
+def _split_options(name: str, entry: DeviceEntry) -> dict[str, str]:
     base, _, query = name.partition("?")
     if not query:
         return {}
-    if backend not in ("rtl", "icarus"):
+    if not entry.takes_options:
+        takers = " and ".join(n for n, e in DEVICES.items() if e.takes_options)
         raise ValueError(f"Device {base!r} takes no options, but {name!r} gives {query!r}; "
-                         "options (e.g. ?waves=DIR) apply to mncore2:rtl and mncore2:icarus")
+                         f"options (e.g. ?waves=DIR) apply to {takers}")
     options = dict(parse_qsl(query, keep_blank_values=True))
     unknown = sorted(set(options) - set(DEVICE_OPTIONS))
     if unknown:
@@ -50,56 +105,32 @@ class MNDevice:
     Parameters
     ----------
     name : str
-        One of :data:`DEVICE_STRINGS`; the RTL ones may add options after ``?``
+        One of :data:`DEVICES`; those that take options may add them after ``?``
         (:data:`DEVICE_OPTIONS`), e.g. ``"mncore2:rtl?waves=build/waves"``.
     config : ArchConfig, optional
-        The chip to model (default: MN-Core 2; for the RTL devices ``MNCORE2_SIM``, whose
-        DRAM is the simulated window, so the allocator never leaves it).
+        The chip to model (default: the table row's, MN-Core 2; for the RTL devices
+        ``MNCORE2_SIM``, whose DRAM is the simulated window).
     """
 
     def __init__(self, name: str, config: ArchConfig | None = None):
         if not isinstance(name, str):
             raise TypeError(f"Device name must be a string, not {name!r}")
         base = name.partition("?")[0]
-        if base not in DEVICE_STRINGS:
-            valid = ", ".join(DEVICE_STRINGS)
+        if base not in DEVICES:
+            valid = ", ".join(DEVICES)
             raise ValueError(f"Unknown device {name!r}; valid device strings are: {valid}")
         if config is not None and not isinstance(config, ArchConfig):
             raise TypeError(f"config must be an ArchConfig, not {config!r}")
         self.name = name
         self.base_name = base
-        self.backend = DEVICE_STRINGS[base][0]
-        self.options = _split_options(name, self.backend)
-        default = MNCORE2_SIM if self.backend in ("rtl", "icarus") else MNCORE2
-        self.config = config or default
+        self.entry = DEVICES[base]
+        self.backend = self.entry.backend
+        self.options = _split_options(name, self.entry)
+        self.config = config or self.entry.config
 
     def __repr__(self) -> str:
         return f"MNDevice({self.name!r})"
 
-    @property
-    def is_reference(self) -> bool:
-        """True for ``pfvm:cpu``: functions run eagerly on the host, no device model."""
-        return self.backend == "reference"
-
-    def open(self) -> Device | None:
-        """Create the backend (None for the host reference, which needs no device)."""
-        base = self.base_name
-        if self.backend == "functional":
-            from .functional import FunctionalDevice
-
-            return FunctionalDevice(self.config, self.name)
-        if self.backend == "reference":
-            return None
-        if self.backend in ("rtl", "icarus"):
-            from .rtl import RtlDevice
-            from .rtl.waves import waves_folder
-
-            if self.backend == "icarus" and shutil.which("vvp") is None:
-                raise DeviceNotAvailableError(
-                    f"Device {self.name!r} needs Icarus Verilog (vvp), which is not on PATH; "
-                    "install it (apt-get install iverilog) or use mncore2:rtl")
-            return RtlDevice(self.config, self.name, self.backend,
-                             waves_folder(self.options.get("waves")))
-        raise DeviceNotAvailableError(
-            f"Device {self.name!r} ({DEVICE_STRINGS[base][1]}) is not available in this kit"
-        )
+    def open(self) -> Device:
+        """Create the backend (a DeviceNotAvailableError when this machine cannot run it)."""
+        return self.entry.load().create(self.config, self.name, self.options)

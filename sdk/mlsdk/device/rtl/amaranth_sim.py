@@ -1,5 +1,7 @@
 """``mncore2:rtl``: the co-simulation top in Amaranth's simulator, in a worker thread.
 
+:class:`AmaranthDevice` is the device; :class:`AmaranthSession` the simulation it drives.
+
 The simulator runs one async testbench that takes operations from a queue and executes them
 with the shared :class:`~mlsdk.device.rtl.driver.Driver`. While the testbench waits for the
 next operation it blocks the simulator thread, so simulated time does not advance between
@@ -17,9 +19,10 @@ from typing import Any
 import numpy as np
 from mncore_hdl.arch import ArchConfig
 
+from .device import RtlDevice
 from .driver import Driver
 
-__all__ = ["AmaranthBus", "AmaranthSession"]
+__all__ = ["AmaranthBus", "AmaranthSession", "AmaranthDevice"]
 
 #: Memories with more rows than this are left out of the VCD (the DRAM backing stores would
 #: add half a million variables; the converter's buffer and FIFOs stay in).
@@ -199,3 +202,19 @@ class AmaranthSession:
         if self._thread.is_alive() and not self.dead:
             self._requests.put({"op": "stop"})
         self._thread.join(timeout)
+
+
+class AmaranthDevice(RtlDevice):
+    """``mncore2:rtl``: the memory system's RTL in Amaranth's simulator, in-process.
+
+    Takes the parameters of :class:`~mlsdk.device.rtl.device.RtlDevice`.
+    """
+
+    simulator = "rtl"
+
+    def _open_session(self) -> AmaranthSession:
+        self._say("starting the Amaranth simulation of the memory system")
+        session = AmaranthSession(self.config, self.vcd_path, self._progress)
+        if session.dead:
+            raise RuntimeError(session.dead)
+        return session

@@ -1,10 +1,13 @@
-"""The RTL-backed devices: the command stream executed on the co-simulation top.
+"""The thin base of the RTL-backed devices: the command stream executed on the co-simulation top.
 
 :class:`RtlDevice` fills the :class:`~mlsdk.device.base.Device` hooks with driver operations
-sent to a simulator session (Amaranth in-process for ``mncore2:rtl``, Icarus in a child process
-for ``mncore2:icarus``). Bytes per path come from the controllers' own port beat counters and
-the converter's beat counters; cycles are simulated clock cycles (``measured``). The PE array's
-compute cycles stay modeled (``flops / (PEs * flops per cycle)``), as on the functional model.
+sent to a simulator session; a subclass only says how to start its session
+(:meth:`RtlDevice._open_session`): ``mncore2:rtl`` runs Amaranth's simulator in-process
+(:class:`~mlsdk.device.rtl.amaranth_sim.AmaranthDevice`), ``mncore2:icarus`` runs Icarus in a
+child process (:class:`~mlsdk.device.rtl.icarus.IcarusDevice`). Bytes per path come from the
+controllers' own port beat counters and the converter's beat counters; cycles are simulated
+clock cycles (``measured``). The PE array's compute cycles stay modeled, as on the functional
+model (the base's ``_compute_cycles``).
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import math
 import os
 import sys
 import time
+from abc import abstractmethod
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from mncore_hdl.arch import ArchConfig
@@ -22,19 +27,34 @@ from mncore_hdl.descriptors import SlotTable
 from mncore_hdl.layout import ConversionDescriptor
 
 from ...errors import DeviceError
-from ..base import Device, LoadedProgram
+from ..base import PAGE_LW, Device, DramSnapshot
 from ..commands import Buffer, Command, CommandResult, Launch
 from .driver import pack_words, unpack_words
-from .waves import write_gtkw
+from .waves import waves_folder, write_gtkw
 
-__all__ = ["RtlDevice"]
+__all__ = ["RtlDevice", "RtlSession", "Progress"]
+
+#: ``progress(cycle, operations_done)``: how a session reports simulated time.
+Progress = Callable[[int, int], None]
 
 #: Wall seconds allowed per operation: a base plus a generous per-cycle budget.
 TIMEOUT_BASE = float(os.environ.get("MNCORE_COSIM_TIMEOUT", "120"))
 TIMEOUT_PER_LW = 0.05
 
 
-def _progress_printer() -> Any:
+class RtlSession(Protocol):
+    """A running simulation of the co-simulation top, as :class:`RtlDevice` uses it."""
+
+    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Execute one driver operation; ``{"error": ...}`` when it fails."""
+        ...
+
+    def close(self, timeout: float = ...) -> None:
+        """Stop the simulation (its VCD, if any, is then complete)."""
+        ...
+
+
+def _progress_printer() -> Progress | None:
     """Prints simulated cycles and operations on a terminal (stderr), at most once a second."""
     if not sys.stderr.isatty():
         return None
@@ -58,58 +78,53 @@ class RtlDevice(Device):
         The chip; its DRAM must be the RTL's simulated window (``MNCORE2_SIM``).
     name : str
         The device string.
-    backend : str
-        ``"rtl"`` (Amaranth simulator) or ``"icarus"`` (cocotb on Icarus).
     waves : path, optional
         Folder for the session's VCD and GTKWave save file.
     """
 
     cycles_kind = "measured"
+    #: The simulator's short name, used in the names of the session's files.
+    simulator: ClassVar[str]
 
-    def __init__(self, config: ArchConfig, name: str, backend: str,
+    def __init__(self, config: ArchConfig, name: str,
                  waves: str | os.PathLike[str] | None = None):
         if config.dram_lw_per_group > config.sim_window_lw:
             raise ValueError(
                 f"RTL devices simulate {config.sim_window_lw} LW of DRAM per Group, but the "
                 f"config models {config.dram_lw_per_group}; pass mncore_hdl.arch.MNCORE2_SIM "
                 "(or a config whose dram_bytes_per_group equals the simulated window)")
-        if backend not in ("rtl", "icarus"):
-            raise ValueError(f"RTL backend must be 'rtl' or 'icarus', not {backend!r}")
         super().__init__(config, name)
-        self.backend = backend
         self.waves_dir = Path(waves) if waves else None
-        self.vcd_path: Path | None = None
         self.gtkw_path: Path | None = None
         self.slots = SlotTable()
         self.last_conversion: dict[str, int] = {}
-        self._session: Any = None
+        self._session: RtlSession | None = None
         self._measured: dict[str, int] = {}
         self._port_beats: dict[str, list[list[int]]] = {}
         self._high_water = [0] * config.groups
         self._progress = _progress_printer()
 
+    @classmethod
+    def create(cls, config: ArchConfig, name: str, options: Mapping[str, str]) -> Device:
+        """The device, writing waves where the ``waves`` option (or ``$MNCORE_WAVES``) says."""
+        return cls(config, name, waves_folder(options.get("waves")))
+
     # -- the simulator session ---------------------------------------------------------------
 
-    def _start(self) -> Any:
+    @abstractmethod
+    def _open_session(self) -> RtlSession:
+        """Start the simulator (writing ``self.vcd_path`` if set, reporting to
+        ``self._progress``); raise RuntimeError or OSError when it cannot start."""
+
+    def _start(self) -> RtlSession:
         if self._session is not None:
             return self._session
         if self.waves_dir is not None:
             self.waves_dir.mkdir(parents=True, exist_ok=True)
-            stem = f"mncore2_{self.backend}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
+            stem = f"mncore2_{self.simulator}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
             self.vcd_path = self.waves_dir / f"{stem}.vcd"
-        say = self._say
         try:
-            if self.backend == "rtl":
-                from .amaranth_sim import AmaranthSession
-
-                say("starting the Amaranth simulation of the memory system")
-                self._session = AmaranthSession(self.config, self.vcd_path, self._progress)
-                if self._session.dead:
-                    raise RuntimeError(self._session.dead)
-            else:
-                from .icarus import IcarusSession
-
-                self._session = IcarusSession(self.config, self.vcd_path, self._progress, say)
+            self._session = self._open_session()
         except (RuntimeError, OSError) as exc:
             self._session = None
             raise DeviceError(f"Device {self.name!r} could not start its simulator: {exc}"
@@ -201,9 +216,6 @@ class RtlDevice(Device):
                     f"{name!r} holds {bindings[name]}, but the runtime bound {given}")
         super()._launch(Launch(command.program, bindings, command.outputs), result)
 
-    def _compute_cycles(self, program: LoadedProgram) -> int:
-        return math.ceil(program.flops / (self.config.pes * self.config.pe_flops_per_cycle))
-
     # -- inspection -------------------------------------------------------------------------
 
     def _peek_rows(self, group: int, address: int, count: int) -> np.ndarray:
@@ -221,13 +233,11 @@ class RtlDevice(Device):
             self._request({"op": "poke", "group": buf.group + i, "address": buf.address,
                            "data": pack_words(image[i])}, buf.lw_per_group)
 
-    def dram_snapshot(self) -> list[dict[int, np.ndarray]]:
-        """Every Group's non-zero pages, in :meth:`FunctionalDevice.dram_snapshot`'s format.
+    def dram_snapshot(self) -> DramSnapshot:
+        """Every Group's non-zero pages.
 
         Only the part of the window the session ever wrote (its high-water mark) is read.
         """
-        from ..functional import PAGE_LW
-
         out = []
         for g, end in enumerate(self._high_water):
             pages: dict[int, np.ndarray] = {}

@@ -6,6 +6,8 @@ process group. Operations and results cross as JSON lines. Every wait is bounded
 that exits or stops answering becomes a :class:`~mlsdk.errors.DeviceError`-ready error result,
 and ``close()`` (also run by a finalizer at interpreter exit, e.g. after Ctrl-C) kills the whole
 process group, so no simulator outlives its Context.
+
+:class:`IcarusDevice` is the device; :class:`IcarusSession` the simulator process it drives.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import fcntl
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,7 +29,10 @@ from typing import Any
 
 from mncore_hdl.arch import ArchConfig
 
-__all__ = ["IcarusSession", "REPO_ROOT", "BUILD_ROOT", "build_icarus"]
+from ...errors import DeviceNotAvailableError
+from .device import RtlDevice
+
+__all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "build_icarus"]
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 BUILD_ROOT = Path(os.environ.get("MNCORE_BUILD_DIR", REPO_ROOT / "build")) / "cosim"
@@ -217,3 +223,24 @@ class IcarusSession:
                 pass
         self._finalizer()
         self.dead = self.dead or "closed"
+
+
+class IcarusDevice(RtlDevice):
+    """``mncore2:icarus``: the memory system's RTL as Verilog, under cocotb on Icarus.
+
+    Takes the parameters of :class:`~mlsdk.device.rtl.device.RtlDevice`. Raises
+    DeviceNotAvailableError when Icarus (``vvp``) is not on PATH.
+    """
+
+    simulator = "icarus"
+
+    def __init__(self, config: ArchConfig, name: str,
+                 waves: str | os.PathLike[str] | None = None):
+        if shutil.which("vvp") is None:
+            raise DeviceNotAvailableError(
+                f"Device {name!r} needs Icarus Verilog (vvp), which is not on PATH; "
+                "install it (apt-get install iverilog) or use mncore2:rtl")
+        super().__init__(config, name, waves)
+
+    def _open_session(self) -> IcarusSession:
+        return IcarusSession(self.config, self.vcd_path, self._progress, self._say)

@@ -1,0 +1,195 @@
+"""The functional model against torch eager, both on one thread: call + .cpu(), matmul,
+device-side conversion, and peak RSS.
+
+Prints, side by side with torch eager (``torch.set_num_threads(1)`` for both):
+- an elementwise compiled call plus ``.cpu()`` at 4 KiB .. 1 GiB: time, ratio to eager, and
+  the fixed overhead at 4 KiB in microseconds;
+- a 2048x2048 fp32 matmul, compiled call plus ``.cpu()`` against eager;
+- a device-side Convert (native tiles -> host rows) against a host copy of the same bytes;
+- peak RSS of each size's call, measured in a subprocess of its own, relative to the tensor.
+
+    PYTHONPATH=sdk:compiler:hdl:sim python bench/bench_functional.py [--max-mib 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+COLS = 256
+MiB = 1 << 20
+
+
+def elementwise(inputs):
+    return {"y": inputs["x"] * 2}
+
+
+def matmul(inputs):
+    return {"y": inputs["a"] @ inputs["b"]}
+
+
+def _best(fn, budget_s: float = 1.0, max_repeat: int = 200) -> float:
+    """Best-of-n wall time of ``fn`` (after one warm-up call): the least disturbed run."""
+    fn()
+    best = float("inf")
+    spent = 0.0
+    for _ in range(max_repeat):
+        start = time.perf_counter()
+        fn()
+        took = time.perf_counter() - start
+        best = min(best, took)
+        spent += took
+        if spent > budget_s:
+            break
+    return best
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _reset_peak() -> None:
+    """Reset VmHWM (Linux 4.0+: write 5 to clear_refs), so the peak is this step's alone."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def child(nbytes: int, mode: str) -> dict:
+    """One size in a fresh process: timing of ``mode`` and the peak RSS of one call."""
+    from mlsdk import Context, MNDevice, storage
+
+    torch.set_num_threads(1)
+    rows = max(1, nbytes // (4 * COLS))
+    base = _status_kib("VmRSS")
+    x = torch.randn(rows, COLS)
+    out: dict = {"bytes": x.numel() * 4}
+    with tempfile.TemporaryDirectory() as tmp, Context(MNDevice("mncore2:auto")) as ctx:
+        if mode == "eager":
+            call = lambda: elementwise({"x": x})["y"]  # noqa: E731
+        else:
+            fn = ctx.compile(elementwise, {"x": x}, storage.path(Path(tmp) / "e"))
+            call = lambda: fn({"x": x})["y"].cpu()  # noqa: E731
+        gc.collect()
+        _reset_peak()
+        call()
+        out["peak_kib"] = _status_kib("VmHWM") - base
+        gc.collect()
+        budget = 1.0 if nbytes < 256 * MiB else 0.0
+        out["seconds"] = _best(call, budget, max_repeat=1 if nbytes >= 256 * MiB else 200)
+    return out
+
+
+def _run_child(nbytes: int, mode: str) -> dict:
+    cmd = [sys.executable, __file__, "--child", str(nbytes), mode]
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _label(nbytes: int) -> str:
+    if nbytes >= 1 << 30:
+        return f"{nbytes >> 30} GiB"
+    return f"{nbytes >> 20} MiB" if nbytes >= MiB else f"{nbytes >> 10} KiB"
+
+
+def bench_elementwise(sizes: list[int]) -> None:
+    head = (f"{'size':>8} {'compiled ms':>12} {'eager ms':>10} {'ratio':>7} "
+            f"{'peak RSS/tensor':>16} {'eager RSS/tensor':>17}")
+    print("elementwise y = x * 2, fp32 (rows, 256): compiled call + .cpu() vs eager")
+    print(head)
+    print("-" * len(head))
+    for size in sizes:
+        comp = _run_child(size, "compiled")
+        eager = _run_child(size, "eager")
+        ratio = comp["seconds"] / eager["seconds"]
+        rss = comp["peak_kib"] * 1024 / comp["bytes"]
+        eager_rss = eager["peak_kib"] * 1024 / eager["bytes"]
+        print(f"{_label(comp['bytes']):>8} {comp['seconds'] * 1e3:>12.3f} "
+              f"{eager['seconds'] * 1e3:>10.3f} {ratio:>6.2f}x {rss:>15.2f}x "
+              f"{eager_rss:>16.2f}x")
+        if size == sizes[0]:
+            overhead = (comp["seconds"] - eager["seconds"]) * 1e6
+            print(f"{'':>8} fixed overhead at {_label(comp['bytes'])}: {overhead:.0f} us")
+    print("(peak RSS: the process' high-water mark during one call, over its RSS before the "
+          "input existed, so the input tensor itself counts 1x)")
+
+
+def bench_matmul(work: Path) -> None:
+    from mlsdk import Context, MNDevice, storage
+
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    with Context(MNDevice("mncore2:auto")) as ctx:
+        fn = ctx.compile(matmul, {"a": a, "b": b}, storage.path(work / "m"))
+        compiled = _best(lambda: fn({"a": a, "b": b})["y"].cpu(), 3.0, 5)
+    eager = _best(lambda: matmul({"a": a, "b": b}), 3.0, 5)
+    print(f"matmul 2048x2048 fp32: compiled {compiled * 1e3:.1f} ms, eager {eager * 1e3:.1f} ms, "
+          f"ratio {compiled / eager:.2f}x")
+
+
+def bench_conversion(sizes: list[int]) -> None:
+    from mlsdk import Context, MNDevice
+    from mlsdk.device.commands import Convert
+    from mncore_hdl.layout import conversion, host_layout, native_layout, to_device
+
+    head = f"{'size':>8} {'convert ms':>11} {'host copy ms':>13} {'ratio':>7} {'first ms':>9}"
+    print("device-side Convert native tiles -> host rows vs a host copy of the same bytes")
+    print(head)
+    print("-" * len(head))
+    for size in sizes:
+        rows = size // (4 * COLS)
+        src_l, dst_l = native_layout((rows, COLS)), host_layout((rows, COLS))
+        with Context(MNDevice("mncore2:auto")) as ctx:
+            device = ctx.require_device()
+            src, dst = device.allocate(src_l), device.allocate(dst_l)
+            device.poke(src, to_device(torch.randn(rows, COLS), src_l))
+            desc = conversion(src_l, dst_l)
+            command = Convert(src, str(src_l), dst, str(dst_l), desc.to_dict(), "float32")
+            start = time.perf_counter()
+            device.execute(command)
+            first = time.perf_counter() - start
+            convert = _best(lambda: device.execute(command), 1.0)  # noqa: B023
+        host_src = np.ones(src_l.nbytes, dtype=np.uint8)
+        host_dst = np.ones(dst_l.nbytes, dtype=np.uint8)
+        copy = _best(lambda: np.copyto(host_dst, host_src), 1.0)  # noqa: B023
+        print(f"{_label(size):>8} {convert * 1e3:>11.3f} {copy * 1e3:>13.3f} "
+              f"{convert / copy:>6.2f}x {first * 1e3:>9.1f}")
+    print("(first: the first Convert of that pair, timing model included; later ones reuse it)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--max-mib", type=int, default=1024)
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(int(args.child[0]), args.child[1])))
+        return
+    torch.set_num_threads(1)
+    print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())} "
+          f"({os.cpu_count()} CPUs); torch threads: {torch.get_num_threads()}")
+    sizes = [s for s in (4 << 10, MiB, 16 * MiB, 64 * MiB, 1024 * MiB)
+             if s <= args.max_mib * MiB]
+    bench_elementwise(sizes)
+    print()
+    with tempfile.TemporaryDirectory() as tmp:
+        bench_matmul(Path(tmp))
+    print()
+    bench_conversion([s for s in (MiB, 16 * MiB, 64 * MiB) if s <= args.max_mib * MiB])
+    print(f"\nload average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

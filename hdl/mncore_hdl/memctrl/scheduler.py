@@ -1,0 +1,315 @@
+"""The command scheduler: which DRAM command (if any) the controller issues this cycle."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Const, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..arch import ArchConfig
+from .bankmachine import row_bits
+from .requester import chunk_addr_bits
+
+__all__ = ["BankStateSignature", "ErrorFlag", "HeadSignature", "Scheduler"]
+
+
+class HeadSignature(wiring.Signature):
+    """What the scheduler sees of one port: its head chunk and its look-ahead row.
+
+    The members are outputs of the driving side, :class:`~.requester.PortFrontend`, whose
+    ports of the same names drive them.
+
+    Members
+    -------
+    head_valid, head_addr, head_len, head_write, head_oow : Out
+        The chunk waiting for a column command; ``head_oow`` when it lies outside the window.
+    la_valid, la_addr : Out
+        The start of the next row this port will touch after the head's row.
+    """
+
+    def __init__(self, config: ArchConfig):
+        caw = chunk_addr_bits(config)
+        super().__init__({
+            "head_valid": Out(1),
+            "head_addr": Out(caw),
+            "head_len": Out(range(config.timing.burst_length + 1)),
+            "head_write": Out(1),
+            "head_oow": Out(1),
+            "la_valid": Out(1),
+            "la_addr": Out(caw),
+        })
+
+
+class BankStateSignature(wiring.Signature):
+    """What the scheduler sees of one bank: its open row and which commands are legal.
+
+    The members are outputs of the driving side, :class:`~.bankmachine.BankMachine`, whose
+    ports of the same names drive them.
+    """
+
+    def __init__(self, config: ArchConfig):
+        super().__init__({
+            "is_open": Out(1),
+            "open_row": Out(row_bits(config)),
+            "act_ready": Out(1),
+            "pre_ready": Out(1),
+            "col_ready": Out(1),
+        })
+
+
+class Scheduler(wiring.Component):
+    """Choose at most one DRAM command per cycle (purely combinational).
+
+    Three mutually exclusive sources, by priority:
+
+    * **refresh**: while ``refresh_want``, no new work starts; the lowest bank that may be
+      precharged is, and REF issues once every bank is closed, tRP has elapsed everywhere and
+      ``refresh_ready``. Nothing else issues while a refresh is due or tRFC runs.
+    * **primary**: the arbiter's winner (``grant``) moves its bank towards its row (PRE if
+      another row is open, ACT if closed) and issues its column command when the row is open,
+      tRCD is met and ``bus_free``. An out-of-window chunk skips the DRAM: it only waits for
+      ``bus_free`` (``oow``).
+    * **preparation**: when the primary issues no ACT, PRE or column command, the slot opens
+      (ACT) or closes (PRE) a bank for another port's head chunk or look-ahead row, in fixed
+      priority (heads by port, then look-aheads by port). It never touches the primary's bank
+      and never closes a row that any head chunk or look-ahead wants.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        Geometry (address split) and widths.
+    ports : int
+        Number of requester ports.
+
+    Attributes
+    ----------
+    ports : In(HeadSignature).array(ports)
+        Each port's head chunk and look-ahead.
+    banks : In(BankStateSignature).array(banks)
+        Each bank's state and legal commands.
+    grant, grant_valid : Signal, in
+        The round-robin winner among ports with an eligible head chunk, and whether any is.
+    refresh_want, refresh_ready : Signal, in
+        A refresh is due; no refresh is in progress (tRFC has elapsed).
+    bus_free : Signal, in
+        The data bus may take a new burst this cycle.
+    act, pre, col, ref : Signal, out
+        The command issued this cycle (at most one is high).
+    oow : Signal, out
+        The primary's out-of-window chunk is retired this cycle (it takes the bus, no DRAM
+        command).
+    bank, row, port : Signal, out
+        The issued command's bank, row (ACT) and port.
+    issue : Signal, out
+        The primary's head chunk leaves its port: ``col | oow``.
+    addr, len, write : Signal, out
+        The primary's head chunk (its column command moves it when ``issue``).
+    """
+
+    def __init__(self, config: ArchConfig, ports: int):
+        if not isinstance(config, ArchConfig):
+            raise TypeError(f"Config must be an ArchConfig, not {config!r}")
+        if isinstance(ports, bool) or not isinstance(ports, int):
+            raise TypeError(f"Port count must be an integer, not {ports!r}")
+        if ports <= 0:
+            raise ValueError(f"Port count must be a positive integer, not {ports}")
+        self.config = config
+        self.port_count = ports
+        caw = chunk_addr_bits(config)
+        super().__init__({
+            "ports": In(HeadSignature(config)).array(ports),
+            "banks": In(BankStateSignature(config)).array(config.banks),
+            "grant": In(range(ports)),
+            "grant_valid": In(1),
+            "refresh_want": In(1),
+            "refresh_ready": In(1),
+            "bus_free": In(1),
+            "act": Out(1),
+            "pre": Out(1),
+            "col": Out(1),
+            "ref": Out(1),
+            "oow": Out(1),
+            "bank": Out(max(1, config.bank_bits)),
+            "row": Out(row_bits(config)),
+            "port": Out(range(ports)),
+            "issue": Out(1),
+            "addr": Out(caw),
+            "len": Out(range(config.timing.burst_length + 1)),
+            "write": Out(1),
+        })
+
+    def _bank(self, addr):
+        cb, bb = self.config.col_bits, self.config.bank_bits
+        return addr[cb:cb + bb] if bb else Const(0, 1)
+
+    def _row(self, addr):
+        return addr[self.config.col_bits + self.config.bank_bits:]
+
+    def elaborate(self, platform):
+        m = Module()
+        heads = self.ports
+        banks = self.banks
+        is_open = Array(bs.is_open for bs in banks)
+        open_row = Array(bs.open_row for bs in banks)
+        act_ready = Array(bs.act_ready for bs in banks)
+        pre_ready = Array(bs.pre_ready for bs in banks)
+        col_ready = Array(bs.col_ready for bs in banks)
+
+        # -- the primary: the arbiter's winner ------------------------------------------------
+        g = self.grant
+        p_valid = self.grant_valid
+        p_addr = Array(h.head_addr for h in heads)[g]
+        p_oow = Array(h.head_oow for h in heads)[g]
+        p_bank = Signal.like(self.bank)
+        p_row = Signal.like(self.row)
+        m.d.comb += [
+            p_bank.eq(self._bank(p_addr)),
+            p_row.eq(self._row(p_addr)),
+            self.addr.eq(p_addr),
+            self.len.eq(Array(h.head_len for h in heads)[g]),
+            self.write.eq(Array(h.head_write for h in heads)[g]),
+        ]
+
+        # -- decision: refresh (r_*), the primary (p*), preparation (s_*) ---------------------
+        r_pre, r_ref = Signal(), Signal()
+        r_bank = Signal.like(self.bank)
+        pa, pp, pc = Signal(), Signal(), Signal()
+        sa, sp = Signal(), Signal()
+        s_bank = Signal.like(self.bank)
+        s_row = Signal.like(self.row)
+        s_port = Signal.like(self.port)
+        blocked = self.refresh_want | ~self.refresh_ready
+
+        with m.If(self.refresh_want):
+            self._refresh(m, r_pre, r_ref, r_bank)
+        with m.Elif(~blocked & p_valid):
+            with m.If(p_oow):
+                m.d.comb += self.oow.eq(self.bus_free)
+            with m.Elif(is_open[p_bank] & (open_row[p_bank] == p_row)):
+                m.d.comb += pc.eq(col_ready[p_bank] & self.bus_free)
+            with m.Elif(~is_open[p_bank]):
+                m.d.comb += pa.eq(act_ready[p_bank])
+            with m.Else():
+                m.d.comb += pp.eq(pre_ready[p_bank])
+        primary_cmd = pa | pp | pc
+
+        with m.If(~blocked & ~primary_cmd):
+            self._prepare(m, p_valid & ~p_oow, p_bank, sa, sp, s_bank, s_row, s_port)
+
+        # -- the command ----------------------------------------------------------------------
+        m.d.comb += [
+            self.act.eq(pa | sa),
+            self.pre.eq(pp | sp | r_pre),
+            self.col.eq(pc),
+            self.ref.eq(r_ref),
+            self.issue.eq(pc | self.oow),
+        ]
+        with m.If(self.refresh_want):
+            m.d.comb += self.bank.eq(r_bank)
+        with m.Elif(primary_cmd | self.oow):
+            m.d.comb += [self.bank.eq(p_bank), self.row.eq(p_row), self.port.eq(g)]
+        with m.Else():
+            m.d.comb += [self.bank.eq(s_bank), self.row.eq(s_row), self.port.eq(s_port)]
+        return m
+
+    def _refresh(self, m, do_pre, do_ref, c_bank):
+        """Refresh due: precharge the lowest open bank that may be closed, then REF.
+
+        ``do_pre``, ``do_ref`` and ``c_bank`` are this method's outputs.
+        """
+        banks = self.banks
+        any_open = Cat(bs.is_open for bs in banks).any()
+        all_idle = Cat(bs.act_ready for bs in banks).all()
+        for b in reversed(range(len(banks))):
+            with m.If(banks[b].pre_ready):
+                m.d.comb += [do_pre.eq(1), c_bank.eq(b)]
+        with m.If(~any_open & all_idle & self.refresh_ready):
+            m.d.comb += do_ref.eq(1)
+
+    def _prepare(self, m, p_mem, p_bank, do_act, do_pre, c_bank, c_row, c_port):
+        """Use an idle command slot to open (or close) a bank another chunk will need.
+
+        ``p_mem``: the primary is a chunk inside the window, in bank ``p_bank``. The ``do_*``
+        and ``c_*`` arguments are this method's outputs.
+        """
+        heads = self.ports
+        banks = self.banks
+        nb = len(banks)
+        # A row is protected when some port's head chunk or look-ahead wants it.
+        protected = []
+        for b, bs in enumerate(banks):
+            hits = []
+            for h in heads:
+                hits.append(h.head_valid & ~h.head_oow & (self._bank(h.head_addr) == b)
+                            & (self._row(h.head_addr) == bs.open_row))
+                hits.append(h.la_valid & (self._bank(h.la_addr) == b)
+                            & (self._row(h.la_addr) == bs.open_row))
+            protected.append(Cat(*hits).any())
+        protected_by = Array(protected)
+        is_open = Array(bs.is_open for bs in banks)
+        open_row = Array(bs.open_row for bs in banks)
+        act_ready = Array(bs.act_ready for bs in banks)
+        pre_ready = Array(bs.pre_ready for bs in banks)
+
+        cands = []
+        for i, h in enumerate(heads):
+            cands.append((i, h.head_valid & ~h.head_oow, h.head_addr))
+        for i, h in enumerate(heads):
+            cands.append((i, h.la_valid, h.la_addr))
+        # Fixed priority among candidates: preparation is an optimisation, never needed
+        # for progress (the primary prepares its own bank), so it need not be fair.
+        for i, valid, addr in reversed(cands):
+            b = Signal.like(c_bank, name=f"prep_bank_{i}")
+            r = Signal.like(c_row, name=f"prep_row_{i}")
+            m.d.comb += [b.eq(self._bank(addr)), r.eq(self._row(addr))]
+            mine = valid & ~(p_mem & (b == p_bank)) if nb > 1 else valid & ~p_mem
+            can_act = act_ready[b]
+            can_pre = is_open[b] & (open_row[b] != r) & pre_ready[b] & ~protected_by[b]
+            with m.If(mine & (can_act | can_pre)):
+                m.d.comb += [
+                    do_act.eq(can_act),
+                    do_pre.eq(~can_act),
+                    c_bank.eq(b),
+                    c_row.eq(r),
+                    c_port.eq(i),
+                ]
+
+
+class ErrorFlag(wiring.Component):
+    """Sticky record of the first out-of-window chunk the scheduler retired.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        Address width.
+
+    Attributes
+    ----------
+    oow, addr : Signal, in
+        An out-of-window chunk starting at LW ``addr`` is retired this cycle.
+    clear : Signal, in
+        Clear the flag (wins over a new ``oow`` in the same cycle).
+    error, error_addr : Signal, out
+        The flag, from the cycle after the first ``oow``, and that chunk's address.
+    """
+
+    def __init__(self, config: ArchConfig):
+        if not isinstance(config, ArchConfig):
+            raise TypeError(f"Config must be an ArchConfig, not {config!r}")
+        self.config = config
+        caw = chunk_addr_bits(config)
+        super().__init__({
+            "oow": In(1),
+            "addr": In(caw),
+            "clear": In(1),
+            "error": Out(1),
+            "error_addr": Out(caw),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        with m.If(self.clear):
+            m.d.sync += self.error.eq(0)
+        with m.Elif(self.oow & ~self.error):
+            m.d.sync += [self.error.eq(1), self.error_addr.eq(self.addr)]
+        return m

@@ -1,0 +1,137 @@
+"""The functional model's DRAM: every Group's LWs in one lazily backed array, read and written
+as slices.
+
+All Groups live in one ``(groups, lw_per_group)`` uint64 array over an anonymous memory
+mapping that the OS backs page by page on first write, so 4 GiB modeled per Group costs nothing
+until written, and a buffer's image over consecutive Groups is a plain view (no stacking). The
+pages written are recorded, so a snapshot lists them without scanning the whole DRAM.
+"""
+
+from __future__ import annotations
+
+import mmap
+import sys
+
+import numpy as np
+
+from .base import PAGE_LW
+
+__all__ = ["DramStore", "GroupDram", "PAGE_LW"]
+
+
+#: Linux's MAP_NORESERVE: no swap is reserved for the mapping (it may exceed free memory).
+_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
+
+
+def _lazy_zeros(groups: int, lw_per_group: int) -> tuple[np.ndarray, object]:
+    """A zero ``(groups, lw_per_group)`` uint64 array whose pages cost memory once written."""
+    nbytes = groups * lw_per_group * 8
+    if nbytes and hasattr(mmap, "MAP_ANONYMOUS"):
+        try:
+            flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE
+            backing = mmap.mmap(-1, nbytes, flags=flags)
+        except (OSError, ValueError):
+            backing = None
+        if backing is not None:
+            words = np.frombuffer(backing, dtype=np.uint64).reshape(groups, lw_per_group)
+            return words, backing
+    # np.zeros of a large size is calloc: also backed lazily by the OS.
+    return np.zeros((groups, lw_per_group), dtype=np.uint64), None
+
+
+class DramStore:
+    """The DRAM of ``groups`` Groups of ``lw_per_group`` LWs each; unwritten LWs read as zero.
+
+    Parameters
+    ----------
+    groups : int
+        Groups modeled.
+    lw_per_group : int
+        LWs of DRAM per Group.
+    """
+
+    def __init__(self, groups: int, lw_per_group: int):
+        for name, value in (("groups", groups), ("lw_per_group", lw_per_group)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"DRAM {name} must be a positive integer, not {value!r}")
+        self.groups = groups
+        self.lw_per_group = lw_per_group
+        self.words, self._backing = _lazy_zeros(groups, lw_per_group)
+        #: Per Group, the PAGE_LW pages ever written (a superset of the non-zero ones).
+        self.touched: list[set[int]] = [set() for _ in range(groups)]
+
+    def view(self, group: int, groups: int, address: int, count: int) -> np.ndarray:
+        """The ``(groups, count)`` LWs from ``address`` in Groups ``group ..``, as a view."""
+        self._check(group, groups, address, count)
+        return self.words[group:group + groups, address:address + count]
+
+    def read(self, group: int, groups: int, address: int, count: int) -> np.ndarray:
+        """A read-only view of :meth:`view` (what a read returns: no copy is made)."""
+        out = self.view(group, groups, address, count)
+        out.flags.writeable = False
+        return out
+
+    def writable(self, group: int, groups: int, address: int, count: int) -> np.ndarray:
+        """:meth:`view`, with its pages recorded as written (the caller writes into it)."""
+        out = self.view(group, groups, address, count)
+        first, last = address // PAGE_LW, (address + count - 1) // PAGE_LW
+        for g in range(group, group + groups):
+            self.touched[g].update(range(first, last + 1))
+        return out
+
+    def write(self, group: int, address: int, image: np.ndarray) -> None:
+        """Store ``image`` (``(groups, count)`` uint64) from ``address`` in Groups ``group ..``."""
+        image = np.asarray(image)
+        if image.ndim == 1:
+            image = image[None, :]
+        groups, count = image.shape
+        self.writable(group, groups, address, count)[...] = image
+
+    def snapshot(self, group: int) -> dict[int, np.ndarray]:
+        """A copy of every non-zero page of one Group (to compare two memories)."""
+        row = self.words[group]
+        pages = {}
+        for page in sorted(self.touched[group]):
+            data = row[page * PAGE_LW:(page + 1) * PAGE_LW]
+            if data.any():
+                pages[page] = data.copy()
+        return pages
+
+    def _check(self, group: int, groups: int, address: int, count: int) -> None:
+        if group < 0 or groups < 0 or group + groups > self.groups:
+            raise IndexError(f"DRAM access to Groups {group}..{group + groups - 1} is outside "
+                             f"the {self.groups} Groups")
+        end = address + count
+        if address < 0 or count < 0 or end > self.lw_per_group:
+            raise IndexError(
+                f"DRAM access 0x{address:x}..0x{end:x} is outside the Group's "
+                f"0x{self.lw_per_group:x} LWs"
+            )
+
+
+class GroupDram:
+    """One Group's DRAM (a row of a :class:`DramStore`): read, write and snapshot by LW address.
+
+    Parameters
+    ----------
+    lw_size : int
+        LWs in the Group.
+    store, group : DramStore, int, optional
+        The store and row it lives in; by default a store of its own.
+    """
+
+    def __init__(self, lw_size: int, store: DramStore | None = None, group: int = 0):
+        self.store = store if store is not None else DramStore(1, lw_size)
+        self.group = group
+        self.lw_size = lw_size
+
+    def read(self, address: int, count: int) -> np.ndarray:
+        """A copy of ``count`` LWs from ``address``."""
+        return self.store.view(self.group, 1, address, count)[0].copy()
+
+    def write(self, address: int, words: np.ndarray) -> None:
+        self.store.write(self.group, address, np.asarray(words).reshape(1, -1))
+
+    def snapshot(self) -> dict[int, np.ndarray]:
+        """A copy of every non-zero page, for comparing two memories."""
+        return self.store.snapshot(self.group)

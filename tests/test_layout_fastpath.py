@@ -1,0 +1,112 @@
+"""The strided fast paths against the index paths they replace: identical images and tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mncore_hdl.layout import DTYPES, Layout, UnsupportedConversion, conversion
+from mncore_hdl.layout.mapping import (
+    from_device,
+    from_device_reference,
+    radix_pieces,
+    to_device,
+    to_device_reference,
+    write_image,
+)
+from mncore_hdl.layout.random_layouts import random_layout
+
+
+def _raw(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.view(torch.int32 if tensor.element_size() == 4 else torch.int16)
+
+
+@st.composite
+def layouts(draw, count: int = 1):
+    """``count`` random layouts of one random shape and dtype (tiled, transposed, padded)."""
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.lists(st.integers(1, 40), min_size=rank, max_size=rank)))
+    if np.prod(shape) > 4096:
+        shape = shape[:1]
+    rng = draw(st.randoms(use_true_random=False))
+    return [random_layout(rng, shape, dtype) for _ in range(count)]
+
+
+def _tensor(layout: Layout, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(layout.shape, generator=gen).to(getattr(torch, layout.dtype))
+
+
+@settings(max_examples=150, deadline=None)
+@given(layouts(), st.integers(0, 2**31 - 1))
+def test_strided_mapping_matches_index_path(drawn, seed):
+    (layout,) = drawn
+    tensor = _tensor(layout, seed)
+    image = to_device(tensor, layout)
+    reference = to_device_reference(tensor, layout)
+    assert image.dtype == reference.dtype and image.shape == reference.shape
+    assert np.array_equal(image, reference), f"{layout} (seed {seed})"
+    back = from_device(image, layout)
+    assert torch.equal(_raw(back), _raw(from_device_reference(image, layout))), f"{layout}"
+    # A non-contiguous input (a transposed copy's transpose) lays out the same.
+    if tensor.dim() >= 2:
+        strided = tensor.transpose(0, 1).contiguous().transpose(0, 1)
+        assert np.array_equal(to_device(strided, layout), reference), f"{layout} (strided)"
+
+
+@settings(max_examples=60, deadline=None)
+@given(layouts(), st.integers(0, 2**31 - 1), st.integers(1, 3))
+def test_from_device_reads_a_view_of_a_larger_memory(drawn, seed, pitch_extra):
+    """Images that are views of DRAM (Groups a row apart, at an offset) read back the same."""
+    (layout,) = drawn
+    tensor = _tensor(layout, seed)
+    image = to_device_reference(tensor, layout)
+    groups, lw = image.shape
+    memory = np.zeros((groups + 1, lw + 5 + pitch_extra), dtype=np.uint64)
+    view = memory[1:, 3:3 + lw]
+    view[...] = image
+    assert torch.equal(_raw(from_device(view, layout)), _raw(tensor)), f"{layout}"
+    again = np.zeros_like(memory)
+    write_image(again[1:, 3:3 + lw], tensor, layout)
+    assert np.array_equal(again[1:, 3:3 + lw] * (image != 0), image), f"{layout}"
+
+
+@settings(max_examples=100, deadline=None)
+@given(layouts(2), st.integers(0, 2**31 - 1))
+def test_strided_conversion_matches_index_path(drawn, seed):
+    a, b = drawn
+    try:
+        desc = conversion(a, b)
+    except UnsupportedConversion:
+        return
+    src = to_device_reference(_tensor(a, seed), a)
+    assert np.array_equal(desc.execute(src), desc.execute_reference(src)), f"{a} -> {b}"
+
+
+@pytest.mark.parametrize(("extents", "dim"), [((3, 4), 9), ((2, 2, 2), 5), ((5,), 5), ((3, 4), 12),
+                                               ((4, 2, 4), 25)])
+def test_radix_pieces_cover_the_range_once(extents, dim):
+    covered = []
+    for piece in radix_pieces(extents, dim):
+        grid = np.indices(piece.counts).reshape(len(extents), -1).T + np.array(piece.starts)
+        inner = np.cumprod((1,) + extents[:0:-1])[::-1]
+        index = (grid * inner).sum(axis=1)
+        assert list(index) == list(range(piece.first, piece.first + len(index)))
+        covered.extend(index.tolist())
+    assert covered == list(range(dim))
+
+
+def test_from_device_without_copy_views_a_row_major_image():
+    tensor = torch.randn(8, 6)
+    layout = Layout.parse("(8,6)/((8:3), (3:1, 2_W:1))")
+    image = to_device_reference(tensor, layout)
+    view = from_device(image, layout, copy=False)
+    assert torch.equal(view, tensor)
+    image[0, 0] = 0
+    assert view[0, 0].item() == 0 and view[0, 1].item() == 0  # shares the image's memory
+    tiled = Layout.parse("(8,6)/((8:1), (3:8, 2_W:1))")
+    copied = from_device(to_device_reference(tensor, tiled), tiled, copy=False)
+    assert torch.equal(copied, tensor)
