@@ -20,7 +20,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 import numpy as np
 
@@ -47,7 +47,7 @@ class BulkBus(Protocol):
     async def wait_change(self, name: str) -> None: ...
 
 
-def has_dma(bus: object) -> bool:
+def has_dma(bus: object) -> TypeGuard[BulkBus]:
     """Whether ``bus`` drives a ``cosim_tb`` (DMA engines and file back door)."""
     has = getattr(bus, "has", None)
     return bool(has is not None and getattr(bus, "memfile", None) is not None
