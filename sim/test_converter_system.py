@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from mncore_hdl.arch import MNCORE2_SIM
-from runner_util import BUILD_ROOT, require_icarus, run_cocotb, test_seed
+from runner_util import BUILD_ROOT, require_simulator, run_cocotb, test_seed
 
 HDL = Path(__file__).resolve().parent.parent / "hdl" / "mncore_hdl"
 SOURCES = [HDL / "converter", HDL / "memctrl", HDL / "arch.py", HDL / "system.py",
@@ -31,7 +31,7 @@ def system_verilog(config=MNCORE2_SIM):
     ("round_trips", 2),
 ])
 def test_converter_system(testcase, cases):
-    require_icarus()
+    require_simulator()
     name = f"converter_system_{testcase}"
     seed = test_seed(name)
     env = {"CONV_SEED": str(seed), "CONV_CASES": str(cases), "CONV_MEM_PATH": "mc{g}.engine.mem",
