@@ -145,7 +145,8 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
                                   os.environ.get("PYTHONPATH", "")])
     env["PYTHONPATH"] = pythonpath
     results = runner.test(
-        hdl_toplevel=toplevel, test_module=test_module, testcase=testcase, seed=seed,
+        hdl_toplevel=toplevel, hdl_toplevel_lang="verilog", test_module=test_module,
+        testcase=testcase, seed=seed,
         test_dir=test_dir, build_dir=build_dir, waves=waves,
         test_args=test_args if waves else [],
         plusargs=[f"+dumpfile_path={vcd}"] if waves else [], extra_env=env,
@@ -171,6 +172,7 @@ def _verilator(verilog: Path, toplevel: str, vcd: Path) -> tuple[Any, Path, list
 
     public = [("rw", toplevel, "*"), ("rw", "*", "mem")]
     build_dir = build_model([verilog], toplevel, public, BUILD_ROOT / "_build_verilator",
-                            say=lambda s: print(f"[sim] {s}", flush=True))
+                            say=lambda s: print(f"[sim] {s}", flush=True),
+                            timescale="1ns/1ps")
     os.environ.update(verilator_env())
     return get_runner("verilator"), build_dir, ["--trace-file", str(vcd)]

@@ -40,8 +40,10 @@ BUILD_FLAGS = (
     "-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-MULTIDRIVEN",
     "--x-assign", "fast", "--x-initial", "fast",
     "--trace",           # waveforms when asked at run time (VCD; see waves.py)
-    "--timescale", "1ns/1ns",
 )
+#: Time unit / precision of a build unless the caller asks for another (the co-simulation
+#: clock has a period of 2 units; the HDL benches' cocotb clocks need picoseconds).
+TIMESCALE = "1ns/1ns"
 #: C++ optimisation of the generated model (Verilator's default is -Os).
 OPT_FAST = "-O2"
 _MAIN = Path(__file__).with_name("verilator_main.cpp")
@@ -136,7 +138,8 @@ def _key(sources: Sequence[Path], vlt: str, flags: Sequence[str], version: str) 
 
 
 def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, str, str]],
-                build_root: Path, say: Callable[[str], None] = print) -> Path:
+                build_root: Path, say: Callable[[str], None] = print,
+                timescale: str = TIMESCALE) -> Path:
     """The Verilator model of ``top`` with cocotb's VPI library; built once per input key.
 
     Parameters
@@ -151,6 +154,8 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
         Parent folder of the cached builds (under the ignored ``build/``).
     say : callable
         Receives progress lines while building.
+    timescale : str
+        Verilator ``--timescale`` (default ``1ns/1ns``).
 
     Returns
     -------
@@ -163,7 +168,7 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
     env = verilator_env()
     version = verilator_version(env)
     vlt = control_file(public)
-    flags = list(BUILD_FLAGS)
+    flags = [*BUILD_FLAGS, "--timescale", timescale]
     sources = [Path(s).resolve() for s in sources]
     build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version)}"
     build_dir.mkdir(parents=True, exist_ok=True)
