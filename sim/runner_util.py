@@ -1,17 +1,20 @@
-"""Build and launch cocotb benches on Icarus from pytest (shared by the HDL benches).
+"""Build and launch cocotb benches on Icarus or Verilator from pytest (shared by the HDL benches).
 
-The API is three functions:
+The API:
 
-- :func:`require_icarus` skips the calling test when Icarus Verilog is not installed;
+- :func:`require_simulator` skips the calling test when ``$SIM``'s simulator (``icarus``, the
+  default, or ``verilator``) is not installed (:func:`require_icarus`,
+  :func:`require_verilator`);
 - :func:`test_seed` gives a test's seed (``SIM_SEED`` in the environment overrides it);
-- :func:`run_cocotb` builds a Verilog top once per file (cached under ``build/sim/_build``)
-  and runs one cocotb test of a ``tb_*.py`` module against it, leaving its VCD at
-  ``build/sim/<test_name>/<test_name>.vcd``; it fails when the cocotb test fails.
+- :func:`run_cocotb` builds a Verilog top once per file (cached under ``build/sim/_build``,
+  or by content under ``build/sim/_build_verilator``) and runs one cocotb test of a
+  ``tb_*.py`` module against it, leaving its VCD at ``build/sim/<test_name>/<test_name>.vcd``;
+  it fails when the cocotb test fails.
 
 Typical launcher::
 
     def test_something():
-        require_icarus()
+        require_simulator()
         verilog = export_memctrl(CONFIG, ports=3, build_dir=BUILD_ROOT / "verilog")
         run_cocotb(verilog, "memctrl", "tb_memctrl", "something", seed=test_seed("something"))
 """
@@ -25,16 +28,47 @@ import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mncore_hdl.icarus import icarus_vcd_runner
 
-__all__ = ["BUILD_ROOT", "REPO_ROOT", "require_icarus", "run_cocotb", "test_seed"]
+__all__ = ["BUILD_ROOT", "REPO_ROOT", "SIMULATORS", "require_icarus", "require_simulator",
+           "require_verilator", "run_cocotb", "simulator", "test_seed"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Every simulation product goes below this ignored folder.
 BUILD_ROOT = REPO_ROOT / "build" / "sim"
 SIM_DIR = Path(__file__).resolve().parent
+
+
+#: The simulator of the HDL benches: ``$SIM`` (cocotb's convention), ``icarus`` by default.
+SIMULATORS = ("icarus", "verilator")
+
+
+def simulator() -> str:
+    """``$SIM``, checked: the simulator :func:`run_cocotb` uses."""
+    sim = os.environ.get("SIM", "icarus").lower()
+    if sim not in SIMULATORS:
+        raise ValueError(f"SIM must be one of {', '.join(SIMULATORS)}, not {sim!r}")
+    return sim
+
+
+def require_simulator() -> None:
+    """Skip the calling test (with the reason) when ``$SIM``'s simulator is not installed."""
+    if simulator() == "verilator":
+        require_verilator()
+    else:
+        require_icarus()
+
+
+def require_verilator() -> None:
+    """Skip the calling test (with the reason) when Verilator cannot build a model here."""
+    from mncore_hdl.verilator import missing_tools
+
+    missing = missing_tools()
+    if missing:
+        pytest.skip("Verilator cannot run here; missing: " + "; ".join(missing))
 
 
 def require_icarus() -> None:
@@ -97,19 +131,24 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
     if vcd.exists():
         vcd.unlink()
 
-    runner = icarus_vcd_runner()
-    build_dir.mkdir(parents=True, exist_ok=True)
-    with open(build_dir / ".lock", "w") as lock:  # one compile at a time per build folder
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        runner.build(sources=[verilog], hdl_toplevel=toplevel, build_dir=build_dir,
-                     waves=True, timescale=("1ns", "1ps"))
+    if simulator() == "verilator":
+        runner, build_dir, test_args = _verilator(verilog, toplevel, vcd)
+    else:
+        runner, test_args = icarus_vcd_runner(), []
+        build_dir.mkdir(parents=True, exist_ok=True)
+        with open(build_dir / ".lock", "w") as lock:  # one compile at a time per build folder
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            runner.build(sources=[verilog], hdl_toplevel=toplevel, build_dir=build_dir,
+                         waves=True, timescale=("1ns", "1ps"))
     env = dict(extra_env or {})
     pythonpath = os.pathsep.join([str(SIM_DIR), str(REPO_ROOT / "hdl"),
                                   os.environ.get("PYTHONPATH", "")])
     env["PYTHONPATH"] = pythonpath
     results = runner.test(
-        hdl_toplevel=toplevel, test_module=test_module, testcase=testcase, seed=seed,
+        hdl_toplevel=toplevel, hdl_toplevel_lang="verilog", test_module=test_module,
+        testcase=testcase, seed=seed,
         test_dir=test_dir, build_dir=build_dir, waves=waves,
+        test_args=test_args if waves else [],
         plusargs=[f"+dumpfile_path={vcd}"] if waves else [], extra_env=env,
         results_xml=str(test_dir / "results.xml"))
     num_tests, num_failed = get_results(Path(results))
@@ -120,3 +159,20 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
         pytest.fail(f"{test_name}: no VCD written at {vcd}")
     sys.stdout.flush()
     return test_dir
+
+
+def _verilator(verilog: Path, toplevel: str, vcd: Path) -> tuple[Any, Path, list[str]]:
+    """The cocotb runner, the cached model of ``toplevel`` and its wave arguments.
+
+    The benches read and write the top's ports and the backing store ``mem`` through VPI, so
+    those are public (all the top's signals, and every ``mem``); the clock is cocotb's.
+    """
+    from cocotb_tools.runner import get_runner
+    from mncore_hdl.verilator import build_model, verilator_env
+
+    public = [("rw", toplevel, "*"), ("rw", "*", "mem")]
+    build_dir = build_model([verilog], toplevel, public, BUILD_ROOT / "_build_verilator",
+                            say=lambda s: print(f"[sim] {s}", flush=True),
+                            timescale="1ns/1ps")
+    os.environ.update(verilator_env())
+    return get_runner("verilator"), build_dir, ["--trace-file", str(vcd)]

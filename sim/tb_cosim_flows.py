@@ -18,13 +18,15 @@ from mlsdk import Context, MNDevice, storage
 from mlsdk.device.commands import Convert
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.layout import conversion, host_layout, native_layout, to_device
-from runner_util import require_icarus
+from runner_util import require_icarus, require_verilator
 
 
 def require_device(device: str) -> None:
     """Skip the calling test when ``device`` needs a simulator this machine lacks."""
     if device.startswith("mncore2:icarus"):
         require_icarus()
+    elif device.startswith("mncore2:verilator"):
+        require_verilator()
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,8 @@ def run_flow(flow: Flow, device: str, constrained: bool, codegen: Path) -> FlowR
 def top_signal_changes(vcd: Path, name: str) -> list[tuple[int, int]]:
     """``(time, value)`` changes of port ``name`` of the design's top (read with pyvcd).
 
-    The top is the shallowest scope declaring ``busy_cycles`` (the same rule both simulators'
-    files satisfy: Icarus ``cosim_top``, Amaranth ``bench.top``).
+    The top is the shallowest scope declaring ``busy_cycles`` (the same rule every simulator's
+    file satisfies: Icarus and Verilator ``cosim_tb``, Amaranth ``bench.top``).
     """
     from vcd.reader import TokenKind, tokenize
 

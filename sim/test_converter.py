@@ -7,7 +7,7 @@ import json
 import pytest
 from mncore_hdl.arch import LW_BYTES, MNCORE2_SIM
 from mncore_hdl.contracts.cosim import BACKING_STORE
-from runner_util import BUILD_ROOT, require_icarus, run_cocotb, test_seed
+from runner_util import BUILD_ROOT, require_simulator, run_cocotb, test_seed
 
 LATENCY = 12
 #: The RTL config with a 256 KiB window per Group: every bench fits, and Icarus holds less.
@@ -34,7 +34,7 @@ def harness_verilog(config=CONFIG, latency=LATENCY):
     ("round_trips", 4),
 ])
 def test_converter(testcase, cases):
-    require_icarus()
+    require_simulator()
     name = f"converter_{testcase}"
     seed = test_seed(name)
     env = {"CONV_SEED": str(seed), "CONV_CASES": str(cases),

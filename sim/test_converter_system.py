@@ -7,7 +7,7 @@ import json
 import pytest
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.contracts.cosim import BACKING_STORE
-from runner_util import BUILD_ROOT, require_icarus, run_cocotb, test_seed
+from runner_util import BUILD_ROOT, require_simulator, run_cocotb, test_seed
 
 
 def system_verilog(config=MNCORE2_SIM):
@@ -27,7 +27,7 @@ def system_verilog(config=MNCORE2_SIM):
     ("round_trips", 2),
 ])
 def test_converter_system(testcase, cases):
-    require_icarus()
+    require_simulator()
     name = f"converter_system_{testcase}"
     seed = test_seed(name)
     env = {"CONV_SEED": str(seed), "CONV_CASES": str(cases),

@@ -1,4 +1,5 @@
-"""Both RTL backends run the same design from the same state, so they measure the same cycles.
+"""Every RTL backend runs the same design from the same state, so they measure the same cycles
+(Icarus and Verilator each against the Amaranth simulator; see also ``test_cosim_dma.py``).
 
 The 32 KiB conversion below spans the controllers' second refresh (tREFI = 2925 cycles): when
 the Icarus server began its first operation one clock edge later after reset than the Amaranth
@@ -9,6 +10,7 @@ counted different stall cycles (2576 vs 2577; at 128 KiB, 27589 vs 27590 cycles)
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from mncore_hdl.arch import MNCORE2_SIM
 from tb_cosim_flows import require_device, staged_conversion
@@ -16,11 +18,12 @@ from tb_cosim_flows import require_device, staged_conversion
 SHAPE = (128, 64)  # 32 KiB of fp32
 
 
-def test_icarus_and_amaranth_measure_identical_cycles():
-    require_device("mncore2:icarus")
+@pytest.mark.parametrize("device", ["mncore2:icarus", "mncore2:verilator"])
+def test_cocotb_simulators_and_amaranth_measure_identical_cycles(device):
+    require_device(device)
     bits = np.random.default_rng(3).integers(0, 1 << 32, SHAPE, dtype=np.uint32)
     tensor = torch.from_numpy(bits.view(np.float32))
-    icarus = staged_conversion("mncore2:icarus", tensor)
+    icarus = staged_conversion(device, tensor)
     amaranth = staged_conversion("mncore2:rtl", tensor)
     assert icarus.cycles == amaranth.cycles
     counters_i, counters_a = icarus.counters, amaranth.counters

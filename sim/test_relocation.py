@@ -1,8 +1,8 @@
 """The proof: with io_spec_constraints a hand-off is a relocation the RTL converter never sees.
 
 For each flow of ``tb_cosim_flows.FLOWS`` (the seed's 32x64 fp32 producer/consumer, an odd
-33x65 shape, a 3-D tensor, fp16, a chain of three functions), on the RTL (Icarus, and the
-Amaranth simulator for the seed flow):
+33x65 shape, a 3-D tensor, fp16, a chain of three functions), on the RTL (Icarus, Verilator
+when it is installed, and the Amaranth simulator for the seed flow):
 
 - constrained: every hand-off is a Bind to the producer's buffer, the converter's beat counters
   stay 0, its ``busy`` never rises in the VCD, the host port's CSR counters do not move between
@@ -38,6 +38,8 @@ def _close(result: torch.Tensor, expected: torch.Tensor) -> bool:
 def _cases():
     for flow in FLOWS:
         yield pytest.param(flow, "mncore2:icarus", id=f"{flow}-icarus")
+    for flow in FLOWS:  # skipped, with the reason, where Verilator is not installed
+        yield pytest.param(flow, "mncore2:verilator", id=f"{flow}-verilator")
     yield pytest.param("seed", "mncore2:rtl", id="seed-amaranth")
 
 
@@ -128,7 +130,7 @@ def _same_dram(a, b) -> bool:
     return True
 
 
-@pytest.mark.parametrize("device", ["mncore2:rtl", "mncore2:icarus"])
+@pytest.mark.parametrize("device", ["mncore2:rtl", "mncore2:icarus", "mncore2:verilator"])
 def test_seed_program_unmodified(device, tmp_path):
     require_device(device)
     seeds = sorted((SHARED / "seeds").glob("*.txt")) if (SHARED / "seeds").is_dir() else []
@@ -140,7 +142,10 @@ def test_seed_program_unmodified(device, tmp_path):
 
     program = tmp_path / "io_spec_constraints.py"
     program.write_text(extract_sample_program(seeds[0].read_text()))
+    # This checkout's packages, whatever the environment's editable install points at.
+    roots = [str(ROOT / d) for d in ("sdk", "compiler", "hdl")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*roots, os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run([sys.executable, str(program), "--device", device], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=900)
+                         capture_output=True, text=True, timeout=900, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip().splitlines()[-1] == SUCCESS

@@ -12,7 +12,8 @@ from ..descriptors import DESCRIPTOR_BITS, SLOT_BITS
 from .converter import CONTROL_PORTS
 from .memctrl import COUNTER_BITS, CSR_ADDR_BITS, RequestFormat, rdata_fields, wdata_fields
 
-__all__ = ["CYCLE_BITS", "SYSTEM_INSTANCE", "CONTROLLER_INSTANCE", "BACKING_STORE",
+__all__ = ["CYCLE_BITS", "SYSTEM_INSTANCE", "CONTROLLER_INSTANCE", "TB_DUT_INSTANCE",
+           "BACKING_STORE",
            "backing_store", "TOP_PATHS", "STREAMS", "requester_prefix", "csr_addr_port",
            "csr_rdata_port", "MC_IDLE", "MC_ERROR", "CYCLE", "DESC_PORTS", "system_ports",
            "cosim_ports", "top_inputs"]
@@ -24,6 +25,8 @@ CYCLE_BITS = 48
 
 #: The memory system's instance name in the co-simulation top.
 SYSTEM_INSTANCE = "system"
+#: The co-simulation top's instance name in the testbench top ``cosim_tb``.
+TB_DUT_INSTANCE = "dut"
 #: Group ``g``'s controller's instance name in the memory system.
 CONTROLLER_INSTANCE = "mc{g}"
 _STORE_IN_CONTROLLER = "engine.mem"
@@ -34,6 +37,7 @@ BACKING_STORE = {
     "controller": _STORE_IN_CONTROLLER,
     "system": f"{CONTROLLER_INSTANCE}.{_STORE_IN_CONTROLLER}",
     "cosim": f"{SYSTEM_INSTANCE}.{CONTROLLER_INSTANCE}.{_STORE_IN_CONTROLLER}",
+    "cosim_tb": f"{TB_DUT_INSTANCE}.{SYSTEM_INSTANCE}.{CONTROLLER_INSTANCE}.{_STORE_IN_CONTROLLER}",
     "harness": "mem{g}.mem",
 }
 

@@ -68,6 +68,9 @@ DEVICES: dict[str, DeviceEntry] = {
     "mncore2:icarus": DeviceEntry("icarus", ".rtl.icarus:IcarusDevice",
                                   "RTL as Verilog under cocotb on Icarus, measured cycles",
                                   MNCORE2_SIM, takes_options=True),
+    "mncore2:verilator": DeviceEntry("verilator", ".rtl.verilator:VerilatorDevice",
+                                     "RTL as Verilog under cocotb on Verilator (cached C++ "
+                                     "build), measured cycles", MNCORE2_SIM, takes_options=True),
 }
 
 #: Device string -> (backend, what it is): the table above, for listing.

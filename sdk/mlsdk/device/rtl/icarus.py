@@ -13,6 +13,7 @@ process group, so no simulator outlives its Context.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import select
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mncore_hdl.arch import ArchConfig
+from mncore_hdl.cosim_tb import TB_MODULE
 
 from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
@@ -41,7 +43,7 @@ START_TIMEOUT = 120.0
 
 
 def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None) -> Path:
-    """Export and compile the top for ``config`` (cached); return the cocotb build folder.
+    """Export and compile the testbench top for ``config`` (cached); return the cocotb build folder.
 
     A cached ``sim.vvp`` is used only when it is complete: it must match the stamp written
     beside it after its build (``sim.vvp.ok``: size and SHA-256), or, for a cache entry from
@@ -50,11 +52,12 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
     file to delete.
     """
     from cocotb_tools.runner import get_runner
-    from mncore_hdl.cosim_top import export_cosim_top
+    from mncore_hdl.cosim_tb import TB_MODULE, export_cosim_tb
 
     say("exporting the co-simulation top to Verilog (once per design, then cached)")
-    verilog = export_cosim_top(config, BUILD_ROOT / "verilog")
-    build_dir = BUILD_ROOT / "icarus" / verilog.parent.name
+    sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
+    build_dir = BUILD_ROOT / "icarus" / f"{TB_MODULE}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
     vvp = build_dir / "sim.vvp"
     with open(build_dir / ".lock", "w") as lock:  # one compile at a time
@@ -65,7 +68,7 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
         if not vvp.exists():
             _stamp(vvp).unlink(missing_ok=True)
             say("compiling the Verilog with iverilog")
-            get_runner("icarus").build(sources=[verilog], hdl_toplevel="cosim_top",
+            get_runner("icarus").build(sources=sources, hdl_toplevel=TB_MODULE,
                                        build_dir=build_dir, waves=True,
                                        timescale=("1ns", "1ps"))
             if not vvp.exists() or not _vvp_well_formed(vvp):
@@ -164,6 +167,13 @@ class IcarusSession:
     """
 
     kind = "icarus"
+    #: The simulator's name in messages, and the script that runs the cocotb server on it.
+    label = "Icarus"
+    launcher = "icarus_launch.py"
+
+    def _build(self, say: Callable[[str], None]) -> Path:
+        """The cocotb build folder of the testbench top (built on first use)."""
+        return build_icarus(self.config, say)
 
     def __init__(self, config: ArchConfig, vcd: Path | None = None,
                  progress: Callable[[int, int], None] | None = None,
@@ -171,8 +181,8 @@ class IcarusSession:
         self.config = config
         self.progress = progress
         self.dead: str | None = None
-        build_dir = build_icarus(config, say)
-        self.test_dir = BUILD_ROOT / "runs" / f"icarus-{os.getpid()}-{id(self):x}"
+        build_dir = self._build(say)
+        self.test_dir = BUILD_ROOT / "runs" / f"{self.kind}-{os.getpid()}-{id(self):x}"
         self.test_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.test_dir / "simulator.log"
         server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -185,13 +195,13 @@ class IcarusSession:
         env["MNCORE_COSIM_PORT"] = str(server.getsockname()[1])
         env["MNCORE_COSIM_CONFIG"] = config.to_json()
         env["MNCORE_COSIM_LAUNCH"] = json.dumps({
-            "toplevel": "cosim_top", "module": "mlsdk.device.rtl.cocotb_server",
+            "toplevel": TB_MODULE, "module": "mlsdk.device.rtl.cocotb_server",
             "build_dir": str(build_dir), "test_dir": str(self.test_dir),
             "vcd": str(Path(vcd).resolve()) if vcd else None})
-        say("starting the Icarus simulator")
+        say(f"starting the {self.label} simulator")
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__).with_name("icarus_launch.py"))],
+                [sys.executable, str(Path(__file__).with_name(self.launcher))],
                 env=env, cwd=self.test_dir, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True)
         self.sock: socket.socket | None = None
@@ -218,13 +228,13 @@ class IcarusSession:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                self._fail(f"the Icarus simulator exited with code {self.proc.returncode} "
+                self._fail(f"the {self.label} simulator exited with code {self.proc.returncode} "
                            f"before connecting; log {self.log_path}:\n{self._log_tail()}")
             ready, _, _ = select.select([server], [], [], 0.5)
             if ready:
                 conn, _ = server.accept()
                 return conn
-        self._fail(f"the Icarus simulator did not connect within {START_TIMEOUT:.0f} s; "
+        self._fail(f"the {self.label} simulator did not connect within {START_TIMEOUT:.0f} s; "
                    f"log {self.log_path}:\n{self._log_tail()}")
         raise AssertionError("unreachable")
 
@@ -249,19 +259,19 @@ class IcarusSession:
                 return msg
             left = deadline - time.monotonic()
             if left <= 0:
-                self._fail(f"the Icarus simulator did not answer {op!r} within {timeout:.0f} s "
-                           f"(hung?); it was stopped. Log {self.log_path}")
+                self._fail(f"the {self.label} simulator did not answer {op!r} within "
+                           f"{timeout:.0f} s (hung?); it was stopped. Log {self.log_path}")
             ready, _, _ = select.select([self.sock], [], [], min(left, 0.5))
             if ready:
                 chunk = self.sock.recv(1 << 20)
                 if not chunk:
                     self.proc.poll()
-                    self._fail(f"the Icarus simulator closed the connection during {op!r} "
+                    self._fail(f"the {self.label} simulator closed the connection during {op!r} "
                                f"(exit code {self.proc.returncode}); log {self.log_path}:\n"
                                f"{self._log_tail()}")
                 self._buffer += chunk
             elif self.proc.poll() is not None:
-                self._fail(f"the Icarus simulator exited with code {self.proc.returncode} "
+                self._fail(f"the {self.label} simulator exited with code {self.proc.returncode} "
                            f"during {op!r}; log {self.log_path}:\n{self._log_tail()}")
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -274,7 +284,7 @@ class IcarusSession:
             return self._receive(timeout, str(msg.get("op")))
         except (RuntimeError, OSError) as exc:
             if not self.dead:
-                self.dead = f"lost the Icarus simulator: {exc}"
+                self.dead = f"lost the {self.label} simulator: {exc}"
                 _terminate(self.proc, self.sock)
             return {"error": self.dead, "fatal": True}
 

