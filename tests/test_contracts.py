@@ -287,10 +287,13 @@ def test_backing_store_paths_exist(top):
     from mncore_hdl.memctrl.controller import MemoryController
     from mncore_hdl.system import MemorySystem
 
+    # cosim_tb is Verilog written around the exported CosimTop, instantiated as TB_DUT_INSTANCE
     factory = {"controller": lambda: MemoryController(SMALL), "system": lambda: MemorySystem(SMALL),
-               "cosim": lambda: CosimTop(SMALL), "harness": lambda: ConverterHarness(SMALL)}[top]
+               "cosim": lambda: CosimTop(SMALL), "cosim_tb": lambda: CosimTop(SMALL),
+               "harness": lambda: ConverterHarness(SMALL)}[top]
+    prefix = f"{cosim.TB_DUT_INSTANCE}." if top == "cosim_tb" else ""
     groups = 1 if top == "controller" else SMALL.groups
-    memories = _memories(factory())
+    memories = {prefix + m for m in _memories(factory())}
     for g in range(groups):
         assert cosim.backing_store(top, g) in memories
 
