@@ -249,9 +249,10 @@ class AmaranthSession:
     def close(self, timeout: float = 60.0) -> None:
         """Stop the testbench and wait for the simulator thread (the VCD is then complete).
 
-        Operations still queued (interrupted ones) run to their end first.
+        Operations still queued (interrupted ones) run to their end first; a session lost
+        to a protocol error is stopped too.
         """
-        if self._thread.is_alive() and not self.dead:
+        if self._thread.is_alive():
             self._requests.put({"op": "stop"})
         self._thread.join(timeout)
 
