@@ -164,12 +164,23 @@ class CompiledFunction:
             raise
         record = self.context._new_record(self.name)
         record.conversions, record.relocations = counts
-        for command in plan:
-            self.context._execute(command, record)
+        command: Command | None = None
+        try:
+            for command in plan:
+                self.context._execute(command, record)
+                if isinstance(command, Bind):
+                    self.bindings[command.io] = command.buffer
+            bindings = {**self.bindings, **{c: self._own[c] for c in self.program.constants}}
+            self.context._execute(Launch(self.key, bindings, outputs), record)
+        except BaseException:
+            # A failed or interrupted (Ctrl-C) call hands nothing out: its output buffers are
+            # given back, and an input whose Bind was under way may or may not be in its
+            # descriptor register, so the next call binds it again.
             if isinstance(command, Bind):
-                self.bindings[command.io] = command.buffer
-        bindings = {**self.bindings, **{c: self._own[c] for c in self.program.constants}}
-        self.context._execute(Launch(self.key, bindings, outputs), record)
+                self.bindings.pop(command.io, None)
+            for buf in outputs.values():
+                device.free(buf)
+            raise
         return {n: TensorProxy(self.context, self.output_specs[n], outputs[n])
                 for n in self.program.outputs}
 

@@ -5,13 +5,17 @@
 The simulator runs one async testbench that takes operations from a queue and executes them
 with the shared :class:`~mlsdk.device.rtl.driver.Driver`. While the testbench waits for the
 next operation it blocks the simulator thread, so simulated time does not advance between
-commands; ``close()`` sends ``stop`` and the testbench returns, ending ``sim.run()``.
+commands; ``close()`` sends ``stop`` and the testbench returns, ending ``sim.run()``. Requests
+and answers carry sequence numbers (:mod:`mlsdk.device.rtl.protocol`): a caller interrupted
+by Ctrl-C leaves its operation running in the simulator thread, and the next request drains
+that operation's answer instead of taking it for its own.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,7 @@ from mncore_hdl.contracts.cosim import CYCLE, backing_store
 
 from .device import RtlDevice
 from .driver import Driver
+from .protocol import Dropped, Exchange, ProtocolError
 
 __all__ = ["AmaranthBus", "AmaranthSession", "AmaranthDevice"]
 
@@ -144,8 +149,10 @@ class AmaranthSession:
         self.config = config
         self.vcd = vcd
         self.progress = progress
-        self._requests: queue.Queue[dict[str, Any]] = queue.Queue()
-        self._responses: queue.Queue[dict[str, Any]] = queue.Queue()
+        # SimpleQueue: a put is one C call, so an interrupt cannot leave it half done.
+        self._requests: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+        self._responses: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+        self.exchange = Exchange("Amaranth")
         self.dead: str | None = None
         self._thread = threading.Thread(target=self._run, name="mncore2-rtl-sim", daemon=True)
         self._thread.start()
@@ -197,27 +204,55 @@ class AmaranthSession:
                     result = await driver.execute(msg)
                 except Exception as exc:
                     result = {"error": f"{type(exc).__name__}: {exc}"}
-                self._responses.put(result)
+                self._responses.put({**result, "seq": msg.get("seq")})
         return bench
 
+    @property
+    def on_dropped(self) -> Dropped | None:
+        """Called with ``(request, answer)`` for each interrupted request's drained answer."""
+        return self.exchange.on_dropped
+
+    @on_dropped.setter
+    def on_dropped(self, callback: Dropped | None) -> None:
+        self.exchange.on_dropped = callback
+
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Execute one operation; ``{"error": ...}`` when it fails or takes over ``timeout`` s."""
+        """Execute one operation; ``{"error": ...}`` when it fails or takes over ``timeout`` s.
+
+        A KeyboardInterrupt reaches only the calling (main) thread, never the simulator
+        thread, so an interrupted operation still runs to its end there; its answer is
+        drained and dropped before this request's (see :mod:`mlsdk.device.rtl.protocol`).
+        """
         if self.dead:
             return {"error": self.dead, "fatal": True}
-        self._requests.put(msg)
+        wire, seq, deadline = self.exchange.open(msg, timeout)
+        self._requests.put(wire)
         try:
-            result = self._responses.get(timeout=timeout)
-        except queue.Empty:
-            self.dead = (f"the Amaranth simulation did not answer {msg.get('op')!r} within "
-                         f"{timeout:.0f} s")
-            return {"error": self.dead, "fatal": True}
-        if result.get("fatal"):
-            self.dead = result["error"]
-        return result
+            while True:
+                try:
+                    result = self._responses.get(
+                        timeout=max(deadline - time.monotonic(), 0.0))
+                except queue.Empty:
+                    self.dead = (f"the Amaranth simulation did not answer {msg.get('op')!r} "
+                                 f"within {timeout:.0f} s")
+                    break
+                if result.get("fatal"):
+                    self.dead = result["error"]
+                    break
+                if self.exchange.accept(result, seq):
+                    return result
+        except ProtocolError as exc:
+            self.dead = str(exc)
+        self.exchange.done(seq)
+        return {"error": self.dead, "fatal": True}
 
     def close(self, timeout: float = 60.0) -> None:
-        """Stop the testbench and wait for the simulator thread (the VCD is then complete)."""
-        if self._thread.is_alive() and not self.dead:
+        """Stop the testbench and wait for the simulator thread (the VCD is then complete).
+
+        Operations still queued (interrupted ones) run to their end first; a session lost
+        to a protocol error is stopped too.
+        """
+        if self._thread.is_alive():
             self._requests.put({"op": "stop"})
         self._thread.join(timeout)
 

@@ -3,7 +3,8 @@
 Started by :class:`~mlsdk.device.rtl.icarus.IcarusSession` (never by pytest). It connects to
 ``127.0.0.1:$MNCORE_COSIM_PORT``, resets the top, then reads one JSON operation per line and
 answers one JSON result per line, executing each with the shared
-:class:`~mlsdk.device.rtl.driver.Driver`. While it waits for a line the simulator is blocked,
+:class:`~mlsdk.device.rtl.driver.Driver`. Every answer and progress line echoes the request's
+``seq`` (:mod:`mlsdk.device.rtl.protocol`). While it waits for a line the simulator is blocked,
 so simulated time does not advance between commands. EOF or ``stop`` ends the test.
 """
 
@@ -167,30 +168,36 @@ async def serve(dut):
         stream.flush()
 
     last = [0.0]
+    current: list[int | None] = [None]  # the seq of the request being executed
 
     def progress(cycle: int, ops: int) -> None:
         now = time.monotonic()
         if now - last[0] >= 1.0:
             last[0] = now
-            send({"progress": [cycle, ops]})
+            send({"progress": [cycle, ops], "seq": current[0]})
 
     if os.environ.get("MNCORE_COSIM_CLOCK") != "simulator":  # Verilator's loop has its own
         Clock(dut.clk, period_ns, unit="ns", impl="gpi").start()
     await _reset(dut, config)
     driver = Driver(CocotbBus(dut, config, period_ns), config, progress)
-    send({"ready": True})
+    send({"ready": True, "seq": 0})
     while True:
         line = stream.readline()
         if not line:
             break
-        msg = json.loads(line)
+        try:
+            msg = json.loads(line)
+        except ValueError as exc:  # no seq to echo: the runtime treats it as out of step
+            send({"error": f"malformed request line ({exc}): {line[:80]!r}", "seq": None})
+            continue
+        current[0] = msg.get("seq")
         if msg.get("op") == "stop":
-            send({"stopped": True})
+            send({"stopped": True, "seq": current[0]})
             break
         try:
             result = await driver.execute(msg)
         except Exception as exc:  # the runtime turns it into a DeviceError
             result = {"error": f"{type(exc).__name__}: {exc}"}
-        send(result)
+        send({**result, "seq": current[0]})
     stream.close()
     sock.close()

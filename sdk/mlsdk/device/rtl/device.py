@@ -30,6 +30,7 @@ from ...errors import DeviceError
 from ..base import PAGE_LW, Device, DramSnapshot
 from ..commands import Buffer, Command, CommandResult, Launch
 from .driver import pack_words, unpack_words
+from .protocol import Dropped
 from .waves import waves_folder, write_gtkw
 
 __all__ = ["RtlDevice", "RtlSession", "Progress"]
@@ -43,7 +44,14 @@ TIMEOUT_PER_LW = 0.05
 
 
 class RtlSession(Protocol):
-    """A running simulation of the co-simulation top, as :class:`RtlDevice` uses it."""
+    """A running simulation of the co-simulation top, as :class:`RtlDevice` uses it.
+
+    Requests and answers are matched by sequence number (:mod:`.protocol`): after a caller
+    was interrupted (Ctrl-C), the next request drains the interrupted one's answer and hands
+    it to ``on_dropped``, or, when the session cannot be resynchronised, fails for good.
+    """
+
+    on_dropped: Dropped | None
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Execute one driver operation; ``{"error": ...}`` when it fails."""
@@ -124,12 +132,21 @@ class RtlDevice(Device):
             stem = f"mncore2_{self.simulator}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
             self.vcd_path = self.waves_dir / f"{stem}.vcd"
         try:
-            self._session = self._open_session()
+            session = self._open_session()
         except (RuntimeError, OSError) as exc:
             self._session = None
             raise DeviceError(f"Device {self.name!r} could not start its simulator: {exc}"
                               ) from None
-        return self._session
+        session.on_dropped = self._dropped
+        self._session = session
+        return session
+
+    def _dropped(self, request: dict[str, Any], answer: dict[str, Any]) -> None:
+        """An interrupted operation's late answer: nobody takes its result, but the port's
+        beat counters moved, so they become the baseline of the next operation's bytes."""
+        path = request.get("path")
+        if isinstance(path, str) and "port_beats" in answer:
+            self._port_beats[path] = answer["port_beats"]
 
     def _say(self, text: str) -> None:
         if sys.stderr.isatty():

@@ -33,6 +33,7 @@ from mncore_hdl.cosim_tb import TB_MODULE
 
 from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
+from .protocol import Dropped, Exchange
 
 __all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "build_icarus"]
 
@@ -167,7 +168,8 @@ class IcarusSession:
     """
 
     kind = "icarus"
-    #: The simulator's name in messages, and the script that runs the cocotb server on it.
+    #: The simulator's name in messages, and the script that runs the cocotb server on it
+    #: (beside this file, or an absolute path).
     label = "Icarus"
     launcher = "icarus_launch.py"
 
@@ -201,7 +203,7 @@ class IcarusSession:
         say(f"starting the {self.label} simulator")
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__).with_name(self.launcher))],
+                [sys.executable, str(Path(__file__).parent / self.launcher)],
                 env=env, cwd=self.test_dir, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True)
         self.sock: socket.socket | None = None
@@ -213,7 +215,11 @@ class IcarusSession:
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _terminate, self.proc, self.sock)
         self._buffer = b""
-        ready = self._receive(START_TIMEOUT, "start")
+        self.exchange = Exchange(self.label)
+        # True from the start of a request's send to its end: if an interrupt leaves it set,
+        # part of a line may have gone out, and the stream can no longer be framed.
+        self._sending = False
+        ready = self._receive(time.monotonic() + START_TIMEOUT, "start")
         if "error" in ready:
             self._fail(ready["error"])
 
@@ -243,10 +249,19 @@ class IcarusSession:
         _terminate(self.proc, self.sock)
         raise RuntimeError(reason)
 
-    def _receive(self, timeout: float, op: str) -> dict[str, Any]:
-        """The next result line; progress lines are passed on; bounded by ``timeout``."""
+    @property
+    def on_dropped(self) -> Dropped | None:
+        """Called with ``(request, answer)`` for each interrupted request's drained answer."""
+        return self.exchange.on_dropped
+
+    @on_dropped.setter
+    def on_dropped(self, callback: Dropped | None) -> None:
+        self.exchange.on_dropped = callback
+
+    def _receive(self, deadline: float, op: str) -> dict[str, Any]:
+        """The next answer line; progress lines are passed on; bounded by ``deadline``."""
         assert self.sock is not None
-        deadline = time.monotonic() + timeout
+        timeout = max(deadline - time.monotonic(), 0.0)
         while True:
             newline = self._buffer.find(b"\n")
             if newline >= 0:
@@ -275,14 +290,32 @@ class IcarusSession:
                            f"during {op!r}; log {self.log_path}:\n{self._log_tail()}")
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Execute one operation; ``{"error": ..., "fatal": True}`` if the simulator is lost."""
+        """Execute one operation; ``{"error": ..., "fatal": True}`` if the simulator is lost.
+
+        Answers of earlier requests whose caller was interrupted are drained and dropped
+        first (the simulator finished those operations, in order). If an interrupt came while
+        a request was being sent, the stream is no longer framed: the session is closed and
+        every later request gets a fatal error saying so.
+        """
+        if not self.dead and self._sending:
+            self.dead = (f"the {self.label} session was interrupted while sending a request "
+                         "and cannot be resynchronised; close this Context and open a new one")
+            _terminate(self.proc, self.sock)
         if self.dead:
             return {"error": self.dead, "fatal": True}
         assert self.sock is not None
+        wire, seq, deadline = self.exchange.open(msg, timeout)
+        op = str(msg.get("op"))
         try:
-            self.sock.sendall(json.dumps(msg).encode() + b"\n")
-            return self._receive(timeout, str(msg.get("op")))
+            self._sending = True
+            self.sock.sendall(json.dumps(wire).encode() + b"\n")
+            self._sending = False
+            while True:
+                answer = self._receive(deadline, op)
+                if self.exchange.accept(answer, seq):
+                    return answer
         except (RuntimeError, OSError) as exc:
+            self.exchange.done(seq)
             if not self.dead:
                 self.dead = f"lost the {self.label} simulator: {exc}"
                 _terminate(self.proc, self.sock)
@@ -290,10 +323,10 @@ class IcarusSession:
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop the server (the VCD is flushed), wait for the process, kill it if it lingers."""
-        if not self.dead and self.proc.poll() is None and self.sock is not None:
+        if not self.dead and not self._sending and self.proc.poll() is None \
+                and self.sock is not None:
             try:
-                self.sock.sendall(b'{"op": "stop"}\n')
-                self._receive(timeout, "stop")
+                self.request({"op": "stop"}, timeout)
                 self.proc.wait(timeout)
             except (RuntimeError, OSError, subprocess.TimeoutExpired):
                 pass
