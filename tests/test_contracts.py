@@ -123,7 +123,7 @@ def test_port_indices_and_request_payloads_match_the_wiring():
     """A read on ``host[1]`` and one on ``compute[2]`` (payloads packed by ``RequestFormat``),
     and a conversion reading Group 3, each reach its controller as the port the contract names
     (the controller's ``cmd_port`` of the first RD)."""
-    from mncore_hdl.system import MemorySystem
+    from mncore_hdl.top.system import MemorySystem
 
     dut = MemorySystem(SMALL)
     fmt = memctrl.RequestFormat.of(SMALL)
@@ -271,8 +271,8 @@ def test_registers_fill_the_table_from_a_program():
 # -- tops, back doors and the driver ------------------------------------------------------------
 
 def test_top_ports_match_the_declared_lists():
-    from mncore_hdl.cosim_top import CosimTop
-    from mncore_hdl.system import MemorySystem
+    from mncore_hdl.top.cosim_top import CosimTop
+    from mncore_hdl.top.system import MemorySystem
 
     assert _ports(lambda: MemorySystem(SMALL)) == cosim.system_ports(SMALL)
     top = _ports(lambda: CosimTop(SMALL))
@@ -283,9 +283,9 @@ def test_top_ports_match_the_declared_lists():
 @pytest.mark.parametrize("top", sorted(cosim.BACKING_STORE))
 def test_backing_store_paths_exist(top):
     from mncore_hdl.converter.harness import ConverterHarness
-    from mncore_hdl.cosim_top import CosimTop
     from mncore_hdl.memctrl.controller import MemoryController
-    from mncore_hdl.system import MemorySystem
+    from mncore_hdl.top.cosim_top import CosimTop
+    from mncore_hdl.top.system import MemorySystem
 
     factory = {"controller": lambda: MemoryController(SMALL), "system": lambda: MemorySystem(SMALL),
                "cosim": lambda: CosimTop(SMALL), "harness": lambda: ConverterHarness(SMALL)}[top]

@@ -1,15 +1,15 @@
-"""The analytic timing model (mncore_hdl.timing): formulas, validation, no Amaranth import."""
+"""The analytic timing model (mncore_hdl.memctrl.timing): formulas, validation, no Amaranth."""
 
 import subprocess
 import sys
 
 import pytest
-from mncore_hdl import timing
 from mncore_hdl.arch import MNCORE2, MNCORE2_SIM
+from mncore_hdl.memctrl import timing
 
 
 def test_imports_without_amaranth():
-    code = ("import sys; import mncore_hdl.timing; "
+    code = ("import sys; import mncore_hdl.memctrl.timing; "
             "assert not any(m.startswith('amaranth') for m in sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -53,9 +53,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .arch import ArchConfig
-from .converter.program import DEFAULT_BUFFER_LW, ConverterProgram, _walk, compile_program
-from .layout.conversion import ConversionDescriptor
+from ..arch import ArchConfig
+from ..layout.conversion import ConversionDescriptor
+from .program import DEFAULT_BUFFER_LW, ConverterProgram, _walk, compile_program
 
 __all__ = ["conversion_cycles", "BlockTraffic", "block_traffic", "block_traffic_fast",
            "replay_cycles", "FIRST_BEAT_CYCLES",
