@@ -1,7 +1,9 @@
 """The analytic timing model (mncore_hdl.memctrl.timing): formulas, validation, no Amaranth."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from mncore_hdl.arch import MNCORE2, MNCORE2_SIM
@@ -9,9 +11,13 @@ from mncore_hdl.memctrl import timing
 
 
 def test_imports_without_amaranth():
-    code = ("import sys; import mncore_hdl.memctrl.timing; "
+    import mncore_hdl
+
+    hdl = str(Path(mncore_hdl.__file__).resolve().parents[1])  # this checkout's, not another
+    code = ("import sys; import mncore_hdl.memctrl.timing, mncore_hdl.converter.timing; "
             "assert not any(m.startswith('amaranth') for m in sys.modules)")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([hdl, os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
 def test_read_latency_formulas():
