@@ -1,23 +1,13 @@
 """The analytic timing model (mncore_hdl.memctrl.timing): formulas, validation, no Amaranth."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from mncore_hdl.arch import MNCORE2, MNCORE2_SIM
 from mncore_hdl.memctrl import timing
+from mncore_hdl.testing.hdl_checks import imports_without_amaranth
 
 
 def test_imports_without_amaranth():
-    import mncore_hdl
-
-    hdl = str(Path(mncore_hdl.__file__).resolve().parents[1])  # this checkout's, not another
-    code = ("import sys; import mncore_hdl.memctrl.timing, mncore_hdl.converter.timing; "
-            "assert not any(m.startswith('amaranth') for m in sys.modules)")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([hdl, os.environ.get("PYTHONPATH", "")])}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    imports_without_amaranth("mncore_hdl.memctrl.timing", "mncore_hdl.converter.timing")
 
 
 def test_read_latency_formulas():
