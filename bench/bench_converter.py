@@ -1,5 +1,5 @@
 """Layout converter figures: conversion efficiency on the memory-system top (Icarus), and the
-analytic model's cycles (``mncore_hdl.converter_timing``) next to the RTL's.
+analytic model's cycles (``mncore_hdl.converter.timing``) next to the RTL's.
 
     ./exec_with_env.sh python bench/bench_converter.py             # a few minutes
     ./exec_with_env.sh python bench/bench_converter.py --max-kib 64  # quicker
@@ -24,17 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "hdl"), str(ROOT / "sim")]
-
-from mncore_hdl.arch import MNCORE2_SIM  # noqa: E402
-from mncore_hdl.contracts.cosim import BACKING_STORE  # noqa: E402
-from mncore_hdl.converter_timing import conversion_cycles  # noqa: E402
-from mncore_hdl.layout import Layout, conversion, host_layout, native_layout  # noqa: E402
+from mncore_hdl.arch import MNCORE2_SIM
+from mncore_hdl.contracts.cosim import BACKING_STORE
+from mncore_hdl.converter.timing import conversion_cycles
+from mncore_hdl.layout import Layout, conversion, host_layout, native_layout
 
 CONFIG = MNCORE2_SIM
 SIZES_KIB = (4, 16, 64, 256, 1024)
@@ -94,8 +90,8 @@ def busiest_bus_lw(src: Layout, dst: Layout, src_group: int, dst_group: int) -> 
 
 
 def run(cases: list[dict], check: bool) -> list[dict]:
-    from runner_util import run_cocotb
-    from test_converter_system import system_verilog
+    from mncore_hdl.testing.runner import BUILD_ROOT, run_cocotb
+    from mncore_hdl.top.system import export_memory_system
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "results.json"
@@ -103,7 +99,8 @@ def run(cases: list[dict], check: bool) -> list[dict]:
                "CONV_MEM_PATH": BACKING_STORE["system"],
                "CONV_CONFIG": json.dumps(CONFIG.to_dict()),
                "CONV_BENCH_CHECK": "1" if check else "0"}
-        run_cocotb(system_verilog(CONFIG), "mem_system", "tb_converter_bench", "measure",
+        verilog = export_memory_system(CONFIG, BUILD_ROOT / "verilog")
+        run_cocotb(verilog, "mem_system", "tb_converter_bench", "measure",
                    seed=1, test_name=f"bench_converter_{'checked' if check else 'timed'}",
                    extra_env=env, waves=check)
         return json.loads(out.read_text())

@@ -33,23 +33,20 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+from mlsdk import Context, DeviceMemoryError, MNDevice, storage
+from mncore_hdl.arch import MNCORE2_SIM
+from mncore_hdl.layout import conversion
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "sim"))
 
-import torch  # noqa: E402
-from mlsdk import Context, DeviceMemoryError, MNDevice, storage  # noqa: E402
-from mncore_hdl.arch import MNCORE2_SIM  # noqa: E402
-from mncore_hdl.layout import conversion  # noqa: E402
-
-SHARED = Path(os.environ.get("MNCORE_SHARED_DIR", ROOT.parent / "shared"))
 DEVICES = ["mncore2:auto", "mncore2:rtl", "mncore2:icarus", "mncore2:verilator"]
 
 
 def _available(device: str) -> str | None:
     """None when ``device`` can run here, else the reason it cannot."""
     if device == "mncore2:verilator":
-        from mncore_hdl.verilator import missing_tools
+        from mncore_hdl.tooling.verilator import missing_tools
 
         missing = missing_tools()
         return "missing: " + "; ".join(missing) if missing else None
@@ -84,10 +81,9 @@ def host_transfer_speed(device: str, nbytes: int) -> list[tuple[str, int, float]
 
 
 def seed_wall_times(tmp: Path, devices: list[str]) -> list[tuple[str, float, str]]:
-    from test_programs import extract_sample_program
+    from mlsdk.testing.seeds import extract_sample_program, seed_documents
 
-    seeds = [p for p in sorted((SHARED / "seeds").glob("*.txt"))
-             if "io_spec_constraints" in p.read_text()] if (SHARED / "seeds").is_dir() else []
+    seeds = seed_documents()
     if not seeds:
         return [(d, float("nan"), "no seed program found") for d in devices]
     program = tmp / "io_spec_constraints.py"
@@ -131,7 +127,7 @@ def conversion_speed(device: str, nbytes: int) -> tuple[int, float, bool]:
     """The hand-off conversion alone, its source staged by back door (``poke``), so the
     simulator spends its time on the conversion only: (measured cycles, wall seconds of the
     Convert, result exact)."""
-    from tb_cosim_flows import staged_conversion
+    from mlsdk.testing.flows import staged_conversion
 
     shape = (nbytes // 4 // 64, 64)
     run = staged_conversion(device, torch.arange(math.prod(shape), dtype=torch.float32)
@@ -140,7 +136,7 @@ def conversion_speed(device: str, nbytes: int) -> tuple[int, float, bool]:
 
 
 def modeled_handoff(nbytes: int) -> int:
-    from mncore_hdl.converter_timing import conversion_cycles
+    from mncore_hdl.converter.timing import conversion_cycles
 
     with Context(MNDevice("mncore2:auto", config=MNCORE2_SIM)) as ctx:
         shape = (nbytes // 4 // 64, 64)

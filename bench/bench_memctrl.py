@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "hdl"), str(ROOT / "sim")]
+from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
+from mncore_hdl.contracts.memctrl import PORTS
+from mncore_hdl.memctrl import timing
+from mncore_hdl.memctrl.trafficgen import BenchTop, Mode
+from mncore_hdl.tooling.verilog import export_verilog
 
-from mncore_hdl import timing  # noqa: E402
-from mncore_hdl.arch import MNCORE2_SIM, ArchConfig  # noqa: E402
-from mncore_hdl.contracts.memctrl import PORTS  # noqa: E402
-from mncore_hdl.memctrl.trafficgen import BenchTop, Mode  # noqa: E402
-from mncore_hdl.verilog import export_verilog  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CONFIG = MNCORE2_SIM
 MAX_PORTS = len(PORTS)
@@ -71,7 +69,7 @@ def build(config: ArchConfig) -> Path:
 
 
 def run_icarus(verilog: Path, cases: list[dict], waves: bool) -> list[dict]:
-    from runner_util import BUILD_ROOT, run_cocotb
+    from mncore_hdl.testing.runner import BUILD_ROOT, run_cocotb
 
     out = BUILD_ROOT / "memctrl_bench" / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)

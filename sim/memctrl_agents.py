@@ -10,7 +10,6 @@ from collections import deque
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
-from memctrl_model import SparseMemory, TimingChecker, split_chunks
 from mncore_hdl.arch import LW_BITS, ArchConfig
 from mncore_hdl.contracts.cosim import backing_store
 from mncore_hdl.contracts.memctrl import (
@@ -21,6 +20,7 @@ from mncore_hdl.contracts.memctrl import (
     register_map,
     unpack_rdata,
 )
+from mncore_hdl.testing.memctrl_model import SparseMemory, TimingChecker, split_chunks
 
 CLOCK_NS = 1.334  # ~750 MHz, an even number of picoseconds per half period
 

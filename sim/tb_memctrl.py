@@ -6,9 +6,9 @@ import os
 
 import cocotb
 from memctrl_agents import TB
-from mncore_hdl import timing
 from mncore_hdl.arch import LW_BITS
 from mncore_hdl.contracts.memctrl import Cmd
+from mncore_hdl.memctrl import timing
 
 
 def _env_float(name: str, default: float) -> float:

@@ -7,7 +7,7 @@ import json
 import pytest
 from mncore_hdl.arch import LW_BYTES, MNCORE2_SIM
 from mncore_hdl.contracts.cosim import BACKING_STORE
-from runner_util import BUILD_ROOT, require_simulator, run_cocotb, test_seed
+from mncore_hdl.testing.runner import BUILD_ROOT, require_simulator, run_cocotb, test_seed
 
 LATENCY = 12
 #: The RTL config with a 256 KiB window per Group: every bench fits, and Icarus holds less.
@@ -19,7 +19,7 @@ CONFIG = MNCORE2_SIM.replace(sim_window_lw=WINDOW_LW,
 def harness_verilog(config=CONFIG, latency=LATENCY):
     """The converter harness as Verilog, cached by config and the sources it depends on."""
     from mncore_hdl.converter.harness import ConverterHarness
-    from mncore_hdl.verilog import export_verilog
+    from mncore_hdl.tooling.verilog import export_verilog
 
     meta = {"component": "ConverterHarness", "latency": latency, "config": config.to_dict()}
     return export_verilog(lambda: ConverterHarness(config, latency=latency),

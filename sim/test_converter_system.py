@@ -7,17 +7,13 @@ import json
 import pytest
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.contracts.cosim import BACKING_STORE
-from runner_util import BUILD_ROOT, require_simulator, run_cocotb, test_seed
+from mncore_hdl.testing.runner import BUILD_ROOT, require_simulator, run_cocotb, test_seed
+from mncore_hdl.top.system import export_memory_system
 
 
 def system_verilog(config=MNCORE2_SIM):
-    """The memory-system top as Verilog (about 15 s on a cache miss), cached by sources."""
-    from mncore_hdl.system import MemorySystem
-    from mncore_hdl.verilog import export_verilog
-
-    meta = {"component": "MemorySystem", "config": config.to_dict()}
-    return export_verilog(lambda: MemorySystem(config), "mem_system", meta,
-                          BUILD_ROOT / "verilog", design=MemorySystem)
+    """The memory-system top as Verilog, cached by sources under ``build/sim/verilog``."""
+    return export_memory_system(config, BUILD_ROOT / "verilog")
 
 
 @pytest.mark.parametrize("testcase,cases", [

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from mlsdk import Context, MNDevice
 from mlsdk.device.commands import HostRead, HostWrite
+from mlsdk.testing.flows import require_device
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.layout import native_layout
-from tb_cosim_flows import require_device
 
 
 @pytest.mark.parametrize("device", ["mncore2:icarus", "mncore2:rtl"])

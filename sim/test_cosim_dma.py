@@ -1,7 +1,7 @@
 """Host transfers as one round trip: the same cycles as the driver's beat-by-beat path.
 
 On the cocotb simulators the driver moves a HostWrite, a HostRead or a Launch's loads and stores
-through the testbench's DMA engines (``mncore_hdl.cosim_tb``) in one round trip; the Amaranth
+through the testbench's DMA engines (``mncore_hdl.top.cosim_tb``) in one round trip; the Amaranth
 simulator runs the beat-by-beat loop in Python. The engines implement that loop in hardware, so
 every command must measure the same cycles, leave the same DRAM and the same counters:
 
@@ -12,7 +12,7 @@ every command must measure the same cycles, leave the same DRAM and the same cou
 from __future__ import annotations
 
 import pytest
-from tb_cosim_flows import FLOWS, require_device, run_flow
+from mlsdk.testing.flows import FLOWS, require_device, run_flow
 
 FLOW = FLOWS["chain3"]  # host writes, three launches (compute loads/stores), two conversions
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from mlsdk.testing.flows import require_device, staged_conversion
 from mncore_hdl.arch import MNCORE2_SIM
-from tb_cosim_flows import require_device, staged_conversion
 
 SHAPE = (128, 64)  # 32 KiB of fp32
 

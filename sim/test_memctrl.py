@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.contracts.memctrl import PORTS as PATHS
-from runner_util import BUILD_ROOT, require_simulator, run_cocotb, test_seed
+from mncore_hdl.testing.runner import BUILD_ROOT, require_simulator, run_cocotb, test_seed
 
 #: The benches' configuration: the real timing and geometry, a smaller window to build fast.
 CONFIG = MNCORE2_SIM.replace(sim_window_lw=1 << 14)
@@ -14,7 +14,7 @@ PORTS = len(PATHS)  # host, compute, converter
 
 def _run(testcase: str, name: str | None = None, **env: str) -> None:
     require_simulator()
-    from mncore_hdl.verilog import export_memctrl
+    from mncore_hdl.tooling.verilog import export_memctrl
 
     verilog = export_memctrl(CONFIG, PORTS, build_dir=BUILD_ROOT / "verilog")
     env["MC_META"] = str(verilog.with_suffix(".json"))

@@ -1,6 +1,6 @@
 """The proof: with io_spec_constraints a hand-off is a relocation the RTL converter never sees.
 
-For each flow of ``tb_cosim_flows.FLOWS`` (the seed's 32x64 fp32 producer/consumer, an odd
+For each flow of ``mlsdk.testing.flows.FLOWS`` (the seed's 32x64 fp32 producer/consumer, an odd
 33x65 shape, a 3-D tensor, fp16, a chain of three functions), on the RTL (Icarus, Verilator
 when it is installed, and the Amaranth simulator for the seed flow):
 
@@ -22,12 +22,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from mlsdk.testing.flows import FLOWS, require_device, run_flow, top_signal_changes
+from mlsdk.testing.seeds import SHARED, SUCCESS, extract_sample_program, seed_documents
 from mncore_hdl.arch import MNCORE2_SIM
-from tb_cosim_flows import FLOWS, require_device, run_flow, top_signal_changes
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("MNCORE_SHARED_DIR", ROOT.parent / "shared"))
-SUCCESS = "producer -> consumer direct-use succeeded"
 TOLERANCE = 0.10
 
 
@@ -133,13 +132,9 @@ def _same_dram(a, b) -> bool:
 @pytest.mark.parametrize("device", ["mncore2:rtl", "mncore2:icarus", "mncore2:verilator"])
 def test_seed_program_unmodified(device, tmp_path):
     require_device(device)
-    seeds = sorted((SHARED / "seeds").glob("*.txt")) if (SHARED / "seeds").is_dir() else []
-    seeds = [p for p in seeds if "io_spec_constraints" in p.read_text()]
+    seeds = seed_documents()
     if not seeds:
         pytest.skip(f"no seed program under {SHARED / 'seeds'} (set MNCORE_SHARED_DIR)")
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_programs import extract_sample_program
-
     program = tmp_path / "io_spec_constraints.py"
     program.write_text(extract_sample_program(seeds[0].read_text()))
     # This checkout's packages, whatever the environment's editable install points at.

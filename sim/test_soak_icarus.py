@@ -10,8 +10,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from mlsdk.testing.flows import require_device
 from mncore_hdl.arch import MNCORE2_SIM
-from tb_cosim_flows import require_device
 
 SOAK = Path(__file__).resolve().parents[1] / "bench" / "soak.py"
 

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import random
-import subprocess
-import sys
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +24,7 @@ from mncore_hdl.contracts import converter as cc
 from mncore_hdl.contracts import cosim, memctrl
 from mncore_hdl.converter import compile_program, registers
 from mncore_hdl.layout import conversion, host_layout, native_layout
+from mncore_hdl.testing.hdl_checks import imports_without_amaranth
 
 SMALL = MNCORE2_SIM.replace(sim_window_lw=4096, dram_bytes_per_group=4096 * 8)
 
@@ -64,13 +61,7 @@ def _memories(component: wiring.Component) -> set[str]:
 
 
 def test_contracts_import_without_amaranth():
-    import mncore_hdl
-
-    hdl = str(Path(mncore_hdl.__file__).resolve().parents[1])  # this checkout's, not another
-    code = ("import sys; import mncore_hdl.contracts, mncore_hdl.converter.regmap; "
-            "assert not any(m.startswith('amaranth') for m in sys.modules)")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([hdl, os.environ.get("PYTHONPATH", "")])}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    imports_without_amaranth("mncore_hdl.contracts", "mncore_hdl.converter.regmap")
 
 
 # -- memory controller --------------------------------------------------------------------------
@@ -123,7 +114,7 @@ def test_port_indices_and_request_payloads_match_the_wiring():
     """A read on ``host[1]`` and one on ``compute[2]`` (payloads packed by ``RequestFormat``),
     and a conversion reading Group 3, each reach its controller as the port the contract names
     (the controller's ``cmd_port`` of the first RD)."""
-    from mncore_hdl.system import MemorySystem
+    from mncore_hdl.top.system import MemorySystem
 
     dut = MemorySystem(SMALL)
     fmt = memctrl.RequestFormat.of(SMALL)
@@ -271,8 +262,8 @@ def test_registers_fill_the_table_from_a_program():
 # -- tops, back doors and the driver ------------------------------------------------------------
 
 def test_top_ports_match_the_declared_lists():
-    from mncore_hdl.cosim_top import CosimTop
-    from mncore_hdl.system import MemorySystem
+    from mncore_hdl.top.cosim_top import CosimTop
+    from mncore_hdl.top.system import MemorySystem
 
     assert _ports(lambda: MemorySystem(SMALL)) == cosim.system_ports(SMALL)
     top = _ports(lambda: CosimTop(SMALL))
@@ -283,9 +274,9 @@ def test_top_ports_match_the_declared_lists():
 @pytest.mark.parametrize("top", sorted(cosim.BACKING_STORE))
 def test_backing_store_paths_exist(top):
     from mncore_hdl.converter.harness import ConverterHarness
-    from mncore_hdl.cosim_top import CosimTop
     from mncore_hdl.memctrl.controller import MemoryController
-    from mncore_hdl.system import MemorySystem
+    from mncore_hdl.top.cosim_top import CosimTop
+    from mncore_hdl.top.system import MemorySystem
 
     # cosim_tb is Verilog written around the exported CosimTop, instantiated as TB_DUT_INSTANCE
     factory = {"controller": lambda: MemoryController(SMALL), "system": lambda: MemorySystem(SMALL),

@@ -10,7 +10,7 @@ import torch
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.contracts.converter import Reg
 from mncore_hdl.converter import ProgramError, compile_program, registers, simulate_program
-from mncore_hdl.converter_timing import conversion_cycles
+from mncore_hdl.converter.timing import conversion_cycles
 from mncore_hdl.layout import (
     DTYPES,
     Layout,

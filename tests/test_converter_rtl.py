@@ -21,7 +21,7 @@ from mncore_hdl.converter.walker import LoopWalker
 from mncore_hdl.converter.writer import WriteEngine
 from mncore_hdl.layout import DTYPES, UnsupportedConversion, conversion, to_device
 from mncore_hdl.layout.random_layouts import random_layout, random_shape
-from mncore_hdl.system import MemorySystem
+from mncore_hdl.top.system import MemorySystem
 
 SMALL = MNCORE2_SIM.replace(sim_window_lw=4096, dram_bytes_per_group=4096 * 8)
 

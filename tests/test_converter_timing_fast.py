@@ -13,7 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.converter.program import ProgramError, compile_program
-from mncore_hdl.converter_timing import block_traffic, block_traffic_fast, replay_cycles
+from mncore_hdl.converter.timing import block_traffic, block_traffic_fast, replay_cycles
 from mncore_hdl.layout import (
     DTYPES,
     LayoutError,

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 from mncore_hdl.arch import MNCORE2_SIM
-from mncore_hdl.cosim_tb import TB_MODULE, cosim_tb_verilog, public_signals, top_ports
-from mncore_hdl.verilator import control_file, missing_tools
+from mncore_hdl.tooling.verilator import control_file, missing_tools
+from mncore_hdl.top.cosim_tb import TB_MODULE, cosim_tb_verilog, public_signals, top_ports
 
 _TOP = """\
 module cosim_top(clk, rst, host__0__req__valid, host__0__req__payload, host__0__req__ready,

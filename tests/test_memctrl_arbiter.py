@@ -4,8 +4,8 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
-from hdl_checks import expect_error
 from mncore_hdl.memctrl.arbiter import RoundRobin
+from mncore_hdl.testing.hdl_checks import expect_error
 
 
 class RoundRobinModel:

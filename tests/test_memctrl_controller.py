@@ -4,17 +4,17 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
-from hdl_checks import expect_error
-from memctrl_model import SparseMemory, TimingChecker, split_chunks
-from mncore_hdl import timing
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
 from mncore_hdl.contracts.memctrl import register_map
+from mncore_hdl.memctrl import timing
 from mncore_hdl.memctrl.bankmachine import BankMachine
 from mncore_hdl.memctrl.controller import MemoryController
 from mncore_hdl.memctrl.datapath import DataEngine
 from mncore_hdl.memctrl.refresher import Refresher
 from mncore_hdl.memctrl.requester import PortFrontend
 from mncore_hdl.memctrl.trafficgen import TrafficGen
+from mncore_hdl.testing.hdl_checks import expect_error
+from mncore_hdl.testing.memctrl_model import SparseMemory, TimingChecker, split_chunks
 
 TINY = MNCORE2_SIM.replace(
     banks=4, row_lw=32, sim_window_lw=512,

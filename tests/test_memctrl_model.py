@@ -1,8 +1,9 @@
-"""The benches' reference pieces (sim/memctrl_model.py): the timing checker catches violations."""
+"""The benches' reference pieces (mncore_hdl.testing.memctrl_model): the timing checker catches
+violations."""
 
 import pytest
-from memctrl_model import SparseMemory, TimingChecker, split_chunks
 from mncore_hdl.arch import MNCORE2_SIM
+from mncore_hdl.testing.memctrl_model import SparseMemory, TimingChecker, split_chunks
 
 CFG = MNCORE2_SIM
 T = CFG.timing

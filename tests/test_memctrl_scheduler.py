@@ -10,9 +10,9 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
-from hdl_checks import expect_error
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
 from mncore_hdl.memctrl.scheduler import ErrorFlag, Scheduler
+from mncore_hdl.testing.hdl_checks import expect_error
 
 TINY = MNCORE2_SIM.replace(
     banks=4, row_lw=32, sim_window_lw=512,

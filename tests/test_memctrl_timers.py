@@ -3,10 +3,10 @@
 
 import pytest
 from amaranth.sim import Simulator
-from hdl_checks import expect_error
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
 from mncore_hdl.memctrl.refresher import Refresher
 from mncore_hdl.memctrl.timers import TimingCounter
+from mncore_hdl.testing.hdl_checks import expect_error
 
 
 def _run(dut, bench):

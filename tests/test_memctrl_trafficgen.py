@@ -6,9 +6,9 @@ import warnings
 import pytest
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
-from mncore_hdl import timing
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
 from mncore_hdl.contracts.memctrl import register_map
+from mncore_hdl.memctrl import timing
 from mncore_hdl.memctrl.trafficgen import BenchTop, Mode, TrafficGen
 
 TINY = MNCORE2_SIM.replace(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
-from mncore_hdl.verilog import export_memctrl, export_verilog
+from mncore_hdl.tooling.verilog import export_memctrl, export_verilog
 
 TINY = MNCORE2_SIM.replace(
     banks=2, row_lw=16, sim_window_lw=64,
@@ -82,14 +82,14 @@ def test_design_sources_cover_every_module_the_design_loads():
     """Every ``mncore_hdl`` module loaded by building and elaborating the co-simulation top (in
     a fresh interpreter) is among the sources that key its Verilog cache."""
     import mncore_hdl
-    from mncore_hdl.cosim_top import CosimTop
-    from mncore_hdl.verilog import design_sources
+    from mncore_hdl.tooling.verilog import design_sources
+    from mncore_hdl.top.cosim_top import CosimTop
 
     hdl = Path(mncore_hdl.__file__).resolve().parents[1]
     code = ("import sys\n"
             "from amaranth.hdl import Fragment\n"
             "from mncore_hdl.arch import MNCORE2_SIM\n"
-            "from mncore_hdl.cosim_top import CosimTop\n"
+            "from mncore_hdl.top.cosim_top import CosimTop\n"
             "Fragment.get(CosimTop(MNCORE2_SIM.replace(sim_window_lw=1024,"
             " dram_bytes_per_group=8192)), None)\n"
             "print('\\n'.join(m.__file__ for n, m in list(sys.modules.items())"
@@ -103,14 +103,14 @@ def test_design_sources_cover_every_module_the_design_loads():
     assert loaded and loaded <= sources, sorted(str(p) for p in loaded - sources)
     names = {p.relative_to(hdl / "mncore_hdl").as_posix() for p in sources}
     assert {"converter/regfile.py", "memctrl/controller.py", "contracts/memctrl.py",
-            "system.py", "cosim_top.py", "verilog.py"} <= names
+            "top/system.py", "top/cosim_top.py", "tooling/verilog.py"} <= names
 
 
 def test_cache_key_changes_with_any_source_and_the_tools(monkeypatch):
     import importlib.metadata
 
-    from mncore_hdl import verilog
     from mncore_hdl.memctrl.controller import MemoryController
+    from mncore_hdl.tooling import verilog
 
     base = verilog.design_digest(MemoryController)
     read = verilog._read_source

@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from mlsdk.testing.seeds import SHARED, SUCCESS, extract_sample_program, seed_documents
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("MNCORE_SHARED_DIR", ROOT.parent / "shared"))
-SUCCESS = "producer -> consumer direct-use succeeded"
-
-
-def extract_sample_program(text: str) -> str:
-    """The Python listing of a seed document: everything after its 'Listing ...' line."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("Listing "):
-            return "\n".join(lines[i + 1:]).strip() + "\n"
-    raise ValueError("the seed document has no 'Listing' line before its sample program")
-
-
-def _seeds() -> list[Path]:
-    folder = SHARED / "seeds"
-    return sorted(folder.glob("*.txt")) if folder.is_dir() else []
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -35,7 +19,7 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("device", ["mncore2:auto", "pfvm:cpu"])
 def test_seed_program_runs_unmodified(tmp_path, device):
-    seeds = [p for p in _seeds() if "io_spec_constraints" in p.read_text()]
+    seeds = seed_documents()
     if not seeds:
         pytest.skip(f"no seed program found under {SHARED / 'seeds'} (set MNCORE_SHARED_DIR "
                     "to the folder holding seeds/)")

@@ -141,7 +141,7 @@ def _fake_vvp(n_files: int = 2) -> str:
 def fake_icarus(monkeypatch, tmp_path):
     """build_icarus with the export and iverilog replaced by a writer of a small vvp."""
     import cocotb_tools.runner
-    import mncore_hdl.cosim_tb
+    import mncore_hdl.top.cosim_tb
     from mlsdk.device.rtl import icarus
 
     builds: list[Path] = []
@@ -158,7 +158,7 @@ def fake_icarus(monkeypatch, tmp_path):
             (Path(build_dir) / "sim.vvp").write_text(_fake_vvp())
 
     monkeypatch.setattr(icarus, "BUILD_ROOT", tmp_path)
-    monkeypatch.setattr(mncore_hdl.cosim_tb, "export_cosim_tb", export)
+    monkeypatch.setattr(mncore_hdl.top.cosim_tb, "export_cosim_tb", export)
     monkeypatch.setattr(cocotb_tools.runner, "get_runner", lambda name: Runner())
     return icarus, builds
 

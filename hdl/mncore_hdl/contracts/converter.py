@@ -21,7 +21,8 @@ __all__ = [
     "LoopTable", "OUTER", "READ", "GATHER", "OUTER_QUANTITIES", "READ_QUANTITIES",
     "GATHER_QUANTITIES", "LANE_BASE", "LANE_STRIDE", "LANE_FIELDS", "SCALAR_FIELDS",
     "RegisterField", "register_fields",
-    "COUNTER_BITS", "COUNTERS", "STATUS_PORTS", "REGISTER_BUS", "CONTROL_PORTS",
+    "COUNTER_BITS", "COUNTERS", "BUSY", "DONE", "ERROR", "ERROR_CODE", "STATUS_PORTS",
+    "REG_ADDR", "REG_WDATA", "REG_WE", "REG_RDATA", "REGISTER_BUS", "CONTROL_PORTS",
 ]
 
 REG_BITS = 32
@@ -187,11 +188,15 @@ COUNTER_BITS = 32
 #: Counters (cleared by start), by port name, with their read-only register.
 COUNTERS = {"beats_read": Reg.BEATS_READ, "beats_written": Reg.BEATS_WRITTEN,
             "stall_cycles": Reg.STALL_CYCLES, "busy_cycles": Reg.BUSY_CYCLES}
+#: Status output names.
+BUSY, DONE, ERROR, ERROR_CODE = "busy", "done", "error", "error_code"
 #: Status outputs: ``done`` and ``error`` are sticky until the next start or CTRL clear.
-STATUS_PORTS = {"busy": 1, "done": 1, "error": 1, "error_code": ERROR_CODE_BITS}
+STATUS_PORTS = {BUSY: 1, DONE: 1, ERROR: 1, ERROR_CODE: ERROR_CODE_BITS}
+#: Register bus port names.
+REG_ADDR, REG_WDATA, REG_WE, REG_RDATA = "reg_addr", "reg_wdata", "reg_we", "reg_rdata"
 #: The register bus: name -> (direction seen from the converter, width).
-REGISTER_BUS = {"reg_addr": ("in", REG_ADDR_BITS), "reg_wdata": ("in", REG_BITS),
-                "reg_we": ("in", 1), "reg_rdata": ("out", REG_BITS)}
+REGISTER_BUS = {REG_ADDR: ("in", REG_ADDR_BITS), REG_WDATA: ("in", REG_BITS),
+                REG_WE: ("in", 1), REG_RDATA: ("out", REG_BITS)}
 #: Register bus, status and counters: the flat ports every design that embeds the converter
 #: exposes at its top under these names (name -> (direction, width)).
 CONTROL_PORTS = {

@@ -15,7 +15,8 @@ from .memctrl import COUNTER_BITS, CSR_ADDR_BITS, RequestFormat, rdata_fields, w
 __all__ = ["CYCLE_BITS", "SYSTEM_INSTANCE", "CONTROLLER_INSTANCE", "TB_DUT_INSTANCE",
            "BACKING_STORE",
            "backing_store", "TOP_PATHS", "STREAMS", "requester_prefix", "csr_addr_port",
-           "csr_rdata_port", "MC_IDLE", "MC_ERROR", "CYCLE", "DESC_PORTS", "system_ports",
+           "csr_rdata_port", "MC_IDLE", "MC_ERROR", "CYCLE", "DESC_INDEX", "DESC_WDATA",
+           "DESC_WE", "DESC_RDATA", "DESC_PORTS", "system_ports",
            "cosim_ports", "top_inputs"]
 
 #: Width of the co-simulation top's free-running cycle counter.
@@ -58,9 +59,11 @@ STREAMS = {"req": True, "wdata": True, "rdata": False}
 MC_IDLE = "mc_idle"
 MC_ERROR = "mc_error"
 CYCLE = "cycle"
+#: The input-descriptor table's port names.
+DESC_INDEX, DESC_WDATA, DESC_WE, DESC_RDATA = "desc_index", "desc_wdata", "desc_we", "desc_rdata"
 #: The input-descriptor table's ports: name -> (direction, width).
-DESC_PORTS = {"desc_index": ("in", SLOT_BITS), "desc_wdata": ("in", DESCRIPTOR_BITS),
-              "desc_we": ("in", 1), "desc_rdata": ("out", DESCRIPTOR_BITS)}
+DESC_PORTS = {DESC_INDEX: ("in", SLOT_BITS), DESC_WDATA: ("in", DESCRIPTOR_BITS),
+              DESC_WE: ("in", 1), DESC_RDATA: ("out", DESCRIPTOR_BITS)}
 
 
 def requester_prefix(path: str, group: int) -> str:

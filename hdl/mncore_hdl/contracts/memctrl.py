@@ -1,6 +1,6 @@
 """The memory controller's seams: requester ports, request payloads, DRAM commands and CSRs.
 
-Pure Python: the RTL (``mncore_hdl.memctrl``, ``mncore_hdl.system``), the RTL driver, the
+Pure Python: the RTL (``mncore_hdl.memctrl``, ``mncore_hdl.top.system``), the RTL driver, the
 cocotb benches and the tests all read these declarations; ``tests/test_contracts.py`` holds
 the elaborated design to them.
 """

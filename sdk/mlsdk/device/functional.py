@@ -20,8 +20,8 @@ SparseDram = GroupDram
 class FunctionalDevice(Device):
     """MN-Core 2 as numpy arrays: exact data, modeled cycles.
 
-    Cycles come from :mod:`mncore_hdl.timing` (memory streams) and
-    :mod:`mncore_hdl.converter_timing` (conversions), the analytic models checked against the
+    Cycles come from :mod:`mncore_hdl.memctrl.timing` (memory streams) and
+    :mod:`mncore_hdl.converter.timing` (conversions), the analytic models checked against the
     RTL; the Groups' controllers work in parallel, so a buffer spread over Groups costs the
     cycles of one Group's share.
     """
@@ -55,7 +55,7 @@ class FunctionalDevice(Device):
         return self._stream_cycles(buf.lw_per_group, write=True)
 
     def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
-        from mncore_hdl.converter_timing import conversion_cycles
+        from mncore_hdl.converter.timing import conversion_cycles
 
         cycles = conversion_cycles(self.config, descriptor, src_group=src.group,
                                    dst_group=dst.group)
@@ -69,7 +69,7 @@ class FunctionalDevice(Device):
         key = (lw, write)
         cycles = self._stream_memo.get(key)
         if cycles is None:
-            from mncore_hdl.timing import stream_cycles
+            from mncore_hdl.memctrl.timing import stream_cycles
 
             cycles = stream_cycles(self.config, lw, write=write)
             if len(self._stream_memo) < 4096:

@@ -163,7 +163,7 @@ class AmaranthSession:
     def _run(self) -> None:
         try:
             from amaranth.sim import Simulator
-            from mncore_hdl.cosim_top import CosimTop
+            from mncore_hdl.top.cosim_top import CosimTop
 
             top = CosimTop(self.config)
             sim = Simulator(top)

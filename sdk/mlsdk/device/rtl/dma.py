@@ -1,6 +1,6 @@
 """Long operations as one round trip each, on the testbench top ``cosim_tb``.
 
-On the cocotb simulators the design runs inside ``cosim_tb`` (see :mod:`mncore_hdl.cosim_tb`),
+On the cocotb simulators the design runs inside ``cosim_tb`` (see :mod:`mncore_hdl.top.cosim_tb`),
 which adds a host DMA engine per Group and a file-based back door. With them:
 
 - a host write or read (HostWrite, HostRead, a Launch's loads and stores) is one bulk load of

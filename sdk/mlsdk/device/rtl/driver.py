@@ -17,10 +17,27 @@ from typing import Any, Protocol
 
 import numpy as np
 from mncore_hdl.arch import ArchConfig
-from mncore_hdl.contracts.converter import COUNTERS, CTRL_CLEAR, CTRL_START, Reg
+from mncore_hdl.contracts.converter import (
+    BUSY,
+    COUNTERS,
+    CTRL_CLEAR,
+    CTRL_START,
+    DONE,
+    ERROR,
+    ERROR_CODE,
+    REG_ADDR,
+    REG_WDATA,
+    REG_WE,
+    Reg,
+)
 from mncore_hdl.contracts.cosim import (
     CYCLE,
+    DESC_INDEX,
+    DESC_RDATA,
+    DESC_WDATA,
+    DESC_WE,
     MC_IDLE,
+    TOP_PATHS,
     csr_addr_port,
     csr_rdata_port,
     requester_prefix,
@@ -159,7 +176,7 @@ class Driver:
     # -- burst transfers through the host / compute ports ------------------------------------
 
     def _lanes(self, path: str, buf: dict[str, int], image: np.ndarray | None) -> list[_Lane]:
-        if path not in ("host", "compute"):
+        if path not in TOP_PATHS:
             raise DriverError(f"port path must be 'host' or 'compute', not {path!r}")
         lanes = []
         row = self._max_burst
@@ -259,7 +276,7 @@ class Driver:
         if not has_dma(bus):
             raise DriverError("this simulator has no DMA engines (the top is not cosim_tb)")
         total = buf["lw_per_group"]
-        start = bus.get("cycle")
+        start = bus.get(CYCLE)
         limit = 64 + total * self._timeout_per_lw
         try:
             words = await dma_transfer(bus, self.config.groups, path, buf, image, limit)
@@ -267,7 +284,7 @@ class Driver:
             raise DriverError(str(exc)) from None
         if image is not None:
             await self._drain()
-            return bus.get("cycle") - start, image
+            return bus.get(CYCLE) - start, image
         assert words is not None
         if bus.get("dma_error"):
             raise DriverError(f"the memory controller flagged an out-of-window address reading "
@@ -304,12 +321,12 @@ class Driver:
 
     async def _write_regs(self, regs: dict[int, int]) -> None:
         bus = self.bus
-        bus.set("reg_we", 1)
+        bus.set(REG_WE, 1)
         for address, value in regs.items():
-            bus.set("reg_addr", address)
-            bus.set("reg_wdata", value)
+            bus.set(REG_ADDR, address)
+            bus.set(REG_WDATA, value)
             await bus.edge(())
-        bus.set("reg_we", 0)
+        bus.set(REG_WE, 0)
 
     async def _op_convert(self, msg: dict[str, Any]) -> dict[str, Any]:
         from mncore_hdl.converter import ErrorCode, ProgramError, compile_program, registers
@@ -329,12 +346,12 @@ class Driver:
         start = bus.get(CYCLE)
         await self._write_regs({int(Reg.CTRL): CTRL_START})
         limit = 1000 + 16 * (descriptor.read_lw + descriptor.write_lw)
-        await self._wait("done", 1, limit, "layout conversion")
+        await self._wait(DONE, 1, limit, "layout conversion")
         await self._drain()
         cycles = bus.get(CYCLE) - start
         counters = {name: bus.get(name) for name in COUNTERS}
-        if bus.get("error"):
-            code = bus.get("error_code")
+        if bus.get(ERROR):
+            code = bus.get(ERROR_CODE)
             try:
                 reason = ErrorCode(code).name
             except ValueError:
@@ -350,24 +367,24 @@ class Driver:
         word = encode(Descriptor(buf["group"], buf["groups"], buf["address"],
                                  buf["lw_per_group"]))
         start = self.bus.get(CYCLE)
-        self.bus.set("desc_index", msg["slot"])
-        self.bus.set("desc_wdata", word)
-        self.bus.set("desc_we", 1)
+        self.bus.set(DESC_INDEX, msg["slot"])
+        self.bus.set(DESC_WDATA, word)
+        self.bus.set(DESC_WE, 1)
         await self.bus.edge(())
-        self.bus.set("desc_we", 0)
+        self.bus.set(DESC_WE, 0)
         return {"cycles": self.bus.get(CYCLE) - start}
 
     async def _op_lookup(self, msg: dict[str, Any]) -> dict[str, Any]:
-        self.bus.set("desc_index", msg["slot"])
+        self.bus.set(DESC_INDEX, msg["slot"])
         await self.bus.edge(())
-        desc = decode(self.bus.get("desc_rdata"))
+        desc = decode(self.bus.get(DESC_RDATA))
         return {"descriptor": None if desc is None else desc.__dict__}
 
     # -- inspection --------------------------------------------------------------------------
 
     async def _op_counters(self, msg: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, int] = {f"converter.{n}": self.bus.get(n) for n in COUNTERS}
-        out["converter.busy"] = self.bus.get("busy")
+        out["converter.busy"] = self.bus.get(BUSY)
         out["cycle"] = self.bus.get(CYCLE)
         for path, port in PORTS.items():
             for g, (r, w) in enumerate(await self._port_beats(port)):

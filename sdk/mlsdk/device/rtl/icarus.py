@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mncore_hdl.arch import ArchConfig
-from mncore_hdl.cosim_tb import TB_MODULE
+from mncore_hdl.top.cosim_tb import TB_MODULE
 
 from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
@@ -53,7 +53,7 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
     file to delete.
     """
     from cocotb_tools.runner import get_runner
-    from mncore_hdl.cosim_tb import TB_MODULE, export_cosim_tb
+    from mncore_hdl.top.cosim_tb import TB_MODULE, export_cosim_tb
 
     say("exporting the co-simulation top to Verilog (once per design, then cached)")
     sources = export_cosim_tb(config, BUILD_ROOT / "verilog")

@@ -3,14 +3,14 @@
 Started by :class:`~mlsdk.device.rtl.icarus.IcarusSession` as the leader of its own process
 group, so killing the group also ends ``vvp``. Its parameters arrive as JSON in
 ``$MNCORE_COSIM_LAUNCH``; it imports nothing of the SDK (only the small
-``mncore_hdl.icarus``), so it starts fast.
+``mncore_hdl.tooling.icarus``), so it starts fast.
 """
 
 import json
 import os
 import sys
 
-from mncore_hdl.icarus import icarus_vcd_runner
+from mncore_hdl.tooling.icarus import icarus_vcd_runner
 
 
 def main() -> int:

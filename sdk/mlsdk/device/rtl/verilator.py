@@ -30,8 +30,8 @@ __all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "fix_vcd_sc
 def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: None) -> Path:
     """Export the testbench top for ``config`` and build its Verilator model (both cached);
     return the build folder (cocotb's ``build_dir``)."""
-    from mncore_hdl.cosim_tb import TB_MODULE, export_cosim_tb, public_signals
-    from mncore_hdl.verilator import build_model
+    from mncore_hdl.tooling.verilator import build_model
+    from mncore_hdl.top.cosim_tb import TB_MODULE, export_cosim_tb, public_signals
 
     say("exporting the co-simulation top to Verilog (once per design, then cached)")
     sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
@@ -103,7 +103,7 @@ class VerilatorDevice(RtlDevice):
 
     def __init__(self, config: ArchConfig, name: str,
                  waves: str | os.PathLike[str] | None = None):
-        from mncore_hdl.verilator import missing_tools
+        from mncore_hdl.tooling.verilator import missing_tools
 
         missing = missing_tools()
         if missing:

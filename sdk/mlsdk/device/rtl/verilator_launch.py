@@ -11,7 +11,7 @@ import os
 import sys
 
 from cocotb_tools.runner import get_runner
-from mncore_hdl.verilator import verilator_env
+from mncore_hdl.tooling.verilator import verilator_env
 
 
 def main() -> int:

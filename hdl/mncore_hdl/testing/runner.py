@@ -31,15 +31,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mncore_hdl.icarus import icarus_vcd_runner
+
+from mncore_hdl.tooling.icarus import icarus_vcd_runner
 
 __all__ = ["BUILD_ROOT", "REPO_ROOT", "SIMULATORS", "require_icarus", "require_simulator",
            "require_verilator", "run_cocotb", "simulator", "test_seed"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+#: The checkout this module lives in (these helpers run from a source tree, not a wheel).
+REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Every simulation product goes below this ignored folder.
 BUILD_ROOT = REPO_ROOT / "build" / "sim"
-SIM_DIR = Path(__file__).resolve().parent
+#: The cocotb coroutine modules (``tb_*.py``), put on the bench's ``PYTHONPATH``.
+SIM_DIR = REPO_ROOT / "sim"
 
 
 #: The simulator of the HDL benches: ``$SIM`` (cocotb's convention), ``icarus`` by default.
@@ -64,7 +67,7 @@ def require_simulator() -> None:
 
 def require_verilator() -> None:
     """Skip the calling test (with the reason) when Verilator cannot build a model here."""
-    from mncore_hdl.verilator import missing_tools
+    from mncore_hdl.tooling.verilator import missing_tools
 
     missing = missing_tools()
     if missing:
@@ -98,7 +101,7 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
     Parameters
     ----------
     verilog : path-like
-        The Verilog file (e.g. from :func:`mncore_hdl.verilog.export_memctrl`). Its compiled
+        The Verilog file (e.g. from :func:`mncore_hdl.tooling.verilog.export_memctrl`). Its compiled
         simulation is cached per file, so every test of one configuration shares one build.
     toplevel : str
         The top module name.
@@ -168,7 +171,8 @@ def _verilator(verilog: Path, toplevel: str, vcd: Path) -> tuple[Any, Path, list
     those are public (all the top's signals, and every ``mem``); the clock is cocotb's.
     """
     from cocotb_tools.runner import get_runner
-    from mncore_hdl.verilator import build_model, verilator_env
+
+    from mncore_hdl.tooling.verilator import build_model, verilator_env
 
     public = [("rw", toplevel, "*"), ("rw", "*", "mem")]
     build_dir = build_model([verilog], toplevel, public, BUILD_ROOT / "_build_verilator",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .arch import ArchConfig
+from ..arch import ArchConfig
 
 __all__ = ["REQUEST_TO_COMMAND", "REQUEST_TO_PREPARE", "READ_RETURN", "read_latency",
            "refresh_cost", "stream_cycles", "mixed_cycles"]

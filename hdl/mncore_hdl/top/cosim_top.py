@@ -1,7 +1,7 @@
 """The co-simulation top: the memory system, the input-descriptor table and a cycle counter.
 
 This is the design ``mncore2:rtl`` (Amaranth's simulator) and ``mncore2:icarus`` (its Verilog
-under cocotb) run. It adds to :class:`~mncore_hdl.system.MemorySystem` only what the runtime
+under cocotb) run. It adds to :class:`~mncore_hdl.top.system.MemorySystem` only what the runtime
 needs to execute the command stream: the descriptor registers ``Bind`` writes (one register
 write per relocation) and ``Launch`` reads its input addresses from, and a free-running cycle
 counter that both simulators read to measure cycles.
@@ -16,10 +16,10 @@ from amaranth.hdl import Array, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .arch import ArchConfig
-from .contracts.cosim import CYCLE, CYCLE_BITS, DESC_PORTS, SYSTEM_INSTANCE
-from .converter.converter import forward_control
-from .descriptors import DESCRIPTOR_BITS, DESCRIPTOR_SLOTS
+from ..arch import ArchConfig
+from ..contracts.cosim import CYCLE, CYCLE_BITS, DESC_PORTS, SYSTEM_INSTANCE
+from ..converter.converter import forward_control
+from ..descriptors import DESCRIPTOR_BITS, DESCRIPTOR_SLOTS
 from .system import MemorySystem
 
 __all__ = ["CosimTop", "CYCLE_BITS", "export_cosim_top"]
@@ -85,7 +85,7 @@ def export_cosim_top(config: ArchConfig, build_dir: str | os.PathLike[str] = "bu
                      ) -> Path:
     """Verilog of :class:`CosimTop` for ``config`` (module ``cosim_top``), cached by the
     sources the design imports."""
-    from .verilog import export_verilog
+    from ..tooling.verilog import export_verilog
 
     meta = {"component": "CosimTop", "config": config.to_dict()}
     return export_verilog(lambda: CosimTop(config), "cosim_top", meta, build_dir,

@@ -53,9 +53,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .arch import ArchConfig
-from .converter.program import DEFAULT_BUFFER_LW, ConverterProgram, _walk, compile_program
-from .layout.conversion import ConversionDescriptor
+from ..arch import ArchConfig
+from ..layout.conversion import ConversionDescriptor
+from .program import DEFAULT_BUFFER_LW, ConverterProgram, _walk, compile_program
 
 __all__ = ["conversion_cycles", "BlockTraffic", "block_traffic", "block_traffic_fast",
            "replay_cycles", "FIRST_BEAT_CYCLES",
@@ -90,6 +90,19 @@ class BlockTraffic:
     visits: int = 0
 
 
+def _split_writes(lo: int, hi: int, per_group: int, dst_group: int) -> list[tuple[int, int]]:
+    """The destination span ``[lo, hi)`` (LW, Group-major) cut at Group boundaries:
+    ``(group, lw)`` pieces, in order."""
+    writes = []
+    pos = lo
+    while pos < hi:
+        g = pos // per_group
+        end = min(hi, (g + 1) * per_group)
+        writes.append((dst_group + g, end - pos))
+        pos = end
+    return writes
+
+
 def block_traffic(prog: ConverterProgram, src_group: int = 0,
                   dst_group: int = 0) -> list[BlockTraffic]:
     """Per-block traffic of a compiled program, in execution order.
@@ -116,13 +129,7 @@ def block_traffic(prog: ConverterProgram, src_group: int = 0,
             g, a = ob[0] + rd[0], ob[1] + rd[1]
             if 0 <= g < prog.src_groups and 0 <= a < prog.src_lw_per_group:
                 reads.append((src_group + g, min(prog.burst, prog.src_lw_per_group - a)))
-        writes = []
-        pos = lo
-        while pos < hi:
-            g = pos // per_group
-            nxt = min(hi, (g + 1) * per_group)
-            writes.append((dst_group + g, nxt - pos))
-            pos = nxt
+        writes = _split_writes(lo, hi, per_group, dst_group)
         if not writes:
             writes.append((dst_group + min(ob[3], prog.dst_groups - 1), 0))
         blocks.append(BlockTraffic(tuple(reads), tuple(writes), visits))
@@ -186,14 +193,7 @@ def block_traffic_fast(prog: ConverterProgram, src_group: int = 0,
         if empty[i]:
             writes: tuple[tuple[int, int], ...] = ((dst_group + int(wg[i]), 0),)
         else:
-            parts = []
-            pos = lo
-            while pos < hi:
-                grp = pos // per_group
-                end = min(hi, (grp + 1) * per_group)
-                parts.append((dst_group + grp, end - pos))
-                pos = end
-            writes = tuple(parts)
+            writes = tuple(_split_writes(lo, hi, per_group, dst_group))
         distinct.append(BlockTraffic(reads, writes, visits))
     return distinct, np.asarray(ids, dtype=np.int64).reshape(-1)
 
