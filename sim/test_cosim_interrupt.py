@@ -13,20 +13,17 @@ Sizes keep each run short: the conversion must outlast the interrupt, no more.
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 import time
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
 import torch
 from mlsdk import Context, MNDevice, storage
 from mlsdk.device.commands import Convert, HostRead, HostWrite
+from mlsdk.testing.flows import require_device
+from mlsdk.testing.interrupts import sigint_after
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.layout import conversion, host_layout, native_layout, to_device
-from tb_cosim_flows import require_device
 
 #: device -> (rows of the 64-column fp32 tensor converted, seconds before the interrupt).
 #: Amaranth runs ~250 cycles/s, Icarus ~2k, Verilator ~100k.
@@ -36,19 +33,6 @@ CASES = {
     "mncore2:verilator": (4096, 0.3),  # 1 MiB, ~220k cycles
 }
 
-
-@contextmanager
-def sigint_after(seconds: float):
-    """Deliver a real SIGINT (Ctrl-C) to this process ``seconds`` from now."""
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
-        timer.join()
-        signal.signal(signal.SIGINT, old)
 
 
 def triple(inputs):

@@ -8,11 +8,7 @@ simulator: a caller interrupted by Ctrl-C never makes a later request read its a
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,23 +17,11 @@ from mlsdk import storage
 from mlsdk.device.rtl.amaranth_sim import AmaranthSession
 from mlsdk.device.rtl.icarus import IcarusSession
 from mlsdk.device.rtl.protocol import Exchange, ProtocolError
+from mlsdk.testing.interrupts import sigint_after
 from mncore_hdl.arch import MNCORE2_SIM
 
 FAKE_SERVER = Path(__file__).with_name("fake_cosim_server.py")
 
-
-@contextmanager
-def sigint_after(seconds: float):
-    """Deliver a real SIGINT (Ctrl-C) to this process ``seconds`` from now."""
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
-        timer.join()
-        signal.signal(signal.SIGINT, old)
 
 
 def interrupted(session, msg: dict, after: float = 0.2) -> None:
@@ -59,7 +43,7 @@ def socket_session(request, monkeypatch):
     monkeypatch.setenv("FAKE_COSIM_MODE", getattr(request, "param", ""))
     session = FakeSocketSession(MNCORE2_SIM)
     dropped: list[tuple[dict, dict]] = []
-    session.on_dropped = lambda req, ans: dropped.append((req, ans))
+    session.exchange.on_dropped = lambda req, ans: dropped.append((req, ans))
     session.dropped = dropped  # type: ignore[attr-defined]
     yield session
     session.close(timeout=5.0)
@@ -159,7 +143,7 @@ class FakeBenchSession(AmaranthSession):
 def test_amaranth_session_resynchronises_after_an_interrupt():
     s = FakeBenchSession(MNCORE2_SIM)
     dropped: list[int] = []
-    s.on_dropped = lambda req, ans: dropped.append(ans["value"])
+    s.exchange.on_dropped = lambda req, ans: dropped.append(ans["value"])
     try:
         assert s.request(echo(1), 5.0)["value"] == 1
         interrupted(s, echo(2, delay=0.8))

@@ -26,7 +26,7 @@ from mncore_hdl.contracts.cosim import CYCLE, backing_store
 
 from .device import RtlDevice
 from .driver import Driver
-from .protocol import Dropped, Exchange, ProtocolError
+from .protocol import Exchange, ProtocolError
 
 __all__ = ["AmaranthBus", "AmaranthSession", "AmaranthDevice"]
 
@@ -206,15 +206,6 @@ class AmaranthSession:
                     result = {"error": f"{type(exc).__name__}: {exc}"}
                 self._responses.put({**result, "seq": msg.get("seq")})
         return bench
-
-    @property
-    def on_dropped(self) -> Dropped | None:
-        """Called with ``(request, answer)`` for each interrupted request's drained answer."""
-        return self.exchange.on_dropped
-
-    @on_dropped.setter
-    def on_dropped(self, callback: Dropped | None) -> None:
-        self.exchange.on_dropped = callback
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Execute one operation; ``{"error": ...}`` when it fails or takes over ``timeout`` s.

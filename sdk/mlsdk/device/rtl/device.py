@@ -30,7 +30,7 @@ from ...errors import DeviceError
 from ..base import PAGE_LW, Device, DramSnapshot
 from ..commands import Buffer, Command, CommandResult, Launch
 from .driver import pack_words, unpack_words
-from .protocol import Dropped
+from .protocol import Exchange
 from .waves import waves_folder, write_gtkw
 
 __all__ = ["RtlDevice", "RtlSession", "Progress"]
@@ -48,10 +48,10 @@ class RtlSession(Protocol):
 
     Requests and answers are matched by sequence number (:mod:`.protocol`): after a caller
     was interrupted (Ctrl-C), the next request drains the interrupted one's answer and hands
-    it to ``on_dropped``, or, when the session cannot be resynchronised, fails for good.
+    it to ``exchange.on_dropped``, or, when the session cannot be resynchronised, fails for good.
     """
 
-    on_dropped: Dropped | None
+    exchange: Exchange
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Execute one driver operation; ``{"error": ...}`` when it fails."""
@@ -137,7 +137,7 @@ class RtlDevice(Device):
             self._session = None
             raise DeviceError(f"Device {self.name!r} could not start its simulator: {exc}"
                               ) from None
-        session.on_dropped = self._dropped
+        session.exchange.on_dropped = self._dropped
         self._session = session
         return session
 

@@ -33,7 +33,7 @@ from mncore_hdl.top.cosim_tb import TB_MODULE
 
 from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
-from .protocol import Dropped, Exchange
+from .protocol import Exchange
 
 __all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "build_icarus"]
 
@@ -248,15 +248,6 @@ class IcarusSession:
         self.dead = reason
         _terminate(self.proc, self.sock)
         raise RuntimeError(reason)
-
-    @property
-    def on_dropped(self) -> Dropped | None:
-        """Called with ``(request, answer)`` for each interrupted request's drained answer."""
-        return self.exchange.on_dropped
-
-    @on_dropped.setter
-    def on_dropped(self, callback: Dropped | None) -> None:
-        self.exchange.on_dropped = callback
 
     def _receive(self, deadline: float, op: str) -> dict[str, Any]:
         """The next answer line; progress lines are passed on; bounded by ``deadline``."""
