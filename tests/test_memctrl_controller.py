@@ -28,7 +28,8 @@ def run_traffic(config, requests, seed, cycles=3000):
     dut = MemoryController(config, nports)
     model = SparseMemory()
     checker = TimingChecker(config)
-    out = {"reads": [[] for _ in range(nports)], "expected": [[] for _ in range(nports)]}
+    out = {"reads": [[] for _ in range(nports)], "expected": [[] for _ in range(nports)],
+           "oow_with_cmd": 0}
     cols = [[] for _ in range(nports)]
     wbeats = [[] for _ in range(nports)]
     for p, reqs in enumerate(requests):
@@ -56,6 +57,8 @@ def run_traffic(config, requests, seed, cycles=3000):
                     ctx.set(port.wdata.payload, {"data": d, "strb": s})
                 ctx.set(port.wdata.valid, bool(wq[p]) and rng.random() < 0.8)
                 ctx.set(port.rdata.ready, rng.random() < 0.7)
+            if ctx.get(dut.cmd_valid) and ctx.get(dut.scheduler.oow):
+                out["oow_with_cmd"] += 1
             if ctx.get(dut.cmd_valid):
                 kind, bank, row = ctx.get(dut.cmd_kind), ctx.get(dut.cmd_bank), ctx.get(dut.cmd_row)
                 p, n = ctx.get(dut.cmd_port), ctx.get(dut.cmd_len)
@@ -75,6 +78,7 @@ def run_traffic(config, requests, seed, cycles=3000):
                     wq[p].pop(0)
                 if ctx.get(port.rdata.valid) and ctx.get(port.rdata.ready):
                     out.setdefault(f"got{p}", []).append(ctx.get(port.rdata.payload.data))
+                    out.setdefault(f"err{p}", []).append(ctx.get(port.rdata.payload.error))
             await ctx.tick()
         regs = register_map(nports)
         out["counters"] = {}
@@ -111,6 +115,31 @@ def test_random_traffic_matches_model():
         out["checker"].counts["WR"]
     assert c["refreshes"] == out["checker"].counts["REF"]
     assert c["port0.read_beats"] == len(out["got0"])
+
+
+def test_out_of_window_beside_in_window_traffic():
+    # Port 0 sends only out-of-window chunks (they skip the DRAM but take the bus), ports 1
+    # and 2 in-window traffic over all banks and a few rows, so an out-of-window retire often
+    # coincides with a preparation ACT or PRE for another port: that command must go to the
+    # prepared bank and row (regression: it went to the out-of-window chunk's).
+    seed = 20261130
+    rng = random.Random(seed)
+    c = TINY
+    oow = [(c.sim_window_lw + rng.randrange(c.sim_window_lw - 40), rng.randint(1, 40),
+            rng.random() < 0.5) for _ in range(30)]
+    inside = [[(rng.randrange(c.sim_window_lw - 40), rng.randint(1, 40), rng.random() < 0.5)
+               for _ in range(20)] for _ in range(2)]
+    out = run_traffic(c, [oow] + inside, seed, cycles=3000)
+    assert out["checker"].errors == [], f"seed={seed}"
+    assert out["oow_with_cmd"] > 0, f"seed={seed}: no out-of-window retire beside a command"
+    oow_read_beats = sum(n for _, n, w in oow if not w)
+    assert out.get("got0", []) == [0] * oow_read_beats, f"seed={seed}"
+    assert out.get("err0", []) == [1] * oow_read_beats, f"seed={seed}"
+    for p in (1, 2):
+        assert out.get(f"got{p}", []) == out["reads"][p], f"seed={seed} port {p}"
+        assert len(out["reads"][p]) == len(out["expected"][p]), f"seed={seed}: traffic unfinished"
+        assert out.get(f"err{p}", []) == [0] * len(out["reads"][p]), f"seed={seed} port {p}"
+    assert out["counters"]["port0.read_beats"] == oow_read_beats
 
 
 def test_row_hit_latency_formula():

@@ -19,8 +19,8 @@ TINY = MNCORE2_SIM.replace(
     timing=DramTiming(cl=4, trcd=3, trp=3, tras=8, twr=3, trefi=300, trfc=20, burst_length=8))
 ONE_BANK = TINY.replace(banks=1, sim_window_lw=256)
 
-OUTPUTS = ("act", "pre", "col", "ref", "oow", "issue", "bank", "row", "port", "addr", "len",
-           "write")
+OUTPUTS = ("act", "pre", "col", "ref", "oow", "issue", "issue_port", "bank", "row", "port",
+           "addr", "len", "write")
 
 
 # -- the rules in plain Python -------------------------------------------------------------------
@@ -90,7 +90,7 @@ def decide(config, st):
     out = dict.fromkeys(OUTPUTS, 0)
     banks, g = st["banks"], st["grant"]
     p = st["heads"][g]
-    out.update(addr=p["head_addr"], len=p["head_len"], write=int(p["head_write"]))
+    out.update(addr=p["head_addr"], len=p["head_len"], write=int(p["head_write"]), issue_port=g)
     p_bank, p_row = split(config, p["head_addr"])
     if st["want"]:
         closable = [b for b, bs in enumerate(banks) if bs["pre_ready"]]
@@ -118,9 +118,9 @@ def decide(config, st):
             out[primary] = 1
         elif prep is not None:
             out[prep[0]] = 1
-        if primary is not None or out["oow"]:
-            # An out-of-window retire names the primary's bank and row even when a
-            # preparation command issues in the same cycle (see test_oow_with_preparation).
+        if primary is not None:
+            # An out-of-window retire (``issue_port``) issues no command: bank, row and port
+            # name the preparation command of the same cycle, if any.
             out.update(bank=p_bank, row=p_row, port=g)
         elif prep is not None:
             out.update(bank=prep[1], row=prep[2], port=prep[3])
@@ -132,7 +132,7 @@ def transcript(out):
     """The outputs as readable events, e.g. ``[("ACT", 2, 5, 1)]``."""
     events = []
     if out["oow"]:
-        events.append(("OOW", out["port"], out["addr"]))
+        events.append(("OOW", out["issue_port"], out["addr"]))
     if out["ref"]:
         events.append(("REF",))
     if out["act"]:
@@ -301,9 +301,6 @@ def test_out_of_window_chunk_waits_only_for_the_bus():
     assert issued(c, state(c, heads)) == [("OOW", 0, oow)]
 
 
-@pytest.mark.xfail(strict=True, reason="known: an out-of-window retire and a preparation "
-                   "command in the same cycle send the command to the out-of-window chunk's "
-                   "bank and row (the controller shows ACT to an open bank)")
 def test_oow_with_preparation():
     c = TINY
     oow = c.sim_window_lw + addr_of(c, 1, 0)
@@ -311,6 +308,9 @@ def test_oow_with_preparation():
     banks = [bank_state() for _ in range(c.banks)]
     banks[1] = bank_state(0)
     assert issued(c, state(c, heads, banks)) == [("OOW", 0, oow), ("ACT", 2, 1, 1)]
+    # a preparation PRE too: port 1 wants row 1 of bank 2, where row 0 is open
+    banks[2] = bank_state(0)
+    assert issued(c, state(c, heads, banks)) == [("OOW", 0, oow), ("PRE", 2, 1, 1)]
 
 
 def test_error_flag_keeps_the_first_address_until_cleared():

@@ -119,6 +119,7 @@ class MemoryController(wiring.Component):
         m.submodules.error_flag = err = ErrorFlag(cfg)
         m.submodules.stats = stats = StatsRegisters(n, chunk_addr_bits(cfg))
         self.engine = eng
+        self.scheduler = sched
 
         # -- scheduler inputs: port heads, bank states, arbiter, refresher, data bus ----------
         for fe, view in zip(fes, sched.ports, strict=True):
@@ -137,7 +138,7 @@ class MemoryController(wiring.Component):
         # -- the issued command to the blocks it affects --------------------------------------
         m.d.comb += arb.advance.eq(sched.issue)
         for i, fe in enumerate(fes):
-            m.d.comb += fe.issue.eq(sched.issue & (sched.port == i))
+            m.d.comb += fe.issue.eq(sched.issue & (sched.issue_port == i))
         for b, bm in enumerate(bms):
             m.d.comb += [
                 bm.act.eq(sched.act & (sched.bank == b)),
@@ -155,7 +156,7 @@ class MemoryController(wiring.Component):
             eng.load_len.eq(sched.len),
             eng.load_write.eq(sched.write),
             eng.load_oow.eq(sched.oow),
-            eng.load_port.eq(sched.port),
+            eng.load_port.eq(sched.issue_port),
             err.oow.eq(sched.oow),
             err.addr.eq(sched.addr),
             err.clear.eq(self.error_clear),

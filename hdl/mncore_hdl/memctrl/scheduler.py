@@ -68,7 +68,7 @@ class Scheduler(wiring.Component):
     * **primary**: the arbiter's winner (``grant``) moves its bank towards its row (PRE if
       another row is open, ACT if closed) and issues its column command when the row is open,
       tRCD is met and ``bus_free``. An out-of-window chunk skips the DRAM: it only waits for
-      ``bus_free`` (``oow``).
+      ``bus_free`` (``oow``) and issues no command, so the slot stays free for preparation.
     * **preparation**: when the primary issues no ACT, PRE or column command, the slot opens
       (ACT) or closes (PRE) a bank for another port's head chunk or look-ahead row, in fixed
       priority (heads by port, then look-aheads by port). It never touches the primary's bank
@@ -97,11 +97,14 @@ class Scheduler(wiring.Component):
         The command issued this cycle (at most one is high).
     oow : Signal, out
         The primary's out-of-window chunk is retired this cycle (it takes the bus, no DRAM
-        command).
+        command). A preparation ACT or PRE may issue in the same cycle.
     bank, row, port : Signal, out
-        The issued command's bank, row (ACT) and port.
+        The issued DRAM command's bank, row (ACT) and port (the primary's for its own
+        commands, the prepared chunk's for a preparation). Not the retiring port of ``oow``.
     issue : Signal, out
         The primary's head chunk leaves its port: ``col | oow``.
+    issue_port : Signal, out
+        The port whose head chunk leaves when ``issue`` (the primary, ``grant``).
     addr, len, write : Signal, out
         The primary's head chunk (its column command moves it when ``issue``).
     """
@@ -133,6 +136,7 @@ class Scheduler(wiring.Component):
             "row": Out(row_bits(config)),
             "port": Out(range(ports)),
             "issue": Out(1),
+            "issue_port": Out(range(ports)),
             "addr": Out(caw),
             "len": Out(range(config.timing.burst_length + 1)),
             "write": Out(1),
@@ -166,6 +170,7 @@ class Scheduler(wiring.Component):
             p_bank.eq(self._bank(p_addr)),
             p_row.eq(self._row(p_addr)),
             self.addr.eq(p_addr),
+            self.issue_port.eq(g),
             self.len.eq(Array(h.head_len for h in heads)[g]),
             self.write.eq(Array(h.head_write for h in heads)[g]),
         ]
@@ -206,7 +211,7 @@ class Scheduler(wiring.Component):
         ]
         with m.If(self.refresh_want):
             m.d.comb += self.bank.eq(r_bank)
-        with m.Elif(primary_cmd | self.oow):
+        with m.Elif(primary_cmd):
             m.d.comb += [self.bank.eq(p_bank), self.row.eq(p_row), self.port.eq(g)]
         with m.Else():
             m.d.comb += [self.bank.eq(s_bank), self.row.eq(s_row), self.port.eq(s_port)]
