@@ -75,9 +75,6 @@ class Stats:
     relocations: int = 0
     pinned: int = 0
     pin_refused: int = 0
-    #: Conversions whose converter bytes differ: the functional model counts the two buffers'
-    #: footprints (docs/model.md), the RTL the beats its converter program moved.
-    converter_bytes_differ: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
     rss: list[tuple[float, int]] = field(default_factory=list)
 
@@ -249,8 +246,8 @@ class Stream:
 
     def _compare(self, reports: list[Any]) -> None:
         def figures(report: Any) -> list[Any]:
-            return [(r.function, r.kind, {p: n for p, n in r.bytes.items() if p != "converter"},
-                     r.conversions, r.relocations, [c.command for c in r.commands])
+            return [(r.function, r.kind, dict(r.bytes), r.conversions, r.relocations,
+                     [c.command for c in r.commands])
                     for r in report]
 
         first = self.contexts[0]
@@ -262,12 +259,6 @@ class Stream:
                     if len(mine) == len(base_figures) else (len(base_figures), len(mine))
                 self.fail(f"{ctx.mndevice.name} vs {first.mndevice.name}: records differ: "
                           f"{diff}")
-            for a, b in zip(reports[0], report, strict=False):
-                if a.bytes["converter"] != b.bytes["converter"]:
-                    self.stats.converter_bytes_differ.append(
-                        f"seed {self.seed}: {a.commands[0].command}: {first.mndevice.name} "
-                        f"{a.bytes['converter']} B, {ctx.mndevice.name} "
-                        f"{b.bytes['converter']} B")
             dram = ctx.device.dram_snapshot()
             if not _same_dram(base_dram, dram):
                 self.fail(f"{ctx.mndevice.name} vs {first.mndevice.name}: DRAM differs")
@@ -356,10 +347,6 @@ def summary(title: str, stats: Stats, elapsed: float) -> str:
              f"{stats.pin_refused})",
              f"mismatches: {len(stats.mismatches)}"]
     lines += [f"  {m}" for m in stats.mismatches[:20]]
-    if stats.converter_bytes_differ:
-        lines.append(f"converter bytes differ (modeled footprints vs measured beats; not "
-                     f"counted as mismatches): {len(stats.converter_bytes_differ)} conversions")
-        lines += [f"  {m}" for m in stats.converter_bytes_differ[:10]]
     if stats.rss:
         # Growth after the first tenth of the run (imports, caches and first allocations).
         warm = stats.rss[min(len(stats.rss) - 1, max(1, len(stats.rss) // 10))]

@@ -58,7 +58,7 @@ from ..layout.conversion import ConversionDescriptor
 from .program import DEFAULT_BUFFER_LW, ConverterProgram, _walk, compile_program
 
 __all__ = ["conversion_cycles", "BlockTraffic", "block_traffic", "block_traffic_fast",
-           "replay_cycles", "FIRST_BEAT_CYCLES",
+           "converter_beats", "replay_cycles", "FIRST_BEAT_CYCLES",
            "PREFETCH_LW", "GATHER_CYCLES", "WRITE_SLACK_LW", "OUTSTANDING", "refresh_stall"]
 
 #: Start of the run to the first read beat (claim, request, port queue, ACT, tRCD, CL, FIFO).
@@ -196,6 +196,23 @@ def block_traffic_fast(prog: ConverterProgram, src_group: int = 0,
             writes = tuple(_split_writes(lo, hi, per_group, dst_group))
         distinct.append(BlockTraffic(reads, writes, visits))
     return distinct, np.asarray(ids, dtype=np.int64).reshape(-1)
+
+
+def converter_beats(prog: ConverterProgram) -> tuple[int, int]:
+    """LWs the converter moves for a compiled program: ``(beats read, beats written)``.
+
+    What the RTL's ``beats_read`` and ``beats_written`` counters end at. Reads: every block's
+    read bursts, each clipped to the source footprint and skipped when wholly outside it (the
+    read engine's rule; :func:`block_traffic`). So reads need not be the source footprint: a
+    burst that runs on through padding (a sub-axis grown past its extent) reads the next row's
+    LWs, which their own burst reads again, and LWs no burst reaches (gaps) are not read.
+    Writes: the whole destination footprint, once (the writer fills gaps and padding with
+    zeros).
+    """
+    distinct, ids = block_traffic_fast(prog)
+    per_block = np.array([sum(lw for _, lw in b.reads) for b in distinct], dtype=np.int64)
+    read = int(per_block[ids].sum()) if len(ids) else 0
+    return read, prog.dst_groups * prog.dst_lw_per_group
 
 
 def refresh_stall(config: ArchConfig) -> int:

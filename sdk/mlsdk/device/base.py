@@ -252,7 +252,7 @@ class Device(ABC):
             self._check_buffer(command.dst)
             descriptor = ConversionDescriptor.from_dict(command.descriptor)
             result.cycles = self._convert(descriptor, command.src, command.dst)
-            result.bytes["converter"] = command.src.nbytes + command.dst.nbytes
+            result.bytes["converter"] = self._converter_bytes(descriptor)
         elif isinstance(command, Launch):
             self._launch(command, result)
         elif isinstance(command, Bind):
@@ -307,6 +307,17 @@ class Device(ABC):
     @abstractmethod
     def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
         """Run the layout converter from ``src`` to ``dst``; return the cycles taken."""
+
+    def _converter_bytes(self, descriptor: ConversionDescriptor) -> int:
+        """Bytes the layout converter moves for ``descriptor``: its beats read plus beats
+        written, times the LW's bytes, counted from the converter program
+        (:func:`mncore_hdl.converter.timing.converter_beats`). The RTL backends replace it with
+        the converter's own counters, which end at the same figure."""
+        from mncore_hdl.converter.program import compile_program
+        from mncore_hdl.converter.timing import converter_beats
+
+        read, written = converter_beats(compile_program(descriptor, self.config))
+        return (read + written) * self.config.lw_bytes
 
     def _bind(self, function: str, io: str, buf: Buffer) -> int:
         """Write the input descriptor register; return the cycles taken (default hook: one
