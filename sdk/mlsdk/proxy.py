@@ -98,8 +98,9 @@ class TensorProxy:
             raise StaleTensorError(f"{self!r}: its Context no longer exists")
         if context is not None and own is not context:
             raise StaleTensorError(
-                f"{self!r} belongs to another Context ({own!r}) than the one it is used in "
-                f"({context!r}): device data never crosses Contexts. Pass its .cpu() value "
+                f"{self!r} belongs to another Context (on {own.mndevice.name}, 0x{id(own):x}) "
+                f"than the one it is used in (on {context.mndevice.name}, 0x{id(context):x}): "
+                "device data never crosses Contexts. Pass its .cpu() value "
                 "instead, allocate input proxies from a function of this Context, or compile "
                 "both functions in the same Context"
             )
