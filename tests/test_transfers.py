@@ -94,6 +94,27 @@ def test_allocated_buffers_are_freed_with_the_proxies(context, tmp_path):
     assert len(context.device.allocator.live) == live
 
 
+def test_allocation_is_all_or_nothing(context, tmp_path):
+    from mlsdk import DeviceMemoryError
+
+    compiled = context.compile(mlp, _sample(), storage.path(tmp_path / "mlp"))
+    live = len(context.device.allocator.live)
+    real = compiled._input_buffer
+    given = []
+
+    def fail_on_third(spec):
+        if len(given) == 2:
+            raise DeviceMemoryError(f"no room for {spec.name}")
+        given.append(real(spec))
+        return given[-1]
+
+    compiled._input_buffer = fail_on_third
+    with pytest.raises(DeviceMemoryError, match="no room for b1"):
+        compiled.allocate_input_proxy()
+    assert len(context.device.allocator.live) == live
+    assert not any(context.device.is_live(b) for b in given)
+
+
 def test_empty_proxy_is_an_error_not_garbage(ctx, compiled):
     proxies = compiled.allocate_input_proxy()
     records = len(ctx.report())
