@@ -28,7 +28,7 @@ from .errors import (
     StaleTensorError,
 )
 from .iospec import IOSpec
-from .proxy import TensorProxy
+from .proxy import TensorProxy, allocate_input_proxies
 
 if TYPE_CHECKING:
     from .context import Context
@@ -133,6 +133,21 @@ class CompiledFunction:
             device.free(buf)
         self._own.clear()
 
+    # -- explicit transfers -----------------------------------------------------------------
+
+    def allocate_input_proxy(self) -> dict[str, TensorProxy]:
+        """One empty TensorProxy per input, keyed like the inputs and in their input specs.
+
+        Fill each with :meth:`TensorProxy.load_from`, then call the function with the dict:
+        the call binds their buffers (relocations) and moves no host bytes. See
+        ``docs/transfers.md``.
+        """
+        return allocate_input_proxies(self, self._input_buffer)
+
+    def _input_buffer(self, spec: IOSpec) -> Buffer | None:
+        """A fresh buffer for an input proxy (hook: the host reference has none)."""
+        return self.context.device.allocate(spec.layout, f"input proxies of {self.key}")
+
     # -- calling ----------------------------------------------------------------------------
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
@@ -222,6 +237,7 @@ class CompiledFunction:
         return plan, (conversions, relocations)
 
     def _conversion(self, name: str, proxy: TensorProxy, spec: IOSpec) -> Convert:
+        proxy.check_convertible_to(spec, f"input {name!r} of {self.name}")
         given = proxy.spec
         if given.shape != spec.shape or given.dtype != spec.dtype:
             raise IOSpecMismatchError(

@@ -1,29 +1,44 @@
-"""TensorProxy: a tensor that lives in device DRAM (or, on pfvm:cpu, on the host)."""
+"""TensorProxy: a tensor that lives in device DRAM (or, on pfvm:cpu, on the host).
+
+Besides the outputs of calls, :func:`allocate_input_proxies` (behind
+``CompiledFunction.allocate_input_proxy()``) hands out empty proxies in a function's input
+specs, which :meth:`TensorProxy.load_from` fills from the host ahead of the call (see
+``docs/transfers.md``).
+"""
 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
-from mncore_hdl.layout import from_device
+from mncore_hdl.layout import from_device, to_device
 
-from .device.commands import Buffer, HostRead
-from .errors import DeviceError, StaleTensorError
+from .device.commands import Buffer, HostRead, HostWrite
+from .errors import (
+    DeviceError,
+    FunctionUnloadedError,
+    InputError,
+    IOSpecMismatchError,
+    StaleTensorError,
+)
 from .iospec import IOSpec
 
 if TYPE_CHECKING:
+    from .compiled import CompiledFunction
     from .context import Context
 
-__all__ = ["TensorProxy"]
+__all__ = ["TensorProxy", "allocate_input_proxies"]
 
 
 class TensorProxy:
-    """A compiled function's output, still on the device.
+    """A tensor on the device: a compiled function's output, or an allocated input.
 
     Pass it to another compiled function to hand the data over on the device (a relocation
     when the specs are memcopyable, a layout conversion otherwise), or call :meth:`cpu` to
-    read it back. Its buffer is freed when the proxy is garbage-collected, or by :meth:`free`.
+    read it back. :meth:`load_from` overwrites its data from the host. Its buffer is freed when
+    the proxy is garbage-collected, or by :meth:`free`.
 
     Attributes
     ----------
@@ -31,15 +46,22 @@ class TensorProxy:
         Shape, dtype and layout of the data.
     buffer : Buffer or None
         The device buffer (``group``, ``address`` in LW, ``nbytes``); None on ``pfvm:cpu``.
+    origin : str or None
+        For a proxy from ``allocate_input_proxy()``, the input it was allocated for (e.g.
+        ``"input 'x' of mlp#1"``); None for a call's output.
     """
 
     def __init__(self, context: Context, spec: IOSpec, buffer: Buffer | None,
-                 host: torch.Tensor | None = None):
+                 host: torch.Tensor | None = None, *, origin: str | None = None,
+                 empty: bool = False):
         self._context = weakref.ref(context)
         self.spec = spec
         self.buffer = buffer
+        self.origin = origin
         self._host = host
         self._freed = False
+        # An allocated input holds no data until its first load_from.
+        self._empty = empty
         if buffer is not None:
             # release: a finalizer must never wait for the device lock.
             self._finalizer = weakref.finalize(self, context.device.release, buffer)
@@ -56,29 +78,69 @@ class TensorProxy:
     def context(self) -> Context | None:
         return self._context()
 
+    @property
+    def loaded(self) -> bool:
+        """False for an allocated input proxy before its first :meth:`load_from`."""
+        return not self._empty
+
     def __repr__(self) -> str:
         where = str(self.buffer) if self.buffer is not None else "host"
-        state = " (freed)" if self._freed else ""
+        state = " (freed)" if self._freed else " (empty)" if self._empty else ""
         return (f"TensorProxy({self.spec.name!r}, shape={tuple(self.spec.shape)}, "
                 f"dtype={self.spec.dtype_name}, at {where}){state}")
 
-    def check_usable(self, context: Context) -> None:
-        """Raise StaleTensorError unless this proxy is live data of ``context``."""
-        if self._context() is not context:
+    # -- checks -----------------------------------------------------------------------------
+
+    def _check_live(self, context: Context | None) -> Context:
+        """The proxy's Context, when the proxy's buffer is still allocated in it."""
+        own = self._context()
+        if own is None:
+            raise StaleTensorError(f"{self!r}: its Context no longer exists")
+        if context is not None and own is not context:
             raise StaleTensorError(
-                f"{self!r} belongs to another Context; pass its .cpu() value instead, or "
-                "compile both functions in the same Context"
+                f"{self!r} belongs to another Context (on {own.mndevice.name}, 0x{id(own):x}) "
+                f"than the one it is used in (on {context.mndevice.name}, 0x{id(context):x}): "
+                "device data never crosses Contexts. Pass its .cpu() value "
+                "instead, allocate input proxies from a function of this Context, or compile "
+                "both functions in the same Context"
             )
-        if self._freed or context.closed:
+        if self._freed or own.closed:
             raise StaleTensorError(f"{self!r}: its device buffer was freed")
-        if self.buffer is not None and not context.device.is_live(self.buffer):
+        if self.buffer is not None and not own.device.is_live(self.buffer):
             raise StaleTensorError(f"{self!r}: its device buffer was freed")
+        return own
+
+    def check_usable(self, context: Context) -> None:
+        """Raise StaleTensorError unless this proxy is live data of ``context`` (allocated
+        input proxies: after their first :meth:`load_from`)."""
+        self._check_live(context)
+        if self._empty:
+            raise StaleTensorError(
+                f"{self!r} holds no data yet: it was allocated for {self.origin} and never "
+                "loaded; call load_from(tensor) first"
+            )
+
+    def check_convertible_to(self, spec: IOSpec, where: str) -> None:
+        """Raise IOSpecMismatchError if this proxy may not be converted into ``spec``.
+
+        Outputs may be (a DRAM-to-DRAM conversion). An allocated input proxy exists so that a
+        call moves nothing: it feeds only inputs its spec is memcopyable to.
+        """
+        if self.origin is None:
+            return
+        raise IOSpecMismatchError(
+            f"{self!r} was allocated for {self.origin} as {self.spec}, but {where} expects "
+            f"{spec}: they differ in {self.spec.describe_difference(spec)}. An allocated input "
+            "proxy feeds only inputs whose spec it matches (a relocation), never through a "
+            "conversion: allocate the proxies from the function you call "
+            "(compiled.allocate_input_proxy()), or pass a host tensor"
+        )
+
+    # -- host <-> device --------------------------------------------------------------------
 
     def cpu(self) -> torch.Tensor:
         """Read the data back to a host tensor (a HostRead)."""
-        context = self._context()
-        if context is None:
-            raise StaleTensorError(f"{self!r}: its Context no longer exists")
+        context = self._check_live(None)
         self.check_usable(context)
         if self._host is not None:
             return self._host.clone()
@@ -91,9 +153,104 @@ class TensorProxy:
             raise DeviceError(f"The device returned no data for HostRead of {self.buffer}")
         return from_device(result.data, self.spec.layout)
 
+    def load_from(self, tensor: torch.Tensor, clone: bool = True) -> None:
+        """Write host data into this proxy's buffer (a HostWrite, recorded as a ``write``).
+
+        Parameters
+        ----------
+        tensor : torch.Tensor
+            Of the proxy's shape and dtype (any strides, any torch device).
+        clone : bool
+            On the real SDK the write is asynchronous: ``clone=True`` snapshots ``tensor`` at
+            this call, so it may be modified right after; ``clone=False`` may read it until
+            the next synchronising call (a call's ``.cpu()``, ``Context.synchronize()``), so
+            it must be left alone until then. This model writes at once, which satisfies both.
+
+        Raises
+        ------
+        InputError
+            ``tensor`` has another shape or dtype; the proxy's data is unchanged.
+        StaleTensorError
+            The proxy was freed, or its Context closed.
+        """
+        if not isinstance(clone, bool):
+            raise TypeError(f"load_from(clone=...) takes a bool, not {clone!r}")
+        if isinstance(tensor, TensorProxy):
+            raise TypeError(
+                f"{self!r}.load_from() takes a host torch.Tensor, not a TensorProxy: pass the "
+                "proxy itself to the call (a relocation or conversion on the device), or "
+                "load_from(proxy.cpu())")
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{self!r}.load_from() takes a torch.Tensor, not "
+                            f"{type(tensor).__name__}")
+        spec = self.spec
+        if tuple(tensor.shape) != spec.shape or tensor.dtype != spec.dtype:
+            given = str(tensor.dtype).removeprefix("torch.")
+            raise InputError(
+                f"{self!r}.load_from() takes a {spec.dtype_name} tensor of shape {spec.shape}, "
+                f"not {given} of shape {tuple(tensor.shape)}; its data is unchanged")
+        context = self._check_live(None)
+        data = tensor.detach().to("cpu")
+        if self.buffer is None:
+            # Host reference: a private copy, so later changes to ``tensor`` never show.
+            self._host = data.clone(memory_format=torch.contiguous_format)
+            self._empty = False
+            return
+        image = to_device(data, spec.layout)
+        with context.device.lock:
+            record = context._new_record(f"{spec.name}.load_from()", kind="write")
+            context._execute(HostWrite(self.buffer, image), record)
+        self._empty = False
+
+    def item(self) -> bool | int | float:
+        """The value of a one-element proxy as a Python number (a HostRead)."""
+        count = self.shape.numel()
+        if count != 1:
+            raise ValueError(
+                f"item() needs a one-element TensorProxy; {self.spec.name!r} has shape "
+                f"{tuple(self.spec.shape)} ({count} elements): use .cpu() for the tensor")
+        return self.cpu().item()
+
+    def numpy(self) -> Any:
+        """The data as a numpy array (``.cpu().numpy()``, a HostRead)."""
+        if self.dtype == torch.bfloat16:
+            raise TypeError(
+                f"{self!r}: bfloat16 has no numpy dtype; use .cpu().float().numpy() for a "
+                "float32 array")
+        return self.cpu().numpy()
+
     def free(self) -> None:
         """Release the device buffer now; the proxy cannot be used afterwards."""
         if not self._freed and self.buffer is not None:
             self._finalizer()
         self._freed = True
         self._host = None
+
+
+def allocate_input_proxies(function: CompiledFunction,
+                           buffer_for: Callable[[IOSpec], Buffer | None],
+                           ) -> dict[str, TensorProxy]:
+    """One empty TensorProxy per input of ``function``, keyed and ordered like its inputs.
+
+    ``buffer_for(spec)`` allocates each proxy's buffer (None on the host reference). All of
+    them are allocated, or none: on failure the ones allocated so far are given back.
+    """
+    context = function.context
+    context._check_open()
+    if function.unloaded:
+        raise FunctionUnloadedError(
+            f"{function.name} ({function.key}) was unloaded; compile or load it again to "
+            "allocate its input proxies")
+    buffers: dict[str, Buffer | None] = {}
+    with context.device.lock:
+        try:
+            for name, spec in function.input_specs.items():
+                buffers[name] = buffer_for(spec)
+        except BaseException:
+            for buf in buffers.values():
+                if buf is not None:
+                    context.device.free(buf)
+            raise
+    return {name: TensorProxy(context, spec, buffers[name], empty=True,
+                              origin=f"input {name!r} of {function.key}")
+            for name, spec in function.input_specs.items()}

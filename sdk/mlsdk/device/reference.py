@@ -18,6 +18,7 @@ from mncore_hdl.layout import ConversionDescriptor, Layout
 
 from ..compiled import CompiledFunction
 from ..errors import DeviceError, InputError, IOSpecMismatchError
+from ..iospec import IOSpec
 from ..proxy import TensorProxy
 from .base import Device, DramSnapshot
 from .commands import Buffer, Command, CommandResult
@@ -36,11 +37,16 @@ class HostFunction(CompiledFunction):
 
     A TensorProxy input is accepted when its shape and dtype match the input's (layouts do not
     exist on the host, so there is nothing to relocate or convert, and ``bindings`` stays
-    empty).
+    empty). An allocated input proxy (``allocate_input_proxy()``, holding its host tensor) is
+    accepted where its spec is memcopyable to the input's, as on a device.
     """
 
     def _load(self) -> None:
         """Nothing to allocate, upload or bind: the graph runs on the host."""
+
+    def _input_buffer(self, spec: IOSpec) -> Buffer | None:
+        """Input proxies hold a host tensor: no buffer."""
+        return None
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
         values = {}
@@ -48,6 +54,8 @@ class HostFunction(CompiledFunction):
             value = inputs[name]
             if isinstance(value, TensorProxy):
                 value.check_usable(self.context)
+                if not value.spec.is_memcopyable_to(spec):
+                    value.check_convertible_to(spec, f"input {name!r} of {self.name}")
                 if value.spec.shape != spec.shape or value.spec.dtype != spec.dtype:
                     raise IOSpecMismatchError(
                         f"Cannot pass {value.spec} to input {name!r} of {self.name}, which "
