@@ -29,8 +29,8 @@ class CallRecord:
     function : str
         The compiled function's name.
     kind : str
-        ``"call"``, ``"load"`` for uploading a program's constants, or ``"read"`` for a
-        ``.cpu()``.
+        ``"call"``, ``"load"`` for uploading a program's constants, ``"read"`` for a
+        ``.cpu()``, or ``"write"`` for a ``TensorProxy.load_from``.
     commands : list of CommandResult
         Each command executed, with its bytes per path and cycles (no data: see :meth:`add`).
     conversions, relocations : int
@@ -72,7 +72,8 @@ class CallRecord:
 
 
 def _empty_totals() -> dict[str, Any]:
-    return {"records": 0, "call": 0, "load": 0, "read": 0, "commands": 0,
+    return {"records": 0, "call": 0, "load": 0, "read": 0, "write": 0,
+            "commands": 0,
             "bytes": dict.fromkeys(PATHS, 0), "cycles": 0, "conversions": 0,
             "relocations": 0}
 
