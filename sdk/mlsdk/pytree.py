@@ -117,13 +117,15 @@ class _Signature:
                                                                            list[Any]]:
         """Flatten ``tree``; return its signature and its leaves (tensors kept out of it)."""
         flat, spec = pytree.tree_flatten_with_path(tree)
-        leaves, values, seen = [], [], {}
+        leaves: list[_Leaf] = []
+        values: list[Any] = []
+        seen: dict[str, pytree.KeyPath] = {}
         for path, value in flat:
             name = _path_name(path, roots)
             if name in seen:
                 raise ValueError(
-                    f"{what} {pytree.keystr(seen[name])} and {pytree.keystr(path)} would both "
-                    f"be named {name!r}; rename the dict key that contains a '.'")
+                    f"{what}s {_path_repr(seen[name], roots)} and {_path_repr(path, roots)} "
+                    f"would both be named {name!r}; rename the dict key that contains a '.'")
             seen[name] = path
             tensor = _is_tensor_leaf(name, value, what)
             containers = tuple(type(pytree.key_get(tree, path[:depth]))
@@ -154,6 +156,15 @@ def _path_name(path: pytree.KeyPath, roots: tuple[str, ...] | None) -> str:
     return ".".join([roots[first.idx], *(_key_name(entry) for entry in path[1:])])
 
 
+def _path_repr(path: pytree.KeyPath, roots: tuple[str, ...] | None) -> str:
+    """The key path in Python's notation, e.g. ``args[0]['a.b']``."""
+    if roots is None:
+        return "out" + pytree.keystr(path)
+    first = path[0]
+    assert isinstance(first, pytree.SequenceKey)
+    return roots[first.idx] + pytree.keystr(path[1:])
+
+
 def _key_name(entry: Any) -> str:
     if isinstance(entry, pytree.SequenceKey):
         return str(entry.idx)
@@ -173,11 +184,11 @@ def _is_tensor_leaf(name: str, value: Any, what: str) -> bool:
     kind = type(value)
     if dataclasses.is_dataclass(value):
         raise TypeError(
-            f"{what} {name!r} is a {kind.__qualname__}, a dataclass that is not registered as "
+            f"{what} {name!r} is an instance of {kind.__qualname__}, a dataclass not registered as "
             f"a pytree node; decorate {kind.__qualname__} with @register_pytree_dataclass "
             "(from mlsdk) so that its fields become leaves")
     raise TypeError(
-        f"{what} {name!r} is a {kind.__qualname__}; pytree leaves must be tensors (or "
+        f"{what} {name!r} is of type {kind.__qualname__}; pytree leaves must be tensors (or "
         "TensorProxies) or int/float/bool/str/None constants, inside tuples, lists, dicts, "
         "NamedTuples or dataclasses registered with @register_pytree_dataclass")
 
