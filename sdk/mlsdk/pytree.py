@@ -218,7 +218,39 @@ def compile_automap(context: Context, fn: Callable[..., Any], args: Any, kwargs:
                     **compile_kwargs: Any) -> AutomapFunction:
     """Compile ``fn(*args, **kwargs)``, whose arguments and result are pytrees of tensors.
 
-    See :meth:`mlsdk.Context.compile_automap`, which calls this.
+    :meth:`mlsdk.Context.compile_automap` calls this; see ``docs/pytree.md``.
+
+    Parameters
+    ----------
+    context : Context
+        Where to compile and load the function.
+    fn : callable
+        Takes tensors, or tuples, lists, dicts, NamedTuples and registered dataclasses of
+        them (positionally and by keyword); returns a tensor or any such structure.
+    args : tuple
+        Sample positional arguments (tensors or TensorProxies at the tensor leaves; int,
+        float, bool, str and None leaves are compile-time constants).
+    kwargs : dict of str, or None
+        Sample keyword arguments.
+    codegen_dir : StoragePath
+        ``storage.path(...)``: where the device program is written.
+    options, io_spec_constraints
+        As for :meth:`mlsdk.Context.compile`; constraint keys are leaf names (``out.1``).
+    **compile_kwargs
+        Passed on to :meth:`mlsdk.Context.compile`.
+
+    Returns
+    -------
+    AutomapFunction
+        Called like ``fn``; returns its structure with TensorProxies at the tensor leaves.
+
+    Raises
+    ------
+    TypeError
+        For a leaf that is neither a tensor nor a constant (an unregistered dataclass says
+        to use :func:`register_pytree_dataclass`), or a function that returns no tensor.
+    ValueError
+        When two leaves would get the same name.
     """
     if not callable(fn):
         raise TypeError(f"compile_automap() takes a callable, not {_describe(fn)}")
