@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -73,7 +74,8 @@ def capture(
         raise CaptureError(f"fn must be callable, not {type(fn).__name__}")
     names, tensors = _check_sample_inputs(sample_inputs)
     module, out_names = _trace(fn, names, tensors)
-    graph = _Converter(module, names, _closure_tensor_names(fn)).run(out_names)
+    # A wrapper (functools.wraps, mlsdk's pytree adapter) names constants after what it wraps.
+    graph = _Converter(module, names, _closure_tensor_names(inspect.unwrap(fn))).run(out_names)
     compute = FLOAT_DTYPES[float_dtype]
     if compute != "float32":
         graph = _retarget(graph, compute)

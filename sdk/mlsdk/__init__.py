@@ -17,6 +17,8 @@ _EXPORTS = {
     "Context": ".context", "COMPILE_OPTIONS": ".context",
     "CompiledFunction": ".compiled",
     "MNDevice": ".device.registry", "DEVICE_STRINGS": ".device.registry",
+    "AutomapFunction": ".pytree", "PytreeStructureError": ".pytree",
+    "register_pytree_namedtuple": ".pytree", "register_pytree_dataclass": ".pytree",
     "IOSpec": ".iospec", "TensorProxy": ".proxy", "Report": ".report", "CallRecord": ".report",
     **{name: ".errors" for name in (
         "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
@@ -30,6 +32,8 @@ __all__ = [
     "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
     "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
     "StaleTensorError", "FunctionUnloadedError",
+    "AutomapFunction", "PytreeStructureError", "register_pytree_namedtuple",
+    "register_pytree_dataclass",
 ]
 __version__ = "0.1.0"
 
@@ -68,4 +72,10 @@ if TYPE_CHECKING:
     )
     from .iospec import IOSpec
     from .proxy import TensorProxy
+    from .pytree import (
+        AutomapFunction,
+        PytreeStructureError,
+        register_pytree_dataclass,
+        register_pytree_namedtuple,
+    )
     from .report import CallRecord, Report

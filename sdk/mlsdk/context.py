@@ -18,6 +18,7 @@ from .device.commands import Command, CommandResult
 from .device.registry import MNDevice
 from .errors import CodegenError, DeviceError
 from .iospec import IOSpec
+from .pytree import AutomapFunction, compile_automap
 from .report import DEFAULT_HISTORY, CallRecord, History, Report
 from .storage import StoragePath
 
@@ -155,6 +156,18 @@ class Context:
             constraints=constraints, config=self.mndevice.config, options=options)
         program.save(codegen_dir.path)
         return self._adopt(program, strict)
+
+    def compile_automap(self, fn: Callable[..., Any], args: Any, kwargs: Any,
+                        codegen_dir: StoragePath, **compile_kwargs: Any) -> AutomapFunction:
+        """Compile ``fn(*args, **kwargs)`` over pytrees: tuples, lists, dicts, NamedTuples and
+        registered dataclasses of tensors, in and out (see ``docs/pytree.md``).
+
+        Each tensor leaf is one IO named by its path (``args.0.x``, ``kwargs.scale``,
+        ``out.1``); ``compile_kwargs`` (``options``, ``io_spec_constraints`` keyed by those
+        names, ...) go to :meth:`compile`. Returns an :class:`~mlsdk.pytree.AutomapFunction`
+        called like ``fn`` and returning its structure with TensorProxies.
+        """
+        return compile_automap(self, fn, args, kwargs, codegen_dir, **compile_kwargs)
 
     def load(self, codegen_dir: StoragePath, *, strict: bool = False) -> CompiledFunction:
         """Load a function compiled earlier into ``codegen_dir``."""
