@@ -42,7 +42,8 @@ TORCH_DEVICES: dict[str, str] = {"pfvm:cpu": "cpu", "pfvm:cuda": "cuda"}
 
 class HostFunction(CompiledFunction):
     """A compiled function on the host reference: nothing is loaded, and each call runs the
-    graph eagerly on host tensors.
+    graph eagerly on tensors of the device's torch device (its constants moved there once).
+    A TensorProxy input is read back with ``.cpu()`` and moved again, simple rather than fast.
 
     A TensorProxy input is accepted when its shape and dtype match the input's (layouts do not
     exist on the host, so there is nothing to relocate or convert, and ``bindings`` stays
