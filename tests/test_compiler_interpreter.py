@@ -103,6 +103,8 @@ CASES = {
     "div_scalar": ([(3,)], {"scalar": 4.0, "reverse": True}, lambda x: 4 / x),
     "cast": ([(3,)], {"dtype": "bfloat16"}, lambda x: x.bfloat16()),
     "matmul": ([(2, 2, 3), (3, 4)], {}, torch.matmul),
+    "mixed_matmul": ([(2, 3), (3, 4)], {"operand_dtype": "float16"},
+                     lambda x, y: x.half().float() @ y.half().float()),
     "addmm": ([(4,), (2, 3), (3, 4)], {"alpha": 2.0, "beta": 0.5},
               lambda b, x, y: 0.5 * b + 2 * (x @ y)),
     "sum": ([(2, 3, 4)], {"dims": (0, 2), "keepdim": True}, lambda x: x.sum((0, 2), True)),

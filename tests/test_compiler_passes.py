@@ -35,7 +35,7 @@ def _ops(graph: Graph) -> list[str]:
 
 
 def test_pipeline() -> None:
-    assert [p.name for p in PIPELINE] == ["decompose", "dce", "assign-layouts"]
+    assert [p.name for p in PIPELINE] == ["decompose", "dce", "mixed-precision", "assign-layouts"]
     assert all(isinstance(p, Pass) for p in PIPELINE)
 
 
@@ -60,7 +60,7 @@ def test_addmm_decomposition(alpha: float, beta: float, ops: list[str]) -> None:
     assert lowered.outputs == graph.outputs, "the last node keeps the replaced node's name"
     expected = interpret(graph, inputs)["y"]
     torch.testing.assert_close(interpret(lowered, inputs)["y"], expected, msg=f"seed={SEED}")
-    assert result.passes_run == ["decompose", "dce", "assign-layouts"]
+    assert result.passes_run == ["decompose", "dce", "mixed-precision", "assign-layouts"]
     assert all(isinstance(r, PassRecord) and r.seconds >= 0 and r.verify_seconds >= 0
                for r in result.history)
 

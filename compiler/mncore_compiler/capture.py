@@ -25,8 +25,11 @@ FLOAT_DTYPES: dict[str, str] = {
     "half": "float16",
     "float16": "float16",
     "bfloat16": "bfloat16",
+    # Captured in float32; the pipeline's mixed-precision pass then gives the matmuls 16-bit
+    # operands (mncore_compiler.passes.precision).
+    "mixed": "float32",
 }
-"""Accepted ``float_dtype`` spellings and the IR dtype each selects."""
+"""Accepted ``float_dtype`` spellings and the IR dtype capture computes in."""
 
 TensorDict = dict[str, torch.Tensor]
 
@@ -52,6 +55,8 @@ def capture(
         (as written), ``"half"``/``"float16"`` or ``"bfloat16"``. In a reduced precision,
         float32 inputs are cast on entry, float32 constants are stored converted, and
         outputs are cast back, so the graph's input and output dtypes stay those of torch.
+        ``"mixed"`` captures in float32: its matmuls get 16-bit operands later, in the
+        ``mixed-precision`` pass.
 
     Returns
     -------

@@ -31,7 +31,8 @@ def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.T
     sample_inputs : dict of str to torch.Tensor
         Example inputs.
     float_dtype : str
-        Compute precision.
+        Compute precision: a key of :data:`~mncore_compiler.capture.FLOAT_DTYPES`
+        (``"mixed"``: 16-bit matmul operands, float32 accumulation and everything else).
     constraints : dict of str to Layout, optional
         IO name -> the layout that IO must have.
     config : ArchConfig
@@ -42,7 +43,8 @@ def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.T
         Program name; defaults to ``fn.__name__``.
     """
     graph = capture(fn, sample_inputs, float_dtype=float_dtype)
-    start = Compilation(graph, CompileOptions(dict(constraints or {}), config))
+    start = Compilation(graph, CompileOptions(dict(constraints or {}), config,
+                                              float_dtype=float_dtype))
     return to_program(run_pipeline(start), name or str(getattr(fn, "__name__", "function")),
                       options)
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from .ir import DTYPES, TensorType, dtype_from_torch, dtype_to_torch
 
-__all__ = ["OPS", "OpDef", "OpTypeError", "get_op", "infer_type"]
+__all__ = ["MIXED_OPERAND_DTYPES", "OPS", "OpDef", "OpTypeError", "get_op", "infer_type"]
 
 Attrs = Mapping[str, Any]
 InferRule = Callable[[Sequence[TensorType], Attrs], TensorType]
@@ -186,6 +186,34 @@ def _matmul_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType(batch + (a.shape[-2], b.shape[-1]), a.dtype)
 
 
+#: Operand precisions of ``mixed_matmul``: the 16-bit formats a matrix unit may read.
+MIXED_OPERAND_DTYPES: tuple[str, ...] = ("float16", "bfloat16")
+
+
+def _mixed_matmul_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    narrow = attrs["operand_dtype"]
+    if narrow not in MIXED_OPERAND_DTYPES:
+        raise OpTypeError(
+            f"operand_dtype must be one of {list(MIXED_OPERAND_DTYPES)}, not {narrow!r}"
+        )
+    for t in types:
+        if t.dtype not in ("float32", narrow):
+            raise OpTypeError(
+                f"mixed_matmul operands must be float32 or {narrow}, got {t.dtype}"
+            )
+    a, b = (TensorType(t.shape, "float32") for t in types)
+    return _matmul_rule([a, b], attrs)
+
+
+def _mixed_matmul(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
+    # Each operand rounded to the 16-bit format, then a float32 matmul: a product of two
+    # float16 (or bfloat16) values is exact in float32, so this is float32 accumulation of
+    # exact products, what a matrix unit with 16-bit inputs and a float32 accumulator does.
+    narrow = dtype_to_torch(a["operand_dtype"])
+    a16, b16 = (t.to(narrow).to(torch.float32) for t in x)
+    return torch.matmul(a16, b16)
+
+
 def _addmm_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     bias, a, b = types
     if a.rank != 2 or b.rank != 2:
@@ -355,6 +383,10 @@ _register(
 )  # fmt: skip
 _register(
     "matmul", "matmul", 2, (), _matmul_rule, lambda x, a: torch.matmul(x[0], x[1]), _matmul_flops
+)
+_register(
+    "mixed_matmul", "matmul", 2, ("operand_dtype",), _mixed_matmul_rule, _mixed_matmul,
+    _matmul_flops,
 )
 _register(
     "addmm", "matmul", 3, ("alpha", "beta"), _addmm_rule,

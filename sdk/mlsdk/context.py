@@ -18,6 +18,7 @@ from .device.commands import Command, CommandResult
 from .device.registry import MNDevice
 from .errors import CodegenError, DeviceError
 from .iospec import IOSpec
+from .options import resolve_compile_options
 from .pytree import AutomapFunction, compile_automap
 from .report import DEFAULT_HISTORY, CallRecord, History, Report
 from .storage import StoragePath
@@ -26,8 +27,12 @@ __all__ = ["Context", "COMPILE_OPTIONS"]
 
 #: Compile options this kit understands, with what each accepts.
 COMPILE_OPTIONS: dict[str, str] = {
-    "float_dtype": "'float' / 'float32', 'half' / 'float16' or 'bfloat16': the compute precision",
+    "float_dtype": "'float' / 'float32', 'half' / 'float16' or 'bfloat16': the compute precision;"
+                   " 'mixed': matmuls read float16 operands and accumulate in float32, the rest"
+                   " runs in float32 (docs/precision.md)",
     "strict": "bool: make a call that needs a DRAM-to-DRAM layout conversion an error",
+    "option_json": "path of a JSON file holding an object of these options; a key also given in"
+                   " the options dict takes the dict's value",
 }
 
 
@@ -126,7 +131,9 @@ class Context:
         codegen_dir : StoragePath
             ``storage.path(...)``: where the device program is written.
         options : dict, optional
-            See :data:`COMPILE_OPTIONS`; unknown keys are an error.
+            See :data:`COMPILE_OPTIONS`; unknown keys are an error. ``"option_json"`` names
+            a JSON file of further options, which the dict's own keys override
+            (:mod:`mlsdk.options`).
         training : bool
             Must be False: this kit compiles inference functions.
         io_spec_constraints : dict of str to IOSpec, optional
@@ -134,14 +141,8 @@ class Context:
             ``input_specs[...]``), so that handing the data over is a relocation.
         """
         self._check_open()
-        options = dict(options or {})
-        unknown = sorted(set(options) - set(COMPILE_OPTIONS))
-        if unknown:
-            known = "; ".join(f"{k}: {v}" for k, v in COMPILE_OPTIONS.items())
-            raise ValueError(f"Unknown compile option(s) {unknown}; known options are {known}")
+        options = resolve_compile_options(options, COMPILE_OPTIONS)
         strict = options.get("strict", False)
-        if not isinstance(strict, bool):
-            raise TypeError(f"Compile option 'strict' must be a bool, not {strict!r}")
         if training is not False:
             raise NotImplementedError(
                 f"training={training!r} is not supported: this kit compiles inference "

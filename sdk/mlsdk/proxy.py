@@ -143,7 +143,8 @@ class TensorProxy:
         context = self._check_live(None)
         self.check_usable(context)
         if self._host is not None:
-            return self._host.clone()
+            # A copy on the host, also of a result held on pfvm:cuda's GPU.
+            return self._host.to("cpu", copy=True)
         if self.buffer is None:
             raise StaleTensorError(f"{self!r} holds no data")
         with context.device.lock:

@@ -20,6 +20,7 @@ from ..ir import Graph
 from ..layouts import LayoutPlan, assign_layouts
 from .dce import eliminate_dead_code
 from .decompose import decompose
+from .precision import mixed_precision, mixed_precision_pass
 
 __all__ = [
     "PIPELINE",
@@ -30,6 +31,7 @@ __all__ = [
     "decompose",
     "eliminate_dead_code",
     "graph_pass",
+    "mixed_precision",
     "run_pipeline",
 ]
 
@@ -44,10 +46,14 @@ class CompileOptions:
         IO name -> the layout that IO must have (``io_spec_constraints``).
     config : ArchConfig
         The chip to compile for.
+    float_dtype : str
+        The caller's ``float_dtype``. Capture applies the uniform precisions; the
+        ``mixed-precision`` pass acts on ``"mixed"`` (16-bit matmul operands, float32 rest).
     """
 
     constraints: Mapping[str, Layout] = field(default_factory=dict)
     config: ArchConfig = MNCORE2
+    float_dtype: str = "float32"
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,7 @@ def _assign_layouts(compilation: Compilation) -> Compilation:
 PIPELINE: tuple[Pass, ...] = (
     graph_pass("decompose", decompose),
     graph_pass("dce", eliminate_dead_code),
+    Pass("mixed-precision", mixed_precision_pass),
     Pass("assign-layouts", _assign_layouts),
 )
 """Every pass compilation runs, in order."""

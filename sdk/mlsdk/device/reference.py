@@ -1,23 +1,30 @@
-"""``pfvm:cpu``: the host reference. Compiled functions run as plain torch eager on the host.
+"""``pfvm:cpu`` and ``pfvm:cuda``: the host reference. Compiled functions run as plain torch
+eager, on the host's CPU or on its CUDA GPU.
 
 There is no device model behind it: a call runs the function's graph with the IR interpreter on
-host tensors, issues no device command, and returns TensorProxies that hold their host tensor
-(``buffer`` is None). Its report has one ``call`` record per call, without commands, and its
-cycles are of kind ``none``. It is what the modeled backends' results are compared with.
+torch tensors of the device's torch device (``"cpu"`` or ``"cuda"``), issues no device command,
+and returns TensorProxies that hold their result tensor there (``buffer`` is None; ``cpu()``
+copies it to the host). A function's constants are moved to the torch device once, when it is
+loaded; its inputs at each call. Its report has one ``call`` record per call, without commands,
+and its cycles are of kind ``none``. It is what the modeled backends' results are compared with.
+``pfvm:cuda`` opens only where ``torch.cuda.is_available()``; elsewhere it raises
+DeviceNotAvailableError naming ``pfvm:cpu``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 import torch
 from mncore_compiler.interpreter import interpret
+from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor, Layout
 
 from ..compiled import CompiledFunction
-from ..errors import DeviceError, InputError, IOSpecMismatchError
+from ..errors import DeviceError, DeviceNotAvailableError, InputError, IOSpecMismatchError
 from ..iospec import IOSpec
 from ..proxy import TensorProxy
 from .base import Device, DramSnapshot
@@ -28,12 +35,16 @@ if TYPE_CHECKING:
 
     from ..context import Context
 
-__all__ = ["ReferenceDevice", "HostFunction"]
+__all__ = ["ReferenceDevice", "HostFunction", "TORCH_DEVICES"]
+
+#: Device string -> the torch device its functions run on.
+TORCH_DEVICES: dict[str, str] = {"pfvm:cpu": "cpu", "pfvm:cuda": "cuda"}
 
 
 class HostFunction(CompiledFunction):
     """A compiled function on the host reference: nothing is loaded, and each call runs the
-    graph eagerly on host tensors.
+    graph eagerly on tensors of the device's torch device (its constants moved there once).
+    A TensorProxy input is read back with ``.cpu()`` and moved again, simple rather than fast.
 
     A TensorProxy input is accepted when its shape and dtype match the input's (layouts do not
     exist on the host, so there is nothing to relocate or convert, and ``bindings`` stays
@@ -42,7 +53,18 @@ class HostFunction(CompiledFunction):
     """
 
     def _load(self) -> None:
-        """Nothing to allocate, upload or bind: the graph runs on the host."""
+        """Nothing to allocate or bind: move the constants to the torch device, once."""
+        graph = self.program.graph
+        where = self.torch_device
+        self._graph = replace(graph, constants={n: t.to(where)
+                                                for n, t in graph.constants.items()})
+
+    @property
+    def torch_device(self) -> torch.device:
+        """The torch device the function runs on (its device's)."""
+        device = self.context.device
+        assert isinstance(device, ReferenceDevice)  # HostFunctions are made only by it
+        return device.torch_device
 
     def _input_buffer(self, spec: IOSpec) -> Buffer | None:
         """Input proxies hold a host tensor: no buffer."""
@@ -50,6 +72,7 @@ class HostFunction(CompiledFunction):
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
         values = {}
+        where = self.torch_device
         for name, spec in self.input_specs.items():
             value = inputs[name]
             if isinstance(value, TensorProxy):
@@ -66,9 +89,9 @@ class HostFunction(CompiledFunction):
             else:
                 raise InputError(f"Input {name!r} of {self.name} must be a torch.Tensor or a "
                                  f"TensorProxy, not {type(value).__name__}")
-            values[name] = value
+            values[name] = value.to(where)
         self.context._new_record(self.name)
-        results = interpret(self.program.graph, values)
+        results = interpret(self._graph, values)
         return {n: TensorProxy(self.context, self.output_specs[n], None, results[n])
                 for n in self.program.outputs}
 
@@ -82,9 +105,36 @@ class ReferenceDevice(Device):
         The chip programs are compiled for (layouts are computed, never used).
     name : str
         The device string.
+    torch_device : torch.device or str
+        Where the functions compute: ``"cpu"`` (``pfvm:cpu``) or ``"cuda"`` (``pfvm:cuda``).
     """
 
     cycles_kind = "none"
+
+    def __init__(self, config: ArchConfig, name: str,
+                 torch_device: torch.device | str = "cpu"):
+        super().__init__(config, name)
+        self.torch_device = torch.device(torch_device)
+
+    @classmethod
+    def create(cls, config: ArchConfig, name: str, options: Mapping[str, str]) -> Device:
+        """The reference for ``name``, on the torch device :data:`TORCH_DEVICES` gives it.
+
+        Raises
+        ------
+        DeviceNotAvailableError
+            For ``pfvm:cuda`` when torch sees no CUDA GPU.
+        """
+        base = name.partition("?")[0]
+        torch_device = TORCH_DEVICES.get(base, "cpu")
+        if torch_device == "cuda" and not torch.cuda.is_available():
+            built = (f"built with CUDA {torch.version.cuda}" if torch.version.cuda
+                     else "a CPU-only build")
+            raise DeviceNotAvailableError(
+                f"Device {name!r} needs a CUDA GPU that torch can use, but torch sees none "
+                f"(torch.cuda.is_available() is False; torch {torch.__version__}, {built}); "
+                "use 'pfvm:cpu', the same host reference on the CPU")
+        return cls(config, name, torch_device)
 
     def compiled_function(self, context: Context, program: DeviceProgram, key: str,
                           strict: bool) -> CompiledFunction:

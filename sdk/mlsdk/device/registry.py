@@ -62,6 +62,8 @@ DEVICES: dict[str, DeviceEntry] = {
     "emu2": DeviceEntry("functional", _FUNCTIONAL, "functional model (emulator name)"),
     "pfvm:cpu": DeviceEntry("reference", ".reference:ReferenceDevice",
                             "torch eager on the host, no device model"),
+    "pfvm:cuda": DeviceEntry("reference", ".reference:ReferenceDevice",
+                             "torch eager on the host's CUDA GPU, no device model"),
     "mncore2:rtl": DeviceEntry("rtl", ".rtl.amaranth_sim:AmaranthDevice",
                                "Amaranth RTL in Amaranth's simulator, measured cycles",
                                MNCORE2_SIM, takes_options=True),
