@@ -18,6 +18,7 @@ _EXPORTS = {
     "CompiledFunction": ".compiled",
     "MNDevice": ".device.registry", "DEVICE_STRINGS": ".device.registry",
     "IOSpec": ".iospec", "TensorProxy": ".proxy", "Report": ".report", "CallRecord": ".report",
+    "trace_scope": ".trace", "trace_event": ".trace",
     **{name: ".errors" for name in (
         "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
         "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
@@ -30,6 +31,7 @@ __all__ = [
     "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
     "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
     "StaleTensorError", "FunctionUnloadedError",
+    "trace_scope", "trace_event",
 ]
 __version__ = "0.1.0"
 
@@ -69,3 +71,4 @@ if TYPE_CHECKING:
     from .iospec import IOSpec
     from .proxy import TensorProxy
     from .report import CallRecord, Report
+    from .trace import trace_event, trace_scope

@@ -12,6 +12,7 @@ from mncore_compiler.driver import compile_function
 from mncore_compiler.program import DeviceProgram
 from mncore_hdl.layout import Layout
 
+from . import trace as _trace
 from .compiled import CompiledFunction
 from .device.base import Device
 from .device.commands import Command, CommandResult
@@ -109,6 +110,7 @@ class Context:
 
     # -- compiling --------------------------------------------------------------------------
 
+    @_trace.hook("compile")
     def compile(self, fn: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]],
                 sample_inputs: Mapping[str, torch.Tensor], codegen_dir: StoragePath, *,
                 options: Mapping[str, Any] | None = None, training: bool = False,
@@ -156,6 +158,7 @@ class Context:
         program.save(codegen_dir.path)
         return self._adopt(program, strict)
 
+    @_trace.hook("load")
     def load(self, codegen_dir: StoragePath, *, strict: bool = False) -> CompiledFunction:
         """Load a function compiled earlier into ``codegen_dir``."""
         self._check_open()
@@ -196,7 +199,9 @@ class Context:
         return record
 
     def _execute(self, command: Command, record: CallRecord) -> CommandResult:
-        result = self.device.execute(command)
+        tracer = _trace.active
+        result = (self.device.execute(command) if tracer is None
+                  else tracer.execute(self.device, command, record))
         record.add(result)
         return result
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import torch
 from mncore_hdl.layout import from_device
 
+from . import trace as _trace
 from .device.commands import Buffer, HostRead
 from .errors import DeviceError, StaleTensorError
 from .iospec import IOSpec
@@ -74,6 +75,7 @@ class TensorProxy:
         if self.buffer is not None and not context.device.is_live(self.buffer):
             raise StaleTensorError(f"{self!r}: its device buffer was freed")
 
+    @_trace.hook("transfer")
     def cpu(self) -> torch.Tensor:
         """Read the data back to a host tensor (a HostRead)."""
         context = self._context()

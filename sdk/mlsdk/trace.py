@@ -1,0 +1,586 @@
+"""Perfetto traces of what the host and the device did: :class:`trace_scope`, :class:`trace_event`.
+
+>>> with trace_scope("add.pftrace"):
+...     with trace_event("step"):
+...         out = add({"x": x, "y": y})["z"].cpu()
+
+Open the file in https://ui.perfetto.dev (see ``docs/trace.md`` for the tracks).
+
+What is recorded, and where
+---------------------------
+Host tracks (one per Python thread, under the process, wall clock): ``compile`` and ``load``
+slices, one slice per compiled call, one per ``TensorProxy.cpu()``, one per device command the
+host issued (nested in the call that issued it), and the user's :class:`trace_event` slices.
+
+Device tracks (one group per device, the device's own clock): ``host port`` (HostWrite,
+HostRead), ``compute`` (Launch), ``layout converter`` (Convert) and ``descriptors`` (Bind, the
+relocation's register write). Each command slice carries its bytes per path and its cycles with
+their kind (``modeled`` or ``measured``), and a flow arrow joins it to the host slice that
+issued it.
+
+The device clock
+----------------
+Device slices are placed in cycles of the modeled chip's controller clock
+(``ArchConfig.clock_mhz``, 750 MHz), cycle 0 being the start of the trace. The device runs one
+command at a time: a command starts at the later of the cycle its host slice began at and the
+cycle the previous command ended, and lasts its reported cycles. Cycles become trace timestamps
+at that clock (``start + cycle * 1000 / clock_mhz`` ns, rounded from the cycle number so
+rounding never accumulates); the exact ``start_cycle`` / ``end_cycle`` are on every device
+slice. Idle time on a device track is therefore host time, and a busy device slice is exactly
+its cycles long.
+
+Hooks
+-----
+The runtime calls into this module from four places, each a module-level ``None`` check when
+no trace is active: :func:`hook` decorates ``Context.compile``, ``Context.load``,
+``CompiledFunction.__call__`` and ``TensorProxy.cpu``; ``Context._execute`` hands each command
+to :meth:`Tracer.execute`. Anything may add arguments to the innermost open slice of its thread
+with :func:`annotate_current`; the compile cache records its outcome with one line inside
+``Context.compile``: ``trace.annotate_current(cache="hit")`` (or ``"miss"``).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from typing import IO, TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+if TYPE_CHECKING:
+    from .device.base import Device
+    from .device.commands import Command, CommandResult
+    from .report import CallRecord
+
+__all__ = ["trace_scope", "trace_event", "annotate_current", "hook", "Tracer", "DEVICE_TRACKS"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: The Tracer events go to, or None when tracing is off (the only check the hooks make).
+active: Tracer | None = None
+
+#: Device tracks, top to bottom: (name, what runs on it).
+DEVICE_TRACKS: tuple[tuple[str, str], ...] = (
+    ("host port", "HostWrite and HostRead: host <-> DRAM through the memory controllers' "
+                  "host port"),
+    ("compute", "Launch: the program's loads, its compute and its stores (compute port)"),
+    ("layout converter", "Convert: DRAM -> DRAM layout conversion by the layout converter"),
+    ("descriptors", "Bind: a relocation, one input-descriptor register write; no DRAM traffic"),
+)
+_TRACK_OF = {"HostWrite": "host port", "HostRead": "host port", "Launch": "compute",
+             "Convert": "layout converter", "Bind": "descriptors"}
+
+# One writer sequence for the whole file; events name their track explicitly.
+_SEQUENCE_ID = 0x6D6C
+# Pending packets are written out once no slice is open and at least this many wait.
+_FLUSH_PACKETS = 2048
+# Scopes entered and not yet left, innermost last; guarded by _scopes_lock.
+_scopes: list[trace_scope] = []
+_scopes_lock = threading.Lock()
+
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def _now() -> int:
+    """Host wall-clock time in ns, on Perfetto's default trace clock (BOOTTIME) where the OS
+    has it."""
+    if _CLOCK is not None:
+        return time.clock_gettime_ns(_CLOCK)
+    return time.monotonic_ns()
+
+
+class _Slice:
+    """An open slice: its BEGIN packet (arguments are written into it when it ends)."""
+
+    __slots__ = ("track", "packet", "start", "args", "totals", "ended")
+
+    def __init__(self, track: int, packet: Any, start: int, args: dict[str, Any]):
+        self.track = track
+        self.packet = packet
+        self.start = start
+        self.args = args
+        self.totals: dict[str, int] = {}
+        self.ended = False
+
+    def add(self, result: CommandResult, kind: str) -> None:
+        totals = self.totals
+        for path, n in result.bytes.items():
+            totals[f"{path}_bytes"] = totals.get(f"{path}_bytes", 0) + n
+        totals["cycles"] = totals.get("cycles", 0) + result.cycles
+        totals["commands"] = totals.get("commands", 0) + 1
+        key = f"{kind}_commands"
+        totals[key] = totals.get(key, 0) + 1
+
+
+class _DeviceTimeline:
+    """One device's tracks and the cycle its last command ended at."""
+
+    def __init__(self, device: Device, tracks: dict[str, int]):
+        self.device = weakref.ref(device)
+        self.tracks = tracks
+        self.mhz = float(device.config.clock_mhz)
+        self.cursor = 0
+
+
+def _annotate(event: Any, args: Mapping[str, Any]) -> None:
+    for name, value in args.items():
+        note = event.debug_annotations.add()
+        note.name = name
+        if isinstance(value, bool):
+            note.bool_value = value
+        elif isinstance(value, int):
+            note.int_value = value
+        elif isinstance(value, float):
+            note.double_value = value
+        else:
+            note.string_value = str(value)
+
+
+class Tracer:
+    """Builds one trace file: track descriptors, slices, the device timelines.
+
+    Created by :class:`trace_scope`; every method may be called from any thread.
+
+    Parameters
+    ----------
+    path : str
+        The file being written (for messages).
+    file : binary file
+        Open for writing; the Tracer writes to it, the scope closes it.
+    """
+
+    def __init__(self, path: str, file: IO[bytes]):
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+        from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
+
+        self.path = path
+        self._pb = pb
+        self._builder = StreamingTraceProtoBuilder(file)
+        self._lock = threading.RLock()
+        self._pending: list[Any] = []
+        self._open: dict[int, _Slice] = {}
+        self._local = threading.local()
+        self._uuids = itertools.count((os.getpid() << 20) + 1)
+        self._flows = itertools.count(1)
+        self._threads: dict[int, int] = {}
+        self._devices: dict[int, _DeviceTimeline] = {}
+        self.start_ns = _now()
+        #: The first error writing the file (tracing stops there; the scope raises it).
+        self.error: OSError | None = None
+        self.closed = False
+        self._pid = os.getpid()
+        self._process = next(self._uuids)
+        first = self._descriptor(self._process)
+        first.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+        first.track_descriptor.process.pid = self._pid
+        first.track_descriptor.process.process_name = "mlsdk host"
+        first.track_descriptor.description = "Host activity, wall clock: one track per thread"
+
+    # -- packets and tracks -----------------------------------------------------------------
+
+    def _packet(self, timestamp: int) -> Any:
+        packet = self._builder.create_packet()
+        packet.trusted_packet_sequence_id = _SEQUENCE_ID
+        packet.timestamp = timestamp
+        self._pending.append(packet)
+        return packet
+
+    def _descriptor(self, uuid: int) -> Any:
+        packet = self._packet(self.start_ns)
+        packet.track_descriptor.uuid = uuid
+        return packet
+
+    def _thread_track(self) -> int:
+        tid = threading.get_native_id()
+        track = self._threads.get(tid)
+        if track is None:
+            track = self._threads[tid] = next(self._uuids)
+            desc = self._descriptor(track).track_descriptor
+            desc.parent_uuid = self._process
+            desc.thread.pid = self._pid
+            desc.thread.tid = tid
+            desc.thread.thread_name = threading.current_thread().name
+        return track
+
+    def _timeline(self, device: Device) -> _DeviceTimeline:
+        timeline = self._devices.get(id(device))
+        if timeline is not None and timeline.device() is device:
+            return timeline
+        group = next(self._uuids)
+        desc = self._descriptor(group).track_descriptor
+        desc.name = f"device {device.name}"
+        desc.description = (f"The device's own timeline, in cycles of its {device.config.clock_mhz}"
+                            f" MHz clock ({device.cycles_kind} cycles)")
+        desc.child_ordering = self._pb.TrackDescriptor.EXPLICIT
+        tracks = {}
+        for rank, (name, what) in enumerate(DEVICE_TRACKS):
+            tracks[name] = next(self._uuids)
+            child = self._descriptor(tracks[name]).track_descriptor
+            child.parent_uuid = group
+            child.name = name
+            child.description = what
+            child.sibling_order_rank = rank
+        timeline = self._devices[id(device)] = _DeviceTimeline(device, tracks)
+        return timeline
+
+    def _stack(self) -> list[_Slice]:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    # -- slices -----------------------------------------------------------------------------
+
+    def begin(self, name: str, category: str, args: Mapping[str, Any] | None = None,
+              ) -> _Slice | None:
+        """Open a slice on the calling thread's track; None once the trace is closed."""
+        with self._lock:
+            if self.closed:
+                return None
+            track = self._thread_track()
+            start = _now()
+            packet = self._packet(start)
+            event = packet.track_event
+            event.type = self._pb.TrackEvent.TYPE_SLICE_BEGIN
+            event.track_uuid = track
+            event.name = name
+            event.categories.append(category)
+            opened = _Slice(track, packet, start, dict(args or {}))
+            self._open[id(opened)] = opened
+            self._stack().append(opened)
+            return opened
+
+    def end(self, opened: _Slice | None, args: Mapping[str, Any] | None = None) -> None:
+        """Close ``opened`` (a no-op for None or a slice already closed)."""
+        with self._lock:
+            if opened is None or opened.ended:
+                return
+            stack = self._stack()
+            if opened in stack:
+                stack.remove(opened)
+            self._finish(opened, _now(), args)
+            if not self._open and len(self._pending) >= _FLUSH_PACKETS:
+                self._flush()
+
+    def _finish(self, opened: _Slice, timestamp: int, args: Mapping[str, Any] | None) -> None:
+        opened.ended = True
+        del self._open[id(opened)]
+        _annotate(opened.packet.track_event, {**opened.args, **opened.totals, **(args or {})})
+        event = self._packet(timestamp).track_event
+        event.type = self._pb.TrackEvent.TYPE_SLICE_END
+        event.track_uuid = opened.track
+
+    def annotate(self, args: Mapping[str, Any]) -> bool:
+        """Add ``args`` to the calling thread's innermost open slice; False if there is none."""
+        with self._lock:
+            stack = self._stack()
+            if not stack:
+                return False
+            stack[-1].args.update(args)
+            return True
+
+    # -- device commands --------------------------------------------------------------------
+
+    def execute(self, device: Device, command: Command, record: CallRecord) -> CommandResult:
+        """Execute ``command`` on ``device``, recording it on the host and the device tracks."""
+        opened = self.begin(command.kind, "command",
+                            {"command": command.summary(), "function": record.function,
+                             "record": record.kind})
+        if opened is None:
+            return device.execute(command)
+        try:
+            result = device.execute(command)
+        except BaseException as exc:
+            self.end(opened, {"error": f"{type(exc).__name__}: {exc}"})
+            raise
+        with self._lock:
+            figures = {**{f"{p}_bytes": n for p, n in result.bytes.items()},
+                       "cycles": result.cycles, "cycles_kind": device.cycles_kind}
+            opened.args.update(figures)
+            flow = next(self._flows)
+            opened.packet.track_event.flow_ids.append(flow)
+            if not self.closed:
+                self._device_slice(device, command, opened.start, figures, flow)
+            for outer in self._stack():
+                if outer is not opened:
+                    outer.add(result, command.kind)
+        self.end(opened)
+        return result
+
+    def _device_slice(self, device: Device, command: Command, issued: int,
+                      figures: dict[str, Any], flow: int) -> None:
+        timeline = self._timeline(device)
+        mhz = timeline.mhz
+        issue_cycle = math.ceil((issued - self.start_ns) * mhz / 1000)
+        start = max(timeline.cursor, issue_cycle)
+        end = start + int(figures["cycles"])
+        timeline.cursor = end
+        track = timeline.tracks[_TRACK_OF[command.kind]]
+        event = self._packet(self.start_ns + round(start * 1000 / mhz)).track_event
+        event.type = self._pb.TrackEvent.TYPE_SLICE_BEGIN
+        event.track_uuid = track
+        event.name = _device_name(command)
+        event.categories.append("device")
+        event.terminating_flow_ids.append(flow)
+        _annotate(event, {"command": command.summary(), **figures, "start_cycle": start,
+                          "end_cycle": end})
+        event = self._packet(self.start_ns + round(end * 1000 / mhz)).track_event
+        event.type = self._pb.TrackEvent.TYPE_SLICE_END
+        event.track_uuid = track
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if self.error is not None:
+            return
+        try:
+            for packet in pending:
+                self._builder.write_packet(packet)
+        except OSError as exc:
+            # Tracing stops here; the program goes on, and the scope reports it on exit.
+            self.error = exc
+            self.closed = True
+
+    def close(self) -> None:
+        """End every slice still open (marked ``unfinished``) and write what is pending."""
+        with self._lock:
+            if self.closed and not self._pending:
+                return
+            now = _now()
+            for opened in list(self._open.values()):
+                self._finish(opened, now, {"unfinished": True})
+            self.closed = True
+            self._flush()
+
+
+def _device_name(command: Command) -> str:
+    if command.kind == "Launch":
+        return f"Launch {command.program}"  # type: ignore[union-attr]
+    if command.kind == "Bind":
+        return f"Bind {command.io}"  # type: ignore[union-attr]
+    return command.kind
+
+
+class trace_scope:
+    """Record a Perfetto trace of everything the SDK does inside the ``with`` block.
+
+    Parameters
+    ----------
+    filename : str, path-like or None
+        The trace file to write (``.pftrace`` by convention), or None to trace nothing, which
+        also switches off an enclosing scope for the duration of this one.
+
+    Raises
+    ------
+    TypeError
+        ``filename`` is not a str, path-like or None.
+    OSError
+        On entering the scope: the file cannot be created (its directory is missing or not
+        writable, or it names a directory); on leaving it: the trace could not be written.
+    ValueError
+        On entering the scope: an enclosing scope is already writing this file.
+    ModuleNotFoundError
+        The ``perfetto`` package is not installed.
+
+    Notes
+    -----
+    Tracing is process-wide: events of every thread go to the innermost scope entered and not
+    yet left (each thread on its own host track). Scopes nest: an inner scope takes over until
+    it ends, then the enclosing one resumes (it holds nothing of the inner block). The file is
+    created on entry and completed on exit, also when the block raises.
+    """
+
+    def __init__(self, filename: str | os.PathLike[str] | None):
+        if filename is not None and not isinstance(filename, (str, os.PathLike)):
+            raise TypeError("trace_scope() takes a file name (str or path-like) or None, not "
+                            f"{type(filename).__name__}")
+        path = None if filename is None else os.fspath(filename)
+        if isinstance(path, bytes) or path == "":
+            raise TypeError(f"trace_scope() takes a non-empty str file name, not {filename!r}")
+        self.path: str | None = None if path is None else os.path.abspath(path)
+        self.tracer: Tracer | None = None
+        self._file: IO[bytes] | None = None
+        self._state = "new"
+
+    def __repr__(self) -> str:
+        return f"trace_scope({self.path!r}, {self._state})"
+
+    def __enter__(self) -> trace_scope:
+        global active
+        if self._state != "new":
+            raise RuntimeError(f"{self!r} was already entered; create a new trace_scope")
+        with _scopes_lock:
+            if self.path is not None:
+                if any(s.path == self.path for s in _scopes):
+                    raise ValueError(f"trace_scope({self.path!r}): an enclosing trace_scope is "
+                                     "already writing this file; give the inner one another "
+                                     "name")
+                self._open_file()
+            _scopes.append(self)
+            active = self.tracer
+            self._state = "active"
+        return self
+
+    def _open_file(self) -> None:
+        assert self.path is not None
+        try:
+            import perfetto.trace_builder.proto_builder  # noqa: F401
+        except ImportError:
+            raise ModuleNotFoundError(
+                "trace_scope() writes Perfetto traces with the 'perfetto' package, which is "
+                "not installed: pip install 'perfetto>=0.59'") from None
+        try:
+            self._file = open(self.path, "wb")  # closed in __exit__
+        except OSError as exc:
+            folder = os.path.dirname(self.path)
+            reason = exc.strerror or str(exc)
+            if not os.path.isdir(folder):
+                reason = f"directory {folder!r} does not exist"
+            raise type(exc)(exc.errno, f"trace_scope() cannot create the trace file "
+                            f"{self.path!r}: {reason}; give a file name in an existing, "
+                            "writable directory") from None
+        self.tracer = Tracer(self.path, self._file)
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        global active
+        with _scopes_lock:
+            if self in _scopes:
+                _scopes.remove(self)
+            active = _scopes[-1].tracer if _scopes else None
+            self._state = "done"
+        tracer, file = self.tracer, self._file
+        if tracer is None or file is None:
+            return
+        try:
+            tracer.close()
+        finally:
+            file.close()
+        if tracer.error is not None and exc_type is None:
+            raise OSError(tracer.error.errno, f"trace_scope() could not write the trace file "
+                          f"{self.path!r}: {tracer.error}") from tracer.error
+
+
+class trace_event:
+    """A named slice of the user's own on the calling thread's host track.
+
+    A context manager (``with trace_event("step"): ...``) and a decorator (``@trace_event
+    ("step")``, one slice per call). Commands and calls inside it nest in it, and its
+    arguments add up their bytes and cycles. Does nothing when no :class:`trace_scope` is
+    active.
+
+    Parameters
+    ----------
+    name : str
+        The slice's name.
+    **args : int, float, bool or str
+        Arguments shown with the slice (other values are shown as their ``str``).
+    """
+
+    def __init__(self, name: str, **args: Any):
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"trace_event() takes a non-empty str name, not {name!r}")
+        self.name = name
+        self.args = args
+        # Per thread, one entry per entry into the block still open.
+        self._local = threading.local()
+
+    def _entries(self) -> list[tuple[Tracer | None, _Slice | None]]:
+        entries = getattr(self._local, "entries", None)
+        if entries is None:
+            entries = self._local.entries = []
+        return entries
+
+    def __enter__(self) -> trace_event:
+        tracer = active
+        opened = tracer.begin(self.name, "user", self.args) if tracer is not None else None
+        self._entries().append((tracer, opened))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        tracer, opened = self._entries().pop()
+        if tracer is not None:
+            tracer.end(opened)
+
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def traced(*args: P.args, **kwargs: P.kwargs) -> R:
+            with trace_event(self.name, **self.args):
+                return fn(*args, **kwargs)
+        return traced
+
+
+def annotate_current(**args: Any) -> bool:
+    """Add ``args`` to the innermost open slice of the calling thread (shown when it ends).
+
+    Returns False, doing nothing, when no trace is active or no slice is open. This is how a
+    part of the runtime labels its slice, e.g. the compile cache inside ``Context.compile``:
+    ``trace.annotate_current(cache="hit")``.
+    """
+    tracer = active
+    if tracer is None:
+        return False
+    return tracer.annotate(args)
+
+
+# -- the runtime's hooks ----------------------------------------------------------------------
+
+def _first(args: tuple[Any, ...], kwargs: Mapping[str, Any], index: int, name: str) -> Any:
+    return args[index] if len(args) > index else kwargs.get(name)
+
+
+def _compile_name(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, dict]:
+    fn = _first(args, kwargs, 1, "fn")
+    label = getattr(fn, "__name__", type(fn).__name__)
+    return f"compile {label}", {"codegen_dir": str(_first(args, kwargs, 3, "codegen_dir"))}
+
+
+def _load_name(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, dict]:
+    where = str(_first(args, kwargs, 1, "codegen_dir"))
+    return f"load {os.path.basename(where.rstrip(os.sep)) or where}", {"codegen_dir": where}
+
+
+def _call_name(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, dict]:
+    return args[0].name, {"function": args[0].key}
+
+
+def _read_name(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, dict]:
+    return f"{args[0].spec.name}.cpu()", {}
+
+
+_NAMERS: dict[str, Callable[[tuple[Any, ...], Mapping[str, Any]], tuple[str, dict]]] = {
+    "compile": _compile_name, "load": _load_name, "call": _call_name, "transfer": _read_name,
+}
+
+
+def hook(kind: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a runtime method so that each call is a slice of category ``kind``
+    (``"compile"``, ``"load"``, ``"call"`` or ``"transfer"``) when a trace is active."""
+    namer = _NAMERS[kind]
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def traced(*args: P.args, **kwargs: P.kwargs) -> R:
+            tracer = active
+            if tracer is None:
+                return fn(*args, **kwargs)
+            try:
+                name, extra = namer(args, kwargs)
+            except Exception:  # a bad call: the method itself reports it
+                name, extra = kind, {}
+            opened = tracer.begin(name, kind, extra)
+            try:
+                return fn(*args, **kwargs)
+            except BaseException as exc:
+                if opened is not None:
+                    opened.args["error"] = f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                tracer.end(opened)
+        return traced
+    return wrap
