@@ -72,7 +72,8 @@ def parse(path: Path) -> Parsed:
             tracks[packet.track_descriptor.uuid] = packet.track_descriptor
         elif packet.HasField("track_event"):
             events.append((packet.timestamp, i, packet.track_event))
-    events.sort(key=lambda e: (e[0], e[1]))
+    stamps = [p.timestamp for p in trace.packet]
+    assert stamps == sorted(stamps), "packets are written in timestamp order"
     open_: dict[int, list[Slice]] = {}
     slices = []
     for ts, _, event in events:
@@ -154,6 +155,24 @@ def test_call_commands_and_tracks(tmp_path, context, seed):
     (read,) = t.named("z.cpu()")
     assert [s.name for s in t.slices if s.parent is read] == ["HostRead"]
     assert [s.name for s in t.on("host port")][-1] == "HostRead"
+
+
+def test_compile_slice_takes_the_cache_outcome(tmp_path, context, monkeypatch):
+    # The compile cache labels its compile with one line from inside Context.compile.
+    import mlsdk.context
+
+    real = mlsdk.context.compile_function
+
+    def compile_function(*args, **kwargs):
+        assert annotate_current(cache="miss") is True
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mlsdk.context, "compile_function", compile_function)
+    out = tmp_path / "t.pftrace"
+    with trace_scope(out):
+        context.compile(add, _pair(), storage.path(tmp_path / "add"))
+    (compiled,) = parse(out).named("compile add")
+    assert compiled.args["cache"] == "miss"
 
 
 def test_device_track_runs_one_command_at_a_time(tmp_path, context):

@@ -175,7 +175,7 @@ class Tracer:
         self.closed = False
         self._pid = os.getpid()
         self._process = next(self._uuids)
-        first = self._descriptor(self._process)
+        first = self._descriptor(self._process, self.start_ns)
         first.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
         first.track_descriptor.process.pid = self._pid
         first.track_descriptor.process.process_name = "mlsdk host"
@@ -190,8 +190,9 @@ class Tracer:
         self._pending.append(packet)
         return packet
 
-    def _descriptor(self, uuid: int) -> Any:
-        packet = self._packet(self.start_ns)
+    def _descriptor(self, uuid: int, timestamp: int) -> Any:
+        # Timestamped no later than the first event on the track, so the file stays sorted.
+        packet = self._packet(timestamp)
         packet.track_descriptor.uuid = uuid
         return packet
 
@@ -200,19 +201,19 @@ class Tracer:
         track = self._threads.get(tid)
         if track is None:
             track = self._threads[tid] = next(self._uuids)
-            desc = self._descriptor(track).track_descriptor
+            desc = self._descriptor(track, _now()).track_descriptor
             desc.parent_uuid = self._process
             desc.thread.pid = self._pid
             desc.thread.tid = tid
             desc.thread.thread_name = threading.current_thread().name
         return track
 
-    def _timeline(self, device: Device) -> _DeviceTimeline:
+    def _timeline(self, device: Device, issued: int) -> _DeviceTimeline:
         timeline = self._devices.get(id(device))
         if timeline is not None and timeline.device() is device:
             return timeline
         group = next(self._uuids)
-        desc = self._descriptor(group).track_descriptor
+        desc = self._descriptor(group, issued).track_descriptor
         desc.name = f"device {device.name}"
         desc.description = (f"The device's own timeline, in cycles of its {device.config.clock_mhz}"
                             f" MHz clock ({device.cycles_kind} cycles)")
@@ -220,7 +221,7 @@ class Tracer:
         tracks = {}
         for rank, (name, what) in enumerate(DEVICE_TRACKS):
             tracks[name] = next(self._uuids)
-            child = self._descriptor(tracks[name]).track_descriptor
+            child = self._descriptor(tracks[name], issued).track_descriptor
             child.parent_uuid = group
             child.name = name
             child.description = what
@@ -265,7 +266,7 @@ class Tracer:
                 stack.remove(opened)
             self._finish(opened, _now(), args)
             if not self._open and len(self._pending) >= _FLUSH_PACKETS:
-                self._flush()
+                self._flush(until=_now())
 
     def _finish(self, opened: _Slice, timestamp: int, args: Mapping[str, Any] | None) -> None:
         opened.ended = True
@@ -314,7 +315,7 @@ class Tracer:
 
     def _device_slice(self, device: Device, command: Command, issued: int,
                       figures: dict[str, Any], flow: int) -> None:
-        timeline = self._timeline(device)
+        timeline = self._timeline(device, issued)
         mhz = timeline.mhz
         issue_cycle = math.ceil((issued - self.start_ns) * mhz / 1000)
         start = max(timeline.cursor, issue_cycle)
@@ -335,12 +336,17 @@ class Tracer:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def _flush(self) -> None:
-        pending, self._pending = self._pending, []
+    def _flush(self, until: int | None = None) -> None:
+        """Write the pending packets in timestamp order (stable: equal timestamps keep the
+        order they happened in), holding back those later than ``until``: a device slice can
+        end ahead of the host clock, and the file stays sorted by time."""
+        pending = sorted(self._pending, key=lambda p: p.timestamp)
+        keep = 0 if until is None else sum(1 for p in pending if p.timestamp > until)
+        self._pending = pending[len(pending) - keep:]
         if self.error is not None:
             return
         try:
-            for packet in pending:
+            for packet in pending[:len(pending) - keep]:
                 self._builder.write_packet(packet)
         except OSError as exc:
             # Tracing stops here; the program goes on, and the scope reports it on exit.
