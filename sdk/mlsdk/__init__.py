@@ -20,6 +20,7 @@ _EXPORTS = {
     "AutomapFunction": ".pytree", "PytreeStructureError": ".pytree",
     "register_pytree_namedtuple": ".pytree", "register_pytree_dataclass": ".pytree",
     "IOSpec": ".iospec", "TensorProxy": ".proxy", "Report": ".report", "CallRecord": ".report",
+    "trace_scope": ".trace", "trace_event": ".trace",
     **{name: ".errors" for name in (
         "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
         "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
@@ -34,6 +35,7 @@ __all__ = [
     "StaleTensorError", "FunctionUnloadedError",
     "AutomapFunction", "PytreeStructureError", "register_pytree_namedtuple",
     "register_pytree_dataclass",
+    "trace_scope", "trace_event",
 ]
 __version__ = "0.1.0"
 
@@ -79,3 +81,4 @@ if TYPE_CHECKING:
         register_pytree_namedtuple,
     )
     from .report import CallRecord, Report
+    from .trace import trace_event, trace_scope

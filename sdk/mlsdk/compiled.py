@@ -18,6 +18,7 @@ from mncore_compiler.program import DeviceProgram
 from mncore_hdl.converter.program import ProgramError, compile_program
 from mncore_hdl.layout import LayoutError, conversion, to_device
 
+from . import trace as _trace
 from .device.base import LoadedProgram
 from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
 from .errors import (
@@ -150,6 +151,7 @@ class CompiledFunction:
 
     # -- calling ----------------------------------------------------------------------------
 
+    @_trace.hook("call")
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
         """Run the function on ``inputs`` (name -> torch.Tensor or TensorProxy).
 

@@ -12,6 +12,7 @@ from mncore_compiler.driver import compile_function
 from mncore_compiler.program import DeviceProgram
 from mncore_hdl.layout import Layout
 
+from . import trace as _trace
 from .compiled import CompiledFunction
 from .device.base import Device
 from .device.commands import Command, CommandResult
@@ -115,6 +116,7 @@ class Context:
 
     # -- compiling --------------------------------------------------------------------------
 
+    @_trace.hook("compile")
     def compile(self, fn: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]],
                 sample_inputs: Mapping[str, torch.Tensor], codegen_dir: StoragePath, *,
                 options: Mapping[str, Any] | None = None, training: bool = False,
@@ -170,6 +172,7 @@ class Context:
         """
         return compile_automap(self, fn, args, kwargs, codegen_dir, **compile_kwargs)
 
+    @_trace.hook("load")
     def load(self, codegen_dir: StoragePath, *, strict: bool = False) -> CompiledFunction:
         """Load a function compiled earlier into ``codegen_dir``."""
         self._check_open()
@@ -210,7 +213,9 @@ class Context:
         return record
 
     def _execute(self, command: Command, record: CallRecord) -> CommandResult:
-        result = self.device.execute(command)
+        tracer = _trace.active
+        result = (self.device.execute(command) if tracer is None
+                  else tracer.execute(self.device, command, record))
         record.add(result)
         return result
 

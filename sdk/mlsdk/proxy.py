@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from mncore_hdl.layout import from_device, to_device
 
+from . import trace as _trace
 from .device.commands import Buffer, HostRead, HostWrite
 from .errors import (
     DeviceError,
@@ -138,6 +139,7 @@ class TensorProxy:
 
     # -- host <-> device --------------------------------------------------------------------
 
+    @_trace.hook("transfer")
     def cpu(self) -> torch.Tensor:
         """Read the data back to a host tensor (a HostRead)."""
         context = self._check_live(None)
