@@ -158,6 +158,23 @@ def test_call_commands_and_tracks(tmp_path, context, seed):
     assert [s.name for s in t.on("host port")][-1] == "HostRead"
 
 
+def test_load_from_is_an_upload_slice(tmp_path, context):
+    out = tmp_path / "upload.pftrace"
+    inputs = _pair()
+    f = context.compile(add, inputs, storage.path(tmp_path / "add"))
+    proxies = f.allocate_input_proxy()
+    with trace_scope(out):
+        for name, proxy in proxies.items():
+            proxy.load_from(inputs[name])
+        f(proxies)
+    t = parse(out)
+    (upload,) = t.named("x.load_from()")
+    assert [s.name for s in t.slices if s.parent is upload] == ["HostWrite"]
+    assert upload.args["host_bytes"] == inputs["x"].numel() * 4
+    (call,) = t.named("add")
+    assert call.args["host_bytes"] == 0  # the proxies were loaded before the call
+
+
 def test_compile_slice_takes_the_cache_outcome(tmp_path, context, monkeypatch):
     # The compile cache labels its compile with one line from inside Context.compile.
     import mlsdk.context

@@ -156,6 +156,7 @@ class TensorProxy:
             raise DeviceError(f"The device returned no data for HostRead of {self.buffer}")
         return from_device(result.data, self.spec.layout)
 
+    @_trace.hook("upload")
     def load_from(self, tensor: torch.Tensor, clone: bool = True) -> None:
         """Write host data into this proxy's buffer (a HostWrite, recorded as a ``write``).
 

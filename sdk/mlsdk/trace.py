@@ -237,14 +237,20 @@ def _read_name(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, d
     return f"{args[0].spec.name}.cpu()", {}
 
 
+def _write_name(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, dict]:
+    return f"{args[0].spec.name}.load_from()", {}
+
+
 _NAMERS: dict[str, Callable[[tuple[Any, ...], Mapping[str, Any]], tuple[str, dict]]] = {
     "compile": _compile_name, "load": _load_name, "call": _call_name, "transfer": _read_name,
+    "upload": _write_name,
 }
 
 
 def hook(kind: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a runtime method so that each call is a slice of category ``kind``
-    (``"compile"``, ``"load"``, ``"call"`` or ``"transfer"``) when a trace is active."""
+    (``"compile"``, ``"load"``, ``"call"``, ``"transfer"`` (a ``.cpu()``) or ``"upload"`` (a
+    ``load_from``)) when a trace is active."""
     namer = _NAMERS[kind]
 
     def wrap(fn: Callable[P, R]) -> Callable[P, R]:
