@@ -18,6 +18,7 @@ from mncore_compiler.program import DeviceProgram
 from mncore_hdl.converter.program import ProgramError, compile_program
 from mncore_hdl.layout import LayoutError, conversion, to_device
 
+from ._values import check_input_values
 from .device.base import LoadedProgram
 from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
 from .errors import (
@@ -256,6 +257,7 @@ class CompiledFunction:
                 f"shape {spec.shape}, not {str(value.dtype).removeprefix('torch.')} of shape "
                 f"{tuple(value.shape)}"
             )
+        check_input_values(self.name, spec.name, value)
 
 
 def _runner(graph):
