@@ -16,6 +16,7 @@ import torch
 from mncore_compiler.interpreter import interpret
 from mncore_hdl.layout import ConversionDescriptor, Layout
 
+from .._values import check_output_values
 from ..compiled import CompiledFunction
 from ..errors import DeviceError, InputError, IOSpecMismatchError
 from ..proxy import TensorProxy
@@ -61,6 +62,7 @@ class HostFunction(CompiledFunction):
             values[name] = value
         self.context._new_record(self.name)
         results = interpret(self.program.graph, values)
+        check_output_values(self.name, results)
         return {n: TensorProxy(self.context, self.output_specs[n], None, results[n])
                 for n in self.program.outputs}
 
