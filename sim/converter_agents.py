@@ -27,6 +27,13 @@ def bench_config() -> ArchConfig:
     return ArchConfig.from_dict(json.loads(text)) if text else MNCORE2_SIM
 
 
+def _bitwise(tensor: torch.Tensor) -> torch.Tensor:
+    """Floats as their raw bits (NaN payloads, signed zeros); ints and bools as they are."""
+    if not tensor.is_floating_point():
+        return tensor
+    return tensor.view(torch.int16 if tensor.element_size() == 2 else torch.int32)
+
+
 def random_tensor(rng: random.Random, shape, dtype: str) -> torch.Tensor:
     gen = torch.Generator().manual_seed(rng.getrandbits(32))
     return torch.randn(shape, generator=gen).to(getattr(torch, dtype))
@@ -164,9 +171,7 @@ class TB:
                                for g, i in bad)
             self.error(f"{label} {a} -> {b}: {len(np.argwhere(got != want))} LWs differ "
                        f"({detail})")
-        elif not torch.equal(from_device(got, b).view(torch.int16 if b.element.bits == 16
-                                                      else torch.int32),
-                             tensor.view(torch.int16 if b.element.bits == 16 else torch.int32)):
+        elif not torch.equal(_bitwise(from_device(got, b)), _bitwise(tensor)):
             self.error(f"{label} {a} -> {b}: from_device(dst) differs from the tensor")
         if stats["beats_written"] != desc.write_lw:
             self.error(f"{label}: wrote {stats['beats_written']} beats, expected {desc.write_lw}")

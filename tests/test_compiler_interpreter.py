@@ -116,7 +116,18 @@ CASES = {
     "permute": ([(2, 3, 4)], {"dims": (2, 0, 1)}, lambda x: x.permute(2, 0, 1)),
     "expand": ([(3, 1)], {"shape": (2, 3, 4)}, lambda x: x.expand(2, 3, 4)),
     "cat": ([(2, 1), (2, 3)], {"dim": 1}, lambda a, b: torch.cat([a, b], 1)),
+    # Integer and bool values (an operand given as a tensor is used as it is).
+    "where": ([torch.tensor([True, False, True]), (2, 3), (3,)], {}, torch.where),
+    "argmax": ([(2, 3)], {"dim": 1, "keepdim": False}, lambda x: x.argmax(1)),
+    "argmin": ([(2, 3)], {"dim": None, "keepdim": True}, lambda x: x.argmin(None, True)),
+    "amin": ([(2, 3)], {"dims": (0,), "keepdim": True}, lambda x: x.amin(0, True)),
+    "nll_loss": ([(4, 3), torch.tensor([0, 2, 1, 2])], {"reduction": "mean", "ignore_index": 1},
+                 lambda x, t: torch.nn.functional.nll_loss(x, t, ignore_index=1)),
 }  # fmt: skip
+for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _fn = getattr(torch, _cmp)
+    CASES[_cmp] = ([(2, 3), (3,)], {}, _fn)
+    CASES[f"{_cmp}_scalar"] = ([(3,)], {"scalar": 1.0}, lambda x, _fn=_fn: _fn(x, 1.0))
 
 
 def test_every_op_has_a_case() -> None:
@@ -127,7 +138,8 @@ def test_every_op_has_a_case() -> None:
 def test_single_op_graph(op: str) -> None:
     shapes, attrs, expect = CASES[op]
     g = torch.Generator().manual_seed(SEED)
-    tensors = [torch.rand(s, generator=g) + 0.5 for s in shapes]
+    tensors = [s if isinstance(s, torch.Tensor) else torch.rand(s, generator=g) + 0.5
+               for s in shapes]
     names = [f"in{i}" for i in range(len(shapes))]
     types = [TensorType.of(x) for x in tensors]
     result = OPS[op].infer(types, attrs)

@@ -45,8 +45,8 @@ def test_tensor_type_checks() -> None:
         TensorType((2, -1), F32)
     with pytest.raises(ValueError, match="shape must be a tuple"):
         TensorType([2, 3], F32)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="not int64"):
-        TensorType.of(torch.ones(2, dtype=torch.int64))
+    with pytest.raises(TypeError, match="not int8"):
+        TensorType.of(torch.ones(2, dtype=torch.int8))
 
 
 def test_valid_graph_verifies_and_prints() -> None:
@@ -91,7 +91,7 @@ def _broken(mutate) -> Graph:  # type: ignore[no-untyped-def]
          r"relu takes 1 operand\(s\), got 2"),
         (lambda g: g.nodes.__setitem__(2, Node("y", "relu", ("add",), {"k": 1}, t(2, 4))),
          r"relu takes attributes \[\], got \['k'\]"),
-        (lambda g: g.constants.__setitem__("w", torch.ones(3, 4, dtype=torch.int32)),
+        (lambda g: g.constants.__setitem__("w", torch.ones(3, 4, dtype=torch.int8)),
          "constant 'w': dtype must be one of"),
         (lambda g: g.constants.__setitem__("w", [1.0]), "constant 'w' must be a torch.Tensor"),
         (lambda g: g.inputs.__setitem__(3, t(1)), "input name must be a non-empty str, not 3"),

@@ -28,6 +28,8 @@ from mncore_hdl.layout.random_layouts import random_layout
 
 
 def _raw(tensor: torch.Tensor) -> torch.Tensor:
+    if not tensor.is_floating_point():  # integers and bools compare exactly as they are
+        return tensor
     return tensor.view(torch.int32 if tensor.element_size() == 4 else torch.int16)
 
 

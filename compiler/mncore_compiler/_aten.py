@@ -10,7 +10,7 @@ import torch
 from torch import fx
 
 from .errors import UnsupportedOperationError
-from .ir import TensorType, dtype_from_torch
+from .ir import FLOAT_IR_DTYPES, TensorType, dtype_from_torch
 
 __all__ = ["HANDLERS", "Unavailable"]
 
@@ -54,6 +54,14 @@ def _scalar(node: fx.Node, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _unsupported(node, f"the non-float scalar argument {value!r}")
     return float(value)
+
+
+def _scalar_for(b: _Builder, node: fx.Node, x: str, value: Any) -> float | int:
+    """A scalar operand of ``x``: an int stays an int for an integer or bool tensor, so that
+    ``labels + 1`` stays int64 as in torch; otherwise a float."""
+    number = _scalar(node, value)
+    integral = b.type(x).dtype not in FLOAT_IR_DTYPES
+    return int(value) if integral and isinstance(value, int) else number
 
 
 def _tensor(node: fx.Node, value: Any) -> str:
@@ -111,12 +119,12 @@ def _gelu(b: _Builder, a: dict[str, Any], n: fx.Node) -> str:
 def _binary(op: str) -> Handler:
     def handler(b: _Builder, a: dict[str, Any], n: fx.Node) -> str:
         x, other = _tensor(n, a["self"]), a["other"]
-        alpha = _scalar(n, a.get("alpha", 1))
         if isinstance(other, str):
+            alpha = _scalar_for(b, n, other, a.get("alpha", 1))
             if alpha != 1:
                 other = b.emit("mul_scalar", [other], scalar=alpha)
             return b.emit(op, [x, other])
-        scalar = _scalar(n, other) * alpha
+        scalar = _scalar_for(b, n, x, other) * _scalar_for(b, n, x, a.get("alpha", 1))
         if op in ("add", "mul"):
             return b.emit(f"{op}_scalar", [x], scalar=scalar)
         return b.emit(f"{op}_scalar", [x], scalar=scalar, reverse=False)
@@ -132,12 +140,12 @@ for _op in ("add", "sub", "mul", "div"):
 def _rsub(b: _Builder, a: dict[str, Any], n: fx.Node) -> str:
     # rsub(x, other, alpha) = other - alpha * x
     x, other = _tensor(n, a["self"]), a["other"]
-    alpha = _scalar(n, a.get("alpha", 1))
+    alpha = _scalar_for(b, n, x, a.get("alpha", 1))
     if alpha != 1:
         x = b.emit("mul_scalar", [x], scalar=alpha)
     if isinstance(other, str):
         return b.emit("sub", [other, x])
-    return b.emit("sub_scalar", [x], scalar=_scalar(n, other), reverse=True)
+    return b.emit("sub_scalar", [x], scalar=_scalar_for(b, n, x, other), reverse=True)
 
 
 # -- matmul -------------------------------------------------------------------------------------
@@ -173,13 +181,6 @@ def _reduction(op: str) -> Handler:
 _on("sum.dim_IntList", "sum.default")(_reduction("sum"))
 _on("mean.dim", "mean.default")(_reduction("mean"))
 _on("amax.default", "max.default")(_reduction("amax"))
-
-
-@_on("max.dim")
-def _max_dim(b: _Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, Unavailable]:
-    values = _reduction("amax")(b, a, n)
-    reason = f"the indices output of {n.target} (argmax) are not supported; use amax"
-    return values, Unavailable(reason)
 
 
 def _softmax(op: str) -> Handler:
@@ -271,3 +272,7 @@ def _to(b: _Builder, a: dict[str, Any], n: fx.Node) -> str:
 def _factory(b: _Builder, a: dict[str, Any], n: fx.Node) -> str:
     factory = cast(Callable[..., torch.Tensor], n.target)
     return b.constant(factory(*n.args, **n.kwargs), n.name)
+
+
+# Comparisons, where, argmax/argmin, max/min with indices, nll_loss: handlers of their own file.
+from . import _aten_int  # noqa: E402, F401

@@ -8,13 +8,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import torch
+from mncore_hdl.layout import ElementRangeError, check_representable
 from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ._aten import HANDLERS as _HANDLERS
 from ._aten import Unavailable
 from .errors import CaptureError, CompilerError, UnsupportedOperationError
-from .ir import DTYPES, Graph, Node, TensorType, fresh_name
+from .ir import DTYPES, Graph, Node, TensorType, dtype_to_torch, fresh_name
 from .ops import OpTypeError, infer_type
 
 __all__ = ["FLOAT_DTYPES", "capture", "supported_torch_ops"]
@@ -32,6 +33,7 @@ FLOAT_DTYPES: dict[str, str] = {
 """Accepted ``float_dtype`` spellings and the IR dtype capture computes in."""
 
 TensorDict = dict[str, torch.Tensor]
+_IR_TORCH_DTYPES = tuple(dtype_to_torch(d) for d in DTYPES)
 
 
 def capture(
@@ -67,7 +69,8 @@ def capture(
     ------
     CaptureError
         (a ``TypeError``) when ``sample_inputs`` or the value ``fn`` returns is not a dict of
-        str to float tensors.
+        str to tensors of a dtype in :data:`~mncore_compiler.ir.DTYPES` (floats, int32,
+        int64, bool).
     UnsupportedOperationError
         When ``fn`` uses a torch operation the compiler cannot express, naming it.
     ValueError
@@ -99,7 +102,7 @@ def supported_torch_ops() -> list[str]:
 def _check_sample_inputs(samples: object) -> tuple[list[str], list[torch.Tensor]]:
     checked = _check_tensor_dict(samples, "sample_inputs must be", "input", "sample input")
     for name, value in checked.items():
-        if value.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        if value.dtype not in _IR_TORCH_DTYPES:
             raise CaptureError(
                 f"sample input {name!r} has dtype {str(value.dtype).replace('torch.', '')}; "
                 f"the MN-Core compiler takes inputs of dtype {', '.join(DTYPES)}"
@@ -217,12 +220,16 @@ class _Converter:
         # make_fx emits one get_attr per use of a parameter; keep one constant per tensor.
         if id(tensor) in self.constant_ids:
             return self.constant_ids[id(tensor)][1]
-        if tensor.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        if tensor.dtype not in _IR_TORCH_DTYPES:
             raise UnsupportedOperationError(
                 f"constant {fallback!r} has dtype {str(tensor.dtype).replace('torch.', '')}; "
                 f"the MN-Core compiler only holds {', '.join(DTYPES)} tensors"
             )
         name = self.fresh(self.hints.get(id(tensor), fallback.lstrip("_")))
+        try:  # an int64 constant is held in DRAM as int32: every value must fit
+            check_representable(tensor)
+        except ElementRangeError as exc:
+            raise UnsupportedOperationError(f"constant {name!r}: {exc}") from None
         self.graph.constants[name] = tensor.detach().clone()
         self.types[name] = TensorType.of(tensor)
         # Holding the tensor keeps its id from being reused by a later temporary (a factory).

@@ -12,6 +12,7 @@ from .errors import IRVerificationError
 
 __all__ = [
     "DTYPES",
+    "FLOAT_IR_DTYPES",
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "Graph",
@@ -29,9 +30,14 @@ _TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "bool": torch.bool,
 }
 DTYPES: tuple[str, ...] = tuple(_TORCH_DTYPES)
 """The element types an IR value may have."""
+FLOAT_IR_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
+"""The floating-point ones among :data:`DTYPES`."""
 
 
 def dtype_to_torch(dtype: str) -> torch.dtype:
@@ -77,7 +83,7 @@ class TensorType:
 
     @classmethod
     def of(cls, tensor: torch.Tensor) -> TensorType:
-        """Return the type of a torch tensor (``TypeError`` for non-float dtypes)."""
+        """Return the type of a torch tensor (``TypeError`` for a dtype not in DTYPES)."""
         return cls(tuple(int(d) for d in tensor.shape), dtype_from_torch(tensor.dtype))
 
     @property

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .ir import DTYPES, TensorType, dtype_from_torch, dtype_to_torch
+from .ir import DTYPES, FLOAT_IR_DTYPES, TensorType, dtype_from_torch, dtype_to_torch
 
 __all__ = ["MIXED_OPERAND_DTYPES", "OPS", "OpDef", "OpTypeError", "get_op", "infer_type"]
 
@@ -156,7 +156,26 @@ def _scalar_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
         raise OpTypeError(f"scalar must be an int or float, not {attrs['scalar']!r}")
     if "reverse" in attrs and not isinstance(attrs["reverse"], bool):
         raise OpTypeError(f"reverse must be a bool, not {attrs['reverse']!r}")
-    return types[0]
+    # torch's promotion: an int tensor with a float scalar gives the default float dtype.
+    dtype = torch.result_type(_meta(types[0]), attrs["scalar"])
+    return TensorType(types[0].shape, dtype_from_torch(dtype))
+
+
+def _to_float(t: TensorType) -> TensorType:
+    """True division and float functions give float32 for integer and bool operands."""
+    return t if t.dtype in FLOAT_IR_DTYPES else TensorType(t.shape, "float32")
+
+
+def _float_unary_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    return _to_float(types[0])
+
+
+def _div_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    return _to_float(_broadcast(types, attrs))
+
+
+def _div_scalar_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    return _to_float(_scalar_rule(types, attrs))
 
 
 def _gelu_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -249,6 +268,14 @@ def _reduce_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType(shape, x.dtype)
 
 
+def _sum_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    result = _reduce_rule(types, attrs)
+    # torch sums integers and bools in int64 (counting True values, for instance).
+    if result.dtype not in FLOAT_IR_DTYPES:
+        return TensorType(result.shape, "int64")
+    return result
+
+
 def _softmax_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     _check_dim(attrs["dim"], types[0].rank)
     return types[0]
@@ -325,6 +352,9 @@ _UNARY: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], int]] = {
     "neg": (torch.neg, 1),
     "abs": (torch.abs, 1),
     "relu": (torch.relu, 1),
+}
+# These give float32 for integer operands, as in torch.
+_FLOAT_UNARY: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], int]] = {
     "sigmoid": (torch.sigmoid, 4),
     "tanh": (torch.tanh, 4),
     "exp": (torch.exp, 4),
@@ -344,6 +374,9 @@ def _binary_reference(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) 
 
 for _name, (_fn, _cost) in _UNARY.items():
     _register(_name, "elementwise", 1, (), _same, _unary_reference(_fn), _per_output(_cost))
+for _name, (_fn, _cost) in _FLOAT_UNARY.items():
+    _register(_name, "elementwise", 1, (), _float_unary_rule, _unary_reference(_fn),
+              _per_output(_cost))
 
 _register(
     "gelu", "elementwise", 1, ("approximate",), _gelu_rule,
@@ -357,7 +390,8 @@ _BINARY: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "div": torch.div,
 }
 for _name, _fn2 in _BINARY.items():
-    _register(_name, "elementwise", 2, (), _broadcast, _binary_reference(_fn2), _per_output(1))
+    _rule = _div_rule if _name == "div" else _broadcast
+    _register(_name, "elementwise", 2, (), _rule, _binary_reference(_fn2), _per_output(1))
 
 _register(
     "add_scalar", "elementwise", 1, ("scalar",), _scalar_rule,
@@ -373,7 +407,7 @@ _register(
     _per_output(1),
 )  # fmt: skip
 _register(
-    "div_scalar", "elementwise", 1, ("reverse", "scalar"), _scalar_rule,
+    "div_scalar", "elementwise", 1, ("reverse", "scalar"), _div_scalar_rule,
     lambda x, a: a["scalar"] / x[0] if a["reverse"] else torch.div(x[0], a["scalar"]),
     _per_output(1),
 )  # fmt: skip
@@ -404,7 +438,12 @@ def _reduction(fn: Callable[..., torch.Tensor]) -> Reference:
     return reference
 
 
-_register("sum", "reduction", 1, ("dims", "keepdim"), _reduce_rule, _reduction(torch.sum),
+def _sum_reference(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
+    result = _reduction(torch.sum)(x, a)
+    return result if result.is_floating_point() else result.to(torch.int64)
+
+
+_register("sum", "reduction", 1, ("dims", "keepdim"), _sum_rule, _sum_reference,
           _per_input(1))  # fmt: skip
 _register("mean", "reduction", 1, ("dims", "keepdim"), _reduce_rule, _reduction(torch.mean),
           _per_input(1))  # fmt: skip
@@ -434,3 +473,7 @@ _register(
     "cat", "layout", None, ("dim",), _cat_rule,
     lambda x, a: torch.cat(list(x), dim=a["dim"]), _no_flops,
 )  # fmt: skip
+
+
+# Comparisons, where, argmax/argmin, amin and nll_loss: the ops of integer and bool values.
+from . import _ops_int  # noqa: E402, F401

@@ -19,6 +19,7 @@ from mncore_hdl.converter.program import ProgramError, compile_program
 from mncore_hdl.layout import LayoutError, conversion, to_device
 
 from . import trace as _trace
+from ._values import check_input_values, check_output_values
 from .device.base import LoadedProgram
 from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
 from .errors import (
@@ -116,7 +117,7 @@ class CompiledFunction:
         except BaseException:
             self._release()
             raise
-        run = _runner(graph)
+        run = _runner(graph, self.name)
         device.load_program(LoadedProgram(
             self.key, graph, dict(layouts), dict(program.output_layouts), program.inputs,
             program.outputs, program.constants, program.flops, run))
@@ -274,9 +275,10 @@ class CompiledFunction:
                 f"shape {spec.shape}, not {str(value.dtype).removeprefix('torch.')} of shape "
                 f"{tuple(value.shape)}"
             )
+        check_input_values(self.name, spec.name, value)
 
 
-def _runner(graph):
+def _runner(graph, name: str):
     """The PE array, functionally: run the graph with constants as read back from DRAM."""
     def run(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         inputs = {n: values[n] for n in graph.inputs}
@@ -284,5 +286,7 @@ def _runner(graph):
         bound = (replace(graph, constants={n: values[n] for n in graph.constants})
                  if graph.constants else graph)
         # No output copies: the device lays each output out into DRAM, which copies it.
-        return interpret(bound, inputs, copy_outputs=False)
+        outputs = interpret(bound, inputs, copy_outputs=False)
+        check_output_values(name, outputs)
+        return outputs
     return run

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import element_type, from_bits, to_bits
+from .dtypes import _stored, element_type, from_bits, to_bits
 from .notation import ADDRESS, GROUP, Layout, LayoutError
 
 __all__ = ["axis_coordinates", "slots", "to_device", "from_device", "image_shape",
@@ -379,15 +379,14 @@ def _raw_image(words: np.ndarray, layout: Layout) -> np.ndarray:
 
 
 def _raw_view(tensor: Any) -> np.ndarray:
-    """The tensor's bits as a numpy view of its own memory (no copy, any strides)."""
+    """The tensor's bits as a numpy view of its own memory (no copy, any strides), or of its
+    stored form for a narrowed type."""
     import torch
 
     etype = element_type(tensor.dtype)
     signed = torch.int32 if etype.bits == 32 else torch.int16
-    t = tensor.detach()
-    if not t.is_cpu:
-        t = t.cpu()
-    return t.view(signed).numpy().view(etype.raw)
+    # A narrowed type (int64, bool) is converted to its stored form first: a new tensor.
+    return _stored(tensor, etype).view(signed).numpy().view(etype.raw)
 
 
 def to_device(tensor: Any, layout: Layout) -> np.ndarray:

@@ -76,7 +76,8 @@ class Layout:
     axes : tuple of tuple of SubAxis
         For each logical axis, its sub-axes from major to minor.
     dtype : str
-        Element type name (``float32``, ``float16`` or ``bfloat16``).
+        Element type name (``float32``, ``float16``, ``bfloat16``, ``int32``, ``int64`` or
+        ``bool``).
 
     Examples
     --------

@@ -23,6 +23,7 @@ from mncore_compiler.interpreter import interpret
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor, Layout
 
+from .._values import check_output_values
 from ..compiled import CompiledFunction
 from ..errors import DeviceError, DeviceNotAvailableError, InputError, IOSpecMismatchError
 from ..iospec import IOSpec
@@ -92,6 +93,7 @@ class HostFunction(CompiledFunction):
             values[name] = value.to(where)
         self.context._new_record(self.name)
         results = interpret(self._graph, values)
+        check_output_values(self.name, results)
         return {n: TensorProxy(self.context, self.output_specs[n], None, results[n])
                 for n in self.program.outputs}
 
