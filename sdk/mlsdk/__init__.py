@@ -18,6 +18,9 @@ _EXPORTS = {
     "CompiledFunction": ".compiled",
     "MNDevice": ".device.registry", "DEVICE_STRINGS": ".device.registry",
     "IOSpec": ".iospec", "TensorProxy": ".proxy", "Report": ".report", "CallRecord": ".report",
+    **{name: ".registry" for name in (
+        "Registry", "RegistrationError", "set_tensor_name", "get_tensor_name",
+        "set_tensor_name_in_module")},
     **{name: ".errors" for name in (
         "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
         "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
@@ -30,6 +33,8 @@ __all__ = [
     "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
     "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
     "StaleTensorError", "FunctionUnloadedError",
+    "Registry", "RegistrationError", "set_tensor_name", "get_tensor_name",
+    "set_tensor_name_in_module",
 ]
 __version__ = "0.1.0"
 
@@ -68,4 +73,11 @@ if TYPE_CHECKING:
     )
     from .iospec import IOSpec
     from .proxy import TensorProxy
+    from .registry import (
+        RegistrationError,
+        Registry,
+        get_tensor_name,
+        set_tensor_name,
+        set_tensor_name_in_module,
+    )
     from .report import CallRecord, Report

@@ -9,6 +9,7 @@ cycles are of kind ``none``. It is what the modeled backends' results are compar
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
@@ -60,7 +61,11 @@ class HostFunction(CompiledFunction):
                                  f"TensorProxy, not {type(value).__name__}")
             values[name] = value
         self.context._new_record(self.name)
-        results = interpret(self.program.graph, values)
+        graph = self.program.graph
+        if self.program.state:  # registered constants: the registry's host copies
+            constants = {**graph.constants, **self.context.registry.host_values(self.program)}
+            graph = replace(graph, constants=constants)
+        results = interpret(graph, values)
         return {n: TensorProxy(self.context, self.output_specs[n], None, results[n])
                 for n in self.program.outputs}
 
