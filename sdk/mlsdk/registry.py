@@ -116,7 +116,8 @@ def _module_tensors(module: object, prefix: str) -> list[tuple[str, torch.Tensor
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"Expected a torch.nn.Module, not {type(module).__name__}")
     _check_name(prefix, "A module's name prefix")
-    found = [(f"{prefix}.{n}", t, "parameter") for n, t in module.named_parameters()]
+    found: list[tuple[str, torch.Tensor, str]] = [
+        (f"{prefix}.{n}", t, "parameter") for n, t in module.named_parameters()]
     found += [(f"{prefix}.{n}", t, "buffer") for n, t in module.named_buffers()]
     return found
 
