@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
 import subprocess
@@ -362,3 +363,39 @@ def test_example_runs(tmp_path, device):
     lines = run.stdout.splitlines()
     assert lines[-1] == "registered_params: OK"
     assert "two models in one Context: each function reads its own parameters" in lines
+
+
+# -- the compiler's side ------------------------------------------------------------------------
+
+
+def test_capture_marks_registered_constants_as_state():
+    from mncore_compiler.capture import capture_with_state
+
+    model, loose = _linear(18), torch.ones(16)
+    graph, state = capture_with_state(lambda d: {"y": model(d["x"]) + loose},
+                                      {"x": torch.randn(4, 32)},
+                                      registered={id(model.weight): "net.weight"})
+    assert state == {"model.weight": "net.weight"}
+    assert {"model.weight", "model.bias", "loose"} <= set(graph.constants)
+
+
+def test_program_state_is_saved_checked_and_reloaded(tmp_path):
+    from mncore_compiler.driver import compile_function
+    from mncore_compiler.errors import CodegenError
+    from mncore_compiler.program import DeviceProgram, _canonical
+
+    model = _linear(19)
+    program = compile_function(lambda d: {"y": model(d["x"])}, {"x": torch.randn(4, 32)},
+                               registered={id(model.bias): "m.bias"})
+    assert program.state == {"model.bias": "m.bias"}
+    assert "registered state 'm.bias'" in program.describe()
+    program.save(tmp_path)
+    assert DeviceProgram.load(tmp_path).state == {"model.bias": "m.bias"}
+    path = tmp_path / "program.json"
+    body = json.loads(path.read_text())
+    body["state"] = {"nope": "m.bias"}
+    body.pop("sha256")
+    body["sha256"] = hashlib.sha256(_canonical(body)).hexdigest()
+    path.write_text(json.dumps(body))
+    with pytest.raises(CodegenError, match="'state' names \\['nope'\\]"):
+        DeviceProgram.load(tmp_path)
