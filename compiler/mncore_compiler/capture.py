@@ -18,7 +18,7 @@ from .errors import CaptureError, CompilerError, UnsupportedOperationError
 from .ir import DTYPES, Graph, Node, TensorType, dtype_to_torch, fresh_name
 from .ops import OpTypeError, infer_type
 
-__all__ = ["FLOAT_DTYPES", "capture", "supported_torch_ops"]
+__all__ = ["FLOAT_DTYPES", "capture", "capture_with_state", "supported_torch_ops"]
 
 FLOAT_DTYPES: dict[str, str] = {
     "float": "float32",
@@ -76,6 +76,35 @@ def capture(
     ValueError
         For an unknown ``float_dtype``.
     """
+    return capture_with_state(fn, sample_inputs, float_dtype=float_dtype)[0]
+
+
+def capture_with_state(
+    fn: Callable[[TensorDict], Mapping[str, torch.Tensor]],
+    sample_inputs: Mapping[str, torch.Tensor],
+    *,
+    float_dtype: str = "float32",
+    registered: Mapping[int, str] | None = None,
+) -> tuple[Graph, dict[str, str]]:
+    """:func:`capture`, also telling which constants are registered module state.
+
+    Parameters
+    ----------
+    fn, sample_inputs, float_dtype
+        As for :func:`capture`.
+    registered : dict of int to str, optional
+        ``id`` of each registered tensor -> its registered name (what
+        ``mlsdk.Context.registry`` holds). A closed-over tensor found here is still a graph
+        constant (the graph stays self-contained), but the runtime reads it from the
+        Context's device copy instead of uploading the program's own.
+
+    Returns
+    -------
+    graph : Graph
+        As :func:`capture` returns it.
+    state : dict of str to str
+        Constant name -> registered name, for each constant that is a registered tensor.
+    """
     if float_dtype not in FLOAT_DTYPES:
         raise ValueError(f"float_dtype must be one of {sorted(FLOAT_DTYPES)}, not {float_dtype!r}")
     if not callable(fn):
@@ -83,12 +112,13 @@ def capture(
     names, tensors = _check_sample_inputs(sample_inputs)
     module, out_names = _trace(fn, names, tensors)
     # A wrapper (functools.wraps, mlsdk's pytree adapter) names constants after what it wraps.
-    graph = _Converter(module, names, _closure_tensor_names(inspect.unwrap(fn))).run(out_names)
+    converter = _Converter(module, names, _closure_tensor_names(inspect.unwrap(fn)), registered)
+    graph = converter.run(out_names)
     compute = FLOAT_DTYPES[float_dtype]
     if compute != "float32":
         graph = _retarget(graph, compute)
     graph.verify()
-    return graph
+    return graph, dict(converter.state)
 
 
 def supported_torch_ops() -> list[str]:
@@ -187,10 +217,14 @@ def _closure_tensor_names(fn: Callable[..., Any]) -> dict[int, str]:
 class _Converter:
     """Walks a make_fx graph and emits IR nodes through the handlers below."""
 
-    def __init__(self, module: fx.GraphModule, input_names: list[str], hints: dict[int, str]):
+    def __init__(self, module: fx.GraphModule, input_names: list[str], hints: dict[int, str],
+                 registered: Mapping[int, str] | None = None):
         self.module = module
         self.graph = Graph()
         self.hints = hints
+        self.registered = dict(registered or {})
+        #: Constant name -> registered name, for constants that are registered tensors.
+        self.state: dict[str, str] = {}
         self.used: set[str] = set(input_names)
         self.values: dict[fx.Node, Any] = {}
         self.constant_ids: dict[int, tuple[torch.Tensor, str]] = {}
@@ -232,6 +266,8 @@ class _Converter:
             raise UnsupportedOperationError(f"constant {name!r}: {exc}") from None
         self.graph.constants[name] = tensor.detach().clone()
         self.types[name] = TensorType.of(tensor)
+        if id(tensor) in self.registered:
+            self.state[name] = self.registered[id(tensor)]
         # Holding the tensor keeps its id from being reused by a later temporary (a factory).
         self.constant_ids[id(tensor)] = (tensor, name)
         return name

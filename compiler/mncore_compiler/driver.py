@@ -9,7 +9,7 @@ import torch
 from mncore_hdl.arch import MNCORE2, ArchConfig
 from mncore_hdl.layout import Layout
 
-from .capture import capture
+from .capture import capture_with_state
 from .passes import Compilation, CompileOptions, run_pipeline
 from .program import DeviceProgram
 
@@ -21,7 +21,8 @@ def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.T
                      constraints: Mapping[str, Layout] | None = None,
                      config: ArchConfig = MNCORE2,
                      options: Mapping[str, Any] | None = None,
-                     name: str | None = None) -> DeviceProgram:
+                     name: str | None = None,
+                     registered: Mapping[int, str] | None = None) -> DeviceProgram:
     """Compile a dict -> dict torch function into a device program.
 
     Parameters
@@ -41,16 +42,21 @@ def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.T
         Recorded in the program as given.
     name : str, optional
         Program name; defaults to ``fn.__name__``.
+    registered : dict of int to str, optional
+        ``id`` of each registered tensor -> its registered name: closed-over tensors found
+        here become the program's :attr:`~DeviceProgram.state`.
     """
-    graph = capture(fn, sample_inputs, float_dtype=float_dtype)
+    graph, state = capture_with_state(fn, sample_inputs, float_dtype=float_dtype,
+                                      registered=registered)
     start = Compilation(graph, CompileOptions(dict(constraints or {}), config,
                                               float_dtype=float_dtype))
     return to_program(run_pipeline(start), name or str(getattr(fn, "__name__", "function")),
-                      options)
+                      options, state)
 
 
 def to_program(compilation: Compilation, name: str,
-               options: Mapping[str, Any] | None = None) -> DeviceProgram:
+               options: Mapping[str, Any] | None = None,
+               state: Mapping[str, str] | None = None) -> DeviceProgram:
     """Package the result of :func:`~mncore_compiler.passes.run_pipeline` as a DeviceProgram.
 
     Raises
@@ -68,4 +74,6 @@ def to_program(compilation: Compilation, name: str,
         outputs=tuple(graph.outputs),
         arch=compilation.options.config,
         options=dict(options or {}),
+        # Constants dead-code elimination dropped are not read, so not state either.
+        state={c: r for c, r in (state or {}).items() if c in graph.constants},
     )

@@ -3,8 +3,9 @@
 A codegen directory holds:
 
 - ``program.json``: format name and version, the architecture config, the options, the IR
-  graph, the layout and byte size of every input, output and constant, the FLOP count, and a
-  SHA-256 of all of it plus every constant file (to detect corruption);
+  graph, the layout and byte size of every input, output and constant, the FLOP count, which
+  constants are registered module state (``state``), and a SHA-256 of all of it plus every
+  constant file (to detect corruption);
 - ``constants/<index>.npy``: each constant's raw element bits, C order;
 - ``program.txt``: the same program for people to read (IR and layouts).
 """
@@ -64,6 +65,10 @@ class DeviceProgram:
         The chip it was compiled for.
     options : dict
         The compile options, as given (JSON-able).
+    state : dict of str to str
+        Constant name -> registered name, for each constant that is registered module state
+        (``mlsdk.Context.registry``): the runtime reads it from the Context's persistent
+        device copy of that tensor rather than uploading the value stored here.
     """
 
     name: str
@@ -74,6 +79,7 @@ class DeviceProgram:
     outputs: tuple[str, ...]
     arch: ArchConfig
     options: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, str] = field(default_factory=dict)
 
     @property
     def constants(self) -> tuple[str, ...]:
@@ -141,6 +147,7 @@ class DeviceProgram:
             "inputs": [self._io_entry(n, self.graph.inputs[n]) for n in self.inputs],
             "outputs": [self._io_entry(n, self.output_types[n], True) for n in self.outputs],
             "constants": constants,
+            "state": dict(self.state),
             "graph": self.graph.to_json(),
         }
         digest.update(_canonical(body))
@@ -158,8 +165,10 @@ class DeviceProgram:
                             ("constant", self.constants)):
             for name in names:
                 layout = self.layout_of(name, kind == "output")
+                state = (f", registered state {self.state[name]!r}"
+                         if kind == "constant" and name in self.state else "")
                 lines.append(f"  {kind:8} {name}: {layout.dtype} {layout} "
-                             f"({layout.nbytes} B)")
+                             f"({layout.nbytes} B{state})")
         lines.append(str(self.graph))
         return "\n".join(lines)
 
@@ -223,7 +232,8 @@ class DeviceProgram:
                    output_layouts=output_layouts,
                    inputs=tuple(e["name"] for e in body["inputs"]),
                    outputs=tuple(e["name"] for e in body["outputs"]),
-                   arch=ArchConfig.from_dict(body["arch"]), options=body["options"])
+                   arch=ArchConfig.from_dict(body["arch"]), options=body["options"],
+                   state=_state_entry(body.get("state", {}), graph))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -247,3 +257,14 @@ def _canonical(body: dict[str, Any]) -> bytes:
 
 def _safe_rel(rel: str) -> bool:
     return bool(re.fullmatch(r"constants/\d{4}\.npy", rel))
+
+
+def _state_entry(state: Any, graph: Graph) -> dict[str, str]:
+    """The ``state`` entry of program.json, checked: constant name -> registered name."""
+    if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in state.items()):
+        raise ValueError(f"'state' must map constant names to registered names, not {state!r}")
+    unknown = sorted(set(state) - set(graph.constants))
+    if unknown:
+        raise ValueError(f"'state' names {unknown}, which are not constants of the graph")
+    return dict(state)

@@ -21,6 +21,9 @@ _EXPORTS = {
     "register_pytree_namedtuple": ".pytree", "register_pytree_dataclass": ".pytree",
     "IOSpec": ".iospec", "TensorProxy": ".proxy", "Report": ".report", "CallRecord": ".report",
     "trace_scope": ".trace", "trace_event": ".trace",
+    **{name: ".registry" for name in (
+        "Registry", "RegistrationError", "set_tensor_name", "get_tensor_name",
+        "set_tensor_name_in_module")},
     **{name: ".errors" for name in (
         "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
         "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
@@ -36,6 +39,8 @@ __all__ = [
     "AutomapFunction", "PytreeStructureError", "register_pytree_namedtuple",
     "register_pytree_dataclass",
     "trace_scope", "trace_event",
+    "Registry", "RegistrationError", "set_tensor_name", "get_tensor_name",
+    "set_tensor_name_in_module",
 ]
 __version__ = "0.1.0"
 
@@ -79,6 +84,13 @@ if TYPE_CHECKING:
         PytreeStructureError,
         register_pytree_dataclass,
         register_pytree_namedtuple,
+    )
+    from .registry import (
+        RegistrationError,
+        Registry,
+        get_tensor_name,
+        set_tensor_name,
+        set_tensor_name_in_module,
     )
     from .report import CallRecord, Report
     from .trace import trace_event, trace_scope

@@ -109,7 +109,9 @@ class CompiledFunction:
         program = self.program
         graph = program.graph
         layouts = program.layouts
-        names = [*program.inputs, *program.constants]
+        # Registered constants live in the Context's registry (mlsdk.registry), not here.
+        constants = [c for c in program.constants if c not in program.state]
+        names = [*program.inputs, *constants]
         owner = f"function {self.key} (inputs and constants)"
         try:
             for name in names:
@@ -122,9 +124,10 @@ class CompiledFunction:
             self.key, graph, dict(layouts), dict(program.output_layouts), program.inputs,
             program.outputs, program.constants, program.flops, run))
         record = self.context._new_record(self.name, kind="load")
-        for name in program.constants:
+        for name in constants:
             image = to_device(graph.constants[name], layouts[name])
             self.context._execute(HostWrite(self._own[name], image), record)
+        self.context.registry.device_buffers(program, record)
         for name in program.inputs:
             self.context._execute(Bind(self.key, name, self._own[name]), record)
             self.bindings[name] = self._own[name]
@@ -188,7 +191,9 @@ class CompiledFunction:
                 self.context._execute(command, record)
                 if isinstance(command, Bind):
                     self.bindings[command.io] = command.buffer
-            bindings = {**self.bindings, **{c: self._own[c] for c in self.program.constants}}
+            constants = {c: self._own[c] for c in self.program.constants if c in self._own}
+            state = self.context.registry.device_buffers(self.program, record)
+            bindings = {**self.bindings, **constants, **state}
             self.context._execute(Launch(self.key, bindings, outputs), record)
         except BaseException:
             # A failed or interrupted (Ctrl-C) call hands nothing out: its output buffers are

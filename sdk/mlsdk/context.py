@@ -20,7 +20,9 @@ from .device.registry import MNDevice
 from .errors import CodegenError, DeviceError
 from .iospec import IOSpec
 from .options import resolve_compile_options
+from .proxy import TensorProxy
 from .pytree import AutomapFunction, compile_automap
+from .registry import Registry
 from .report import DEFAULT_HISTORY, CallRecord, History, Report
 from .storage import StoragePath
 
@@ -78,6 +80,8 @@ class Context:
         self._functions: weakref.WeakValueDictionary[str, CompiledFunction] = (
             weakref.WeakValueDictionary())
         self._keys = itertools.count(1)
+        #: Registered module state and its device copies (see :mod:`mlsdk.registry`).
+        self.registry = Registry(self)
         if Context.current() is None:
             Context._current = weakref.ref(self)
 
@@ -156,7 +160,8 @@ class Context:
         constraints = _constraint_layouts(io_spec_constraints)
         program = compile_function(
             fn, sample_inputs, float_dtype=options.get("float_dtype", "float32"),
-            constraints=constraints, config=self.mndevice.config, options=options)
+            constraints=constraints, config=self.mndevice.config, options=options,
+            registered=self.registry.tensor_ids())
         program.save(codegen_dir.path)
         return self._adopt(program, strict)
 
@@ -183,10 +188,41 @@ class Context:
         return self._adopt(program, strict)
 
     def _adopt(self, program: DeviceProgram, strict: bool) -> CompiledFunction:
+        self.registry.check_program(program)
         key = f"{program.name}#{next(self._keys)}"
         function = self.device.compiled_function(self, program, key, strict)
         self._functions[key] = function
         return function
+
+    # -- registered module state (logic in mlsdk.registry) ---------------------------------
+
+    def register_param(self, p: torch.Tensor) -> None:
+        """Register the named parameter ``p``: compiled functions that close over it read it
+        from a device copy uploaded once and shared (see ``docs/registry.md``)."""
+        self.registry.register_tensor(p, "parameter")
+
+    def register_buffer(self, b: torch.Tensor) -> None:
+        """Register the named module buffer ``b`` (as :meth:`register_param`)."""
+        self.registry.register_tensor(b, "buffer")
+
+    def get_registered_value_proxy(self, tensor: torch.Tensor) -> TensorProxy:
+        """The TensorProxy of registered ``tensor``'s device copy (not owned by the proxy)."""
+        self._check_open()
+        return self.registry.value_proxy(tensor)
+
+    def synchronize(self) -> None:
+        """Wait for outstanding device work, then bring registered host tensors the device
+        wrote up to date, in place. Every command of this kit runs synchronously, so there is
+        never work to wait for."""
+        self._check_open()
+        self.registry.synchronize()
+
+    def invalidate(self) -> None:
+        """Drop the device copies of registered tensors: the next use uploads them again
+        from the host tensors (after editing a parameter on the host). Device writes not yet
+        brought back by :meth:`synchronize` are discarded."""
+        self._check_open()
+        self.registry.invalidate()
 
     # -- the record -------------------------------------------------------------------------
 

@@ -29,14 +29,20 @@ class CallRecord:
     function : str
         The compiled function's name.
     kind : str
-        ``"call"``, ``"load"`` for uploading a program's constants, ``"read"`` for a
-        ``.cpu()``, or ``"write"`` for a ``TensorProxy.load_from``.
+        ``"call"``, ``"load"`` for uploading a program's constants (or registered state),
+        ``"read"`` for a ``.cpu()`` (or ``Context.synchronize()``), or ``"write"`` for a
+        ``TensorProxy.load_from``.
     commands : list of CommandResult
         Each command executed, with its bytes per path and cycles (no data: see :meth:`add`).
     conversions, relocations : int
         Convert and Bind commands this call needed for its TensorProxy inputs.
     cycles_kind : str
         ``"modeled"`` (functional model, analytic), ``"measured"`` (RTL) or ``"none"``.
+    state_bytes : int
+        The part of the ``host`` bytes that moved registered module state (uploads of the
+        Context's device copies, and their read-back by ``Context.synchronize()``), apart
+        from inputs and outputs. Zero on a call whose registered state is already on the
+        device.
     """
 
     function: str
@@ -45,10 +51,19 @@ class CallRecord:
     conversions: int = 0
     relocations: int = 0
     cycles_kind: str = "none"
+    state_bytes: int = 0
 
     def add(self, result: CommandResult) -> None:
         """Record ``result``'s figures (a read's data is dropped, never kept)."""
         self.commands.append(result.figures())
+
+    def add_state(self, result: CommandResult, name: str) -> None:
+        """Count ``result``, the command just :meth:`add`-ed, as moving registered state
+        ``name``: its host bytes go to :attr:`state_bytes`, and its listing says so."""
+        self.state_bytes += result.bytes["host"]
+        last = self.commands[-1]
+        self.commands[-1] = CommandResult(f"{last.command} [state {name}]", dict(last.bytes),
+                                          last.cycles)
 
     @property
     def bytes(self) -> dict[str, int]:
@@ -68,14 +83,14 @@ class CallRecord:
                 "commands": [r.to_dict() for r in self.commands],
                 "bytes": self.bytes, "conversions": self.conversions,
                 "relocations": self.relocations, "cycles": self.cycles,
-                "cycles_kind": self.cycles_kind}
+                "cycles_kind": self.cycles_kind, "state_bytes": self.state_bytes}
 
 
 def _empty_totals() -> dict[str, Any]:
     return {"records": 0, "call": 0, "load": 0, "read": 0, "write": 0,
             "commands": 0,
             "bytes": dict.fromkeys(PATHS, 0), "cycles": 0, "conversions": 0,
-            "relocations": 0}
+            "relocations": 0, "state_bytes": 0}
 
 
 def _fold(totals: dict[str, Any], record: CallRecord) -> None:
@@ -87,6 +102,7 @@ def _fold(totals: dict[str, Any], record: CallRecord) -> None:
     totals["cycles"] += record.cycles
     totals["conversions"] += record.conversions
     totals["relocations"] += record.relocations
+    totals["state_bytes"] = totals.get("state_bytes", 0) + record.state_bytes
 
 
 class History:
@@ -134,7 +150,8 @@ class Report:
     totals : dict
         Over every record since the Context opened (or was last cleared), kept or not:
         ``records``, per kind (``call``, ``load``, ``read``), ``commands``, ``bytes`` per
-        path, ``cycles``, ``conversions``, ``relocations``.
+        path, ``cycles``, ``conversions``, ``relocations``, ``state_bytes`` (the host bytes
+        that moved registered state).
     dropped : int
         Records folded into the totals and no longer kept.
     """
@@ -172,15 +189,19 @@ class Report:
         return json.dumps(self.to_dict(), **kwargs)
 
     def table(self, commands: bool = False) -> str:
-        """The records as an aligned text table; ``commands=True`` lists each command too."""
-        head = ["#", "function", "kind", "host B", "compute B", "converter B", "conv",
-                "reloc", "cycles", "cycles kind"]
+        """The records as an aligned text table; ``commands=True`` lists each command too.
+
+        ``state B`` is the part of ``host B`` that moved registered module state (see
+        :attr:`CallRecord.state_bytes`); the rest of ``host B`` is inputs and read-backs.
+        """
+        head = ["#", "function", "kind", "host B", "state B", "compute B", "converter B",
+                "conv", "reloc", "cycles", "cycles kind"]
         rows = []
         for i, r in enumerate(self.records, start=self.dropped):
             b = r.bytes
-            rows.append([str(i), r.function, r.kind, str(b["host"]), str(b["compute"]),
-                         str(b["converter"]), str(r.conversions), str(r.relocations),
-                         str(r.cycles), r.cycles_kind])
+            rows.append([str(i), r.function, r.kind, str(b["host"]), str(r.state_bytes),
+                         str(b["compute"]), str(b["converter"]), str(r.conversions),
+                         str(r.relocations), str(r.cycles), r.cycles_kind])
         widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
         lines = [f"device {self.device}",
                  "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
@@ -194,7 +215,8 @@ class Report:
         if self.dropped:
             lines.append(f"({self.dropped} older record(s) kept only in the totals)")
         lines.append(f"total: {t['records']} records ({t['call']} calls), host "
-                     f"{t['bytes']['host']} B, compute {t['bytes']['compute']} B, converter "
+                     f"{t['bytes']['host']} B (registered state {t.get('state_bytes', 0)} B), "
+                     f"compute {t['bytes']['compute']} B, converter "
                      f"{t['bytes']['converter']} B, {t['cycles']} cycles")
         return "\n".join(lines)
 

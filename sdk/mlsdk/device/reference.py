@@ -92,7 +92,12 @@ class HostFunction(CompiledFunction):
                                  f"TensorProxy, not {type(value).__name__}")
             values[name] = value.to(where)
         self.context._new_record(self.name)
-        results = interpret(self._graph, values)
+        graph = self._graph
+        if self.program.state:  # registered constants: the registry's host copies
+            state = self.context.registry.host_values(self.program)
+            constants = {**graph.constants, **{n: t.to(where) for n, t in state.items()}}
+            graph = replace(graph, constants=constants)
+        results = interpret(graph, values)
         check_output_values(self.name, results)
         return {n: TensorProxy(self.context, self.output_specs[n], None, results[n])
                 for n in self.program.outputs}

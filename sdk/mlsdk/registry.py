@@ -1,0 +1,459 @@
+"""Module state that lives on the device: tensor names, and the registry of a Context.
+
+A registered tensor (a module's parameter or buffer) has one device copy per layout it is
+read in, owned by the Context's :class:`Registry` and shared by every compiled function of
+that Context that closes over the tensor. A copy is uploaded once, by the first load, call or
+:meth:`Registry.value_proxy` that needs it, and stays on the device until
+:meth:`Registry.invalidate`. See ``docs/registry.md``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from mncore_compiler.ir import TensorType
+from mncore_hdl.layout import Layout, LayoutError, from_device, native_layout, to_device
+
+from .device.commands import Buffer, HostRead, HostWrite
+from .errors import DeviceError, MLSDKError
+from .iospec import IOSpec
+from .proxy import TensorProxy
+
+if TYPE_CHECKING:
+    from mncore_compiler.program import DeviceProgram
+
+    from .context import Context
+    from .report import CallRecord
+
+__all__ = [
+    "Registry", "RegistrationError", "set_tensor_name", "get_tensor_name",
+    "set_tensor_name_in_module",
+]
+
+
+class RegistrationError(MLSDKError, ValueError):
+    """A tensor name or a registration the registry cannot accept, or a registered value
+    asked of a tensor that is not registered."""
+
+
+# -- tensor names -------------------------------------------------------------------------------
+
+# id(tensor) -> (a weak reference to it, its name). Weak: naming a tensor never keeps it alive,
+# and a copy of a module (copy.deepcopy) starts unnamed.
+_NAMES: dict[int, tuple[weakref.ReferenceType[torch.Tensor], str]] = {}
+
+
+def _forget(key: int, ref: weakref.ReferenceType[torch.Tensor]) -> None:
+    # Called when the tensor dies; a later tensor with the same id may hold the slot by now.
+    entry = _NAMES.get(key)
+    if entry is not None and entry[0] is ref:
+        _NAMES.pop(key, None)
+
+
+def _check_tensor(tensor: object, what: str) -> torch.Tensor:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{what} must be a torch.Tensor, not {type(tensor).__name__}")
+    return tensor
+
+
+def _check_name(name: object, what: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, not {type(name).__name__}")
+    if not name or name != name.strip():
+        raise ValueError(f"{what} must be a non-empty str without surrounding spaces, "
+                         f"not {name!r}")
+    return name
+
+
+def set_tensor_name(tensor: torch.Tensor, name: str) -> None:
+    """Name ``tensor`` (replacing any earlier name); the name is what registers it.
+
+    Parameters
+    ----------
+    tensor : torch.Tensor
+        Typically an ``nn.Parameter`` or a module buffer. It is not kept alive by its name.
+    name : str
+        Non-empty, e.g. ``"model.fc.weight"``.
+    """
+    _check_tensor(tensor, "set_tensor_name's tensor")
+    _check_name(name, "A tensor name")
+    key = id(tensor)
+    _NAMES[key] = (weakref.ref(tensor, lambda ref: _forget(key, ref)), name)
+
+
+def get_tensor_name(tensor: torch.Tensor) -> str | None:
+    """The name given by :func:`set_tensor_name` (or a module naming), None when unnamed."""
+    _check_tensor(tensor, "get_tensor_name's tensor")
+    entry = _NAMES.get(id(tensor))
+    if entry is None or entry[0]() is not tensor:
+        return None
+    return entry[1]
+
+
+def set_tensor_name_in_module(module: torch.nn.Module, prefix: str) -> None:
+    """Name every parameter and buffer of ``module`` ``prefix.<qualified name>``.
+
+    A parameter shared by two submodules (tied weights) gets the first of its names, as
+    ``module.named_parameters()`` lists it.
+
+    Examples
+    --------
+    >>> model = torch.nn.Linear(4, 2)
+    >>> set_tensor_name_in_module(model, "model")
+    >>> get_tensor_name(model.weight)
+    'model.weight'
+    """
+    for name, tensor, _ in _module_tensors(module, prefix):
+        set_tensor_name(tensor, name)
+
+
+def _module_tensors(module: object, prefix: str) -> list[tuple[str, torch.Tensor, str]]:
+    """(name, tensor, kind) of each parameter and buffer of ``module`` under ``prefix``."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"Expected a torch.nn.Module, not {type(module).__name__}")
+    _check_name(prefix, "A module's name prefix")
+    found: list[tuple[str, torch.Tensor, str]] = [
+        (f"{prefix}.{n}", t, "parameter") for n, t in module.named_parameters()]
+    found += [(f"{prefix}.{n}", t, "buffer") for n, t in module.named_buffers()]
+    return found
+
+
+def _describe(tensor: torch.Tensor) -> str:
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    return f"a {dtype} tensor of shape {tuple(tensor.shape)}"
+
+
+def _torch_dtype(dtype: str) -> torch.dtype:
+    return TensorType((), dtype).torch_dtype
+
+
+# -- the registry -------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Entry:
+    """One registered tensor and its copies: a device Buffer per layout (on the host
+    reference, a host snapshot per layout). ``dirty`` is the layout of a copy the device
+    wrote since the host tensor was last brought up to date."""
+
+    name: str
+    tensor: torch.Tensor
+    kind: str
+    copies: dict[Layout, Any] = field(default_factory=dict)
+    dirty: Layout | None = None
+
+
+class Registry:
+    """The registered parameters and buffers of one Context, and their device copies.
+
+    Reach it as ``context.registry``. It holds each registered tensor (strongly: the
+    Context may need to upload it again after :meth:`invalidate`, or update it in place in
+    :meth:`synchronize`).
+
+    Parameters
+    ----------
+    context : Context
+        The owner (held weakly).
+
+    Notes
+    -----
+    A registered tensor has one device copy per layout a compiled function reads it in (for
+    one model compiled with two ``float_dtype`` options, a float32 and a float16 copy). Copies
+    stay coherent: a copy the device wrote (:meth:`mark_written`) is the only one kept, and
+    the host tensor is brought up to date from it before any other copy is made.
+    """
+
+    def __init__(self, context: Context):
+        self._context = weakref.ref(context)
+        self._entries: dict[str, _Entry] = {}
+        self._by_id: dict[int, _Entry] = {}
+
+    def __repr__(self) -> str:
+        return f"Registry({len(self._entries)} registered tensor(s))"
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[str]:
+        """The registered names, in registration order."""
+        return iter(list(self._entries))
+
+    def __contains__(self, item: object) -> bool:
+        """True for a registered name or a registered tensor."""
+        if isinstance(item, torch.Tensor):
+            return self.name_of(item) is not None
+        return isinstance(item, str) and item in self._entries
+
+    # -- registering ------------------------------------------------------------------------
+
+    def register(self, name: str, module: torch.nn.Module) -> list[str]:
+        """Name every parameter and buffer of ``module`` ``name.<qualified name>`` (see
+        :func:`set_tensor_name_in_module`) and register them; return the names.
+
+        Registering the same module under the same name again does nothing. Nothing is named
+        or registered when any of its tensors cannot be (RegistrationError).
+        """
+        items = _module_tensors(module, name)
+        for qualified, tensor, _ in items:
+            self._check_new(tensor, qualified)
+        for qualified, tensor, kind in items:
+            set_tensor_name(tensor, qualified)
+            self._add(tensor, qualified, kind)
+        return [qualified for qualified, _, _ in items]
+
+    def register_tensor(self, tensor: torch.Tensor, kind: str = "parameter") -> str:
+        """Register one named tensor (``kind``: ``"parameter"`` or ``"buffer"``); return its
+        name. Registering it again does nothing."""
+        _check_tensor(tensor, f"The {kind} to register")
+        name = get_tensor_name(tensor)
+        if name is None:
+            raise RegistrationError(
+                f"Cannot register this {kind} ({_describe(tensor)}): it has no name. Name it "
+                "first with set_tensor_name(tensor, 'model.weight') or "
+                "set_tensor_name_in_module(model, 'model'), or register its whole module "
+                "with context.registry.register('model', model)"
+            )
+        self._check_new(tensor, name)
+        self._add(tensor, name, kind)
+        return name
+
+    def _check_new(self, tensor: torch.Tensor, name: str) -> None:
+        entry = self._by_id.get(id(tensor))
+        if entry is not None:
+            if entry.name != name:
+                raise RegistrationError(
+                    f"This tensor is already registered as {entry.name!r}; it cannot be "
+                    f"registered again as {name!r} (a tensor has one registered name)"
+                )
+            return
+        other = self._entries.get(name)
+        if other is not None:
+            raise RegistrationError(
+                f"Another tensor ({_describe(other.tensor)}) is already registered under the "
+                f"name {name!r}; cannot register {_describe(tensor)} under it too. Give each "
+                "tensor its own name, e.g. register each model under its own prefix"
+            )
+
+    def _add(self, tensor: torch.Tensor, name: str, kind: str) -> None:
+        if name not in self._entries:
+            entry = _Entry(name, tensor, kind)
+            self._entries[name] = entry
+            self._by_id[id(tensor)] = entry
+
+    # -- lookup -----------------------------------------------------------------------------
+
+    def name_of(self, tensor: torch.Tensor) -> str | None:
+        """The name ``tensor`` is registered under in this Context; None when it is not."""
+        entry = self._by_id.get(id(tensor))
+        return entry.name if entry is not None and entry.tensor is tensor else None
+
+    def tensor(self, name: str) -> torch.Tensor:
+        """The host tensor registered under ``name``."""
+        return self._entry(name).tensor
+
+    def tensor_ids(self) -> dict[int, str]:
+        """``id`` of every registered tensor -> its name (what the compiler's capture takes
+        to tell registered state from program constants)."""
+        return {id(e.tensor): e.name for e in self._entries.values()}
+
+    def _entry(self, name: str) -> _Entry:
+        entry = self._entries.get(name)
+        if entry is None:
+            raise RegistrationError(f"No tensor is registered under the name {name!r}; "
+                                    f"registered names are {list(self._entries)}")
+        return entry
+
+    def _entry_of(self, tensor: object) -> _Entry:
+        _check_tensor(tensor, "The registered tensor")
+        assert isinstance(tensor, torch.Tensor)
+        name = self.name_of(tensor)
+        if name is None:
+            named = get_tensor_name(tensor)
+            called = f" named {named!r}" if named is not None else ""
+            raise RegistrationError(
+                f"This tensor ({_describe(tensor)}{called}) is not registered in this Context; "
+                "register it with context.register_param(p) / context.register_buffer(b), or "
+                "its module with context.registry.register('model', model)"
+            )
+        return self._entries[name]
+
+    def check_program(self, program: DeviceProgram) -> None:
+        """Raise RegistrationError unless every registered tensor ``program`` reads is
+        registered here, with the shape it was compiled for."""
+        for constant, name in program.state.items():
+            entry = self._entries.get(name)
+            if entry is None:
+                raise RegistrationError(
+                    f"{program.name} reads the registered tensor {name!r} (its constant "
+                    f"{constant!r}), which is not registered in this Context; register its "
+                    f"module first (context.registry.register({name.split('.')[0]!r}, model))"
+                )
+            want = tuple(program.graph.constants[constant].shape)
+            if tuple(entry.tensor.shape) != want:
+                raise RegistrationError(
+                    f"{program.name} was compiled for a registered tensor {name!r} of shape "
+                    f"{want}, but {_describe(entry.tensor)} is registered under that name"
+                )
+
+    # -- copies -----------------------------------------------------------------------------
+
+    def device_buffers(self, program: DeviceProgram, record: CallRecord) -> dict[str, Buffer]:
+        """Constant name -> the buffer of its registered device copy, for each registered
+        constant of ``program``; copies not on the device yet are uploaded into ``record``."""
+        with self._device().lock:
+            return {c: self._copy(self._entry(n), program.layouts[c], record, on_host=False)
+                    for c, n in program.state.items()}
+
+    def host_values(self, program: DeviceProgram) -> dict[str, torch.Tensor]:
+        """:meth:`device_buffers` for the host reference: constant name -> the registry's
+        host copy (a snapshot taken at first use, as a device copy is uploaded)."""
+        with self._device().lock:
+            return {c: self._copy(self._entry(n), program.layouts[c], None, on_host=True)
+                    for c, n in program.state.items()}
+
+    def _copy(self, entry: _Entry, layout: Layout, record: CallRecord | None,
+              on_host: bool) -> Any:
+        copy = entry.copies.get(layout)
+        if copy is not None:
+            return copy
+        if entry.dirty is not None:
+            self._read_back(entry, record)
+        value = entry.tensor.detach().to(_torch_dtype(layout.dtype)).contiguous()
+        if on_host:
+            copy = value.clone()
+        else:
+            context = self._live_context()
+            copy = context.device.allocate(layout, f"registered state {entry.name!r}")
+            try:
+                if record is None:
+                    record = context._new_record(f"registry {entry.name}", kind="load")
+                result = context._execute(HostWrite(copy, to_device(value, layout)), record)
+            except BaseException:
+                context.device.free(copy)
+                raise
+            record.add_state(result, entry.name)
+        entry.copies[layout] = copy
+        return copy
+
+    def _read_back(self, entry: _Entry, record: CallRecord | None) -> None:
+        """Bring ``entry``'s host tensor up to date from its dirty copy, in place."""
+        assert entry.dirty is not None
+        layout = entry.dirty
+        copy = entry.copies[layout]
+        if isinstance(copy, Buffer):
+            context = self._live_context()
+            if record is None:
+                record = context._new_record("Context.synchronize()", kind="read")
+            result = context._execute(HostRead(copy), record)
+            record.add_state(result, entry.name)
+            if result.data is None:
+                raise DeviceError(f"The device returned no data for HostRead of {copy}")
+            value = from_device(result.data, layout)
+        else:
+            value = copy
+        with torch.no_grad():
+            entry.tensor.copy_(value.to(entry.tensor.device))
+        entry.dirty = None
+
+    def value_proxy(self, tensor: torch.Tensor) -> TensorProxy:
+        """The TensorProxy of ``tensor``'s device copy (uploaded now if there is none yet, in
+        the compute-native layout of its dtype). The proxy does not own the copy: freeing or
+        collecting it leaves the copy on the device; :meth:`invalidate` makes it stale."""
+        entry = self._entry_of(tensor)
+        context = self._live_context()
+        with context.device.lock:
+            layout = entry.dirty or next(iter(entry.copies), None)
+            if layout is None:
+                layout = self._native_layout(entry)
+            on_host = self._on_host()
+            copy = self._copy(entry, layout, None, on_host)
+        spec = IOSpec(entry.name, tuple(entry.tensor.shape), _torch_dtype(layout.dtype), layout)
+        if on_host:
+            return TensorProxy(context, spec, None, copy)
+        proxy = TensorProxy(context, spec, copy)
+        proxy._finalizer.detach()  # the registry owns the buffer, not the proxy
+        return proxy
+
+    def _native_layout(self, entry: _Entry) -> Layout:
+        context = self._live_context()
+        try:
+            dtype = TensorType.of(entry.tensor).dtype
+            return native_layout(tuple(entry.tensor.shape), dtype, context.mndevice.config)
+        except (TypeError, ValueError, LayoutError) as exc:
+            raise RegistrationError(f"Registered tensor {entry.name!r} ({_describe(entry.tensor)})"
+                                    f" has no device layout: {exc}") from None
+
+    # -- coherence --------------------------------------------------------------------------
+
+    def mark_written(self, name: str, layout: Layout | None = None) -> None:
+        """Record that the device wrote the copy of ``name`` in ``layout`` (default: its only
+        copy): the host tensor is stale until :meth:`synchronize`.
+
+        The hook for device programs that update state in place (a training step). The other
+        copies of ``name`` are dropped; one is made again, from the host tensor brought up
+        to date first, when a function needs it.
+        """
+        entry = self._entry(name)
+        with self._device().lock:
+            if layout is None:
+                if len(entry.copies) != 1:
+                    raise ValueError(f"{name!r} has {len(entry.copies)} device copies; say "
+                                     "which layout was written")
+                layout = next(iter(entry.copies))
+            if layout not in entry.copies:
+                raise ValueError(f"{name!r} has no device copy in layout {layout}; its copies "
+                                 f"are in {[str(k) for k in entry.copies]}")
+            if entry.dirty not in (None, layout):
+                self._read_back(entry, None)
+            for other in [k for k in entry.copies if k != layout]:
+                self._drop(entry, other)
+            entry.dirty = layout
+
+    def synchronize(self) -> int:
+        """Bring every registered host tensor the device wrote up to date, in place (under
+        ``torch.no_grad()``); return how many were updated."""
+        dirty = [e for e in self._entries.values() if e.dirty is not None]
+        if not dirty:
+            return 0
+        context = self._live_context()
+        with context.device.lock:
+            record = context._new_record("Context.synchronize()", kind="read")
+            for entry in dirty:
+                self._read_back(entry, record)
+        return len(dirty)
+
+    def invalidate(self) -> None:
+        """Drop every device copy: the next use uploads the host tensors again. Device writes
+        not yet brought back by :meth:`synchronize` are discarded."""
+        device = self._device()
+        with device.lock:
+            for entry in self._entries.values():
+                for layout in list(entry.copies):
+                    self._drop(entry, layout)
+                entry.dirty = None
+
+    def _drop(self, entry: _Entry, layout: Layout) -> None:
+        copy = entry.copies.pop(layout)
+        if isinstance(copy, Buffer):
+            self._device().free(copy)
+
+    # -- the owner --------------------------------------------------------------------------
+
+    def _live_context(self) -> Context:
+        context = self._context()
+        if context is None:
+            raise DeviceError("The Context of this registry no longer exists")
+        context._check_open()
+        return context
+
+    def _device(self) -> Any:
+        return self._live_context().device
+
+    def _on_host(self) -> bool:
+        from .device.reference import ReferenceDevice
+
+        return isinstance(self._device(), ReferenceDevice)
