@@ -1,4 +1,9 @@
-"""The compile driver: capture -> :data:`~mncore_compiler.passes.PIPELINE` -> DeviceProgram."""
+"""The compile driver: capture -> :data:`~mncore_compiler.passes.PIPELINE` -> DeviceProgram.
+
+:func:`compile_function` is :func:`~mncore_compiler.capture.capture` followed by
+:func:`compile_graph`; callers that need the captured graph first (the SDK's compile cache keys
+on it) call the two steps themselves.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,11 @@ from mncore_hdl.arch import MNCORE2, ArchConfig
 from mncore_hdl.layout import Layout
 
 from .capture import capture
+from .ir import Graph
 from .passes import Compilation, CompileOptions, run_pipeline
 from .program import DeviceProgram
 
-__all__ = ["compile_function", "to_program"]
+__all__ = ["capture", "compile_function", "compile_graph", "function_name", "to_program"]
 
 
 def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor], *,
@@ -42,9 +48,31 @@ def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.T
         Program name; defaults to ``fn.__name__``.
     """
     graph = capture(fn, sample_inputs, float_dtype=float_dtype)
+    return compile_graph(graph, constraints=constraints, config=config, options=options,
+                         name=name or function_name(fn))
+
+
+def compile_graph(graph: Graph, *, constraints: Mapping[str, Layout] | None = None,
+                  config: ArchConfig = MNCORE2, options: Mapping[str, Any] | None = None,
+                  name: str = "function") -> DeviceProgram:
+    """Run the pass pipeline on a captured graph and package the result.
+
+    Parameters
+    ----------
+    graph : Graph
+        What :func:`~mncore_compiler.capture.capture` returned (not modified).
+    constraints, config, options
+        As for :func:`compile_function`.
+    name : str
+        Program name.
+    """
     start = Compilation(graph, CompileOptions(dict(constraints or {}), config))
-    return to_program(run_pipeline(start), name or str(getattr(fn, "__name__", "function")),
-                      options)
+    return to_program(run_pipeline(start), name, options)
+
+
+def function_name(fn: Callable[..., Any]) -> str:
+    """The program name :func:`compile_function` gives ``fn`` by default: its ``__name__``."""
+    return str(getattr(fn, "__name__", "function"))
 
 
 def to_program(compilation: Compilation, name: str,

@@ -18,6 +18,7 @@ _EXPORTS = {
     "CompiledFunction": ".compiled",
     "MNDevice": ".device.registry", "DEVICE_STRINGS": ".device.registry",
     "IOSpec": ".iospec", "TensorProxy": ".proxy", "Report": ".report", "CallRecord": ".report",
+    "CacheOptions": ".cache", "CacheError": ".cache", "CacheWarning": ".cache",
     **{name: ".errors" for name in (
         "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
         "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
@@ -30,6 +31,7 @@ __all__ = [
     "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
     "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
     "StaleTensorError", "FunctionUnloadedError",
+    "CacheOptions", "CacheError", "CacheWarning",
 ]
 __version__ = "0.1.0"
 
@@ -51,6 +53,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from . import storage
+    from .cache import CacheError, CacheOptions, CacheWarning
     from .compiled import CompiledFunction
     from .context import COMPILE_OPTIONS, Context
     from .device.registry import DEVICE_STRINGS, MNDevice

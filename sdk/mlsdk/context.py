@@ -8,10 +8,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import torch
-from mncore_compiler.driver import compile_function
 from mncore_compiler.program import DeviceProgram
 from mncore_hdl.layout import Layout
 
+from .cache import CacheOptions, compile_program
 from .compiled import CompiledFunction
 from .device.base import Device
 from .device.commands import Command, CommandResult
@@ -113,6 +113,7 @@ class Context:
                 sample_inputs: Mapping[str, torch.Tensor], codegen_dir: StoragePath, *,
                 options: Mapping[str, Any] | None = None, training: bool = False,
                 io_spec_constraints: Mapping[str, IOSpec | Layout] | None = None,
+                cache_options: CacheOptions | None = None,
                 ) -> CompiledFunction:
         """Compile ``fn`` for this device and load it.
 
@@ -131,6 +132,11 @@ class Context:
         io_spec_constraints : dict of str to IOSpec, optional
             IO name -> the IOSpec whose layout that IO must have (typically a consumer's
             ``input_specs[...]``), so that handing the data over is a relocation.
+        cache_options : CacheOptions, optional
+            A compile cache (see ``docs/cache.md``): a hit reads the program from it instead
+            of compiling. With cache options, :meth:`report` gets a ``"compile"`` record whose
+            ``cache`` is ``"hit"``, ``"miss"`` or ``"off"``; the returned function's
+            ``cache_status`` says the same (``"off"`` without cache options).
         """
         self._check_open()
         options = dict(options or {})
@@ -150,20 +156,43 @@ class Context:
             raise TypeError("The codegen directory must be given as storage.path(...), not "
                             f"{type(codegen_dir).__name__}")
         constraints = _constraint_layouts(io_spec_constraints)
-        program = compile_function(
-            fn, sample_inputs, float_dtype=options.get("float_dtype", "float32"),
+        program, cached = compile_program(
+            fn, sample_inputs, codegen_dir.path, cache_options,
+            float_dtype=options.get("float_dtype", "float32"),
             constraints=constraints, config=self.mndevice.config, options=options)
-        program.save(codegen_dir.path)
-        return self._adopt(program, strict)
+        if cache_options is not None:
+            with self.device.lock:
+                self._new_record(program.name, kind="compile").cache = cached.status
+        function = self._adopt(program, strict)
+        function.cache_status = cached.status
+        return function
 
-    def load(self, codegen_dir: StoragePath, *, strict: bool = False) -> CompiledFunction:
-        """Load a function compiled earlier into ``codegen_dir``."""
+    def load_codegen_dir(self, codegen_dir: StoragePath, *,
+                         strict: bool | None = None) -> CompiledFunction:
+        """Load a function compiled earlier (by this process or another) from its codegen
+        directory alone; it has the same ``input_specs`` and ``output_specs``.
+
+        Parameters
+        ----------
+        codegen_dir : StoragePath
+            ``storage.path(...)`` of the directory ``compile`` wrote.
+        strict : bool, optional
+            As the compile option; by default, the value the function was compiled with.
+        """
         self._check_open()
+        if not isinstance(codegen_dir, StoragePath):
+            raise TypeError("The codegen directory must be given as storage.path(...), not "
+                            f"{type(codegen_dir).__name__}")
         program = DeviceProgram.load(codegen_dir.path)
+        if strict is None:
+            strict = program.options.get("strict", False) is True
         if program.arch != self.mndevice.config:
             raise CodegenError(f"{codegen_dir} was compiled for another chip configuration; "
                                "recompile it for this device")
         return self._adopt(program, strict)
+
+    #: The same as :meth:`load_codegen_dir` (this kit's earlier name).
+    load = load_codegen_dir
 
     def _adopt(self, program: DeviceProgram, strict: bool) -> CompiledFunction:
         key = f"{program.name}#{next(self._keys)}"

@@ -29,14 +29,17 @@ class CallRecord:
     function : str
         The compiled function's name.
     kind : str
-        ``"call"``, ``"load"`` for uploading a program's constants, or ``"read"`` for a
-        ``.cpu()``.
+        ``"call"``, ``"load"`` for uploading a program's constants, ``"read"`` for a
+        ``.cpu()``, or ``"compile"`` for a compile with cache options (see ``cache``).
     commands : list of CommandResult
         Each command executed, with its bytes per path and cycles (no data: see :meth:`add`).
     conversions, relocations : int
         Convert and Bind commands this call needed for its TensorProxy inputs.
     cycles_kind : str
         ``"modeled"`` (functional model, analytic), ``"measured"`` (RTL) or ``"none"``.
+    cache : str or None
+        For a ``"compile"`` record (a compile with cache options): ``"hit"``, ``"miss"`` or
+        ``"off"``; None for other records.
     """
 
     function: str
@@ -45,6 +48,7 @@ class CallRecord:
     conversions: int = 0
     relocations: int = 0
     cycles_kind: str = "none"
+    cache: str | None = None
 
     def add(self, result: CommandResult) -> None:
         """Record ``result``'s figures (a read's data is dropped, never kept)."""
@@ -68,7 +72,8 @@ class CallRecord:
                 "commands": [r.to_dict() for r in self.commands],
                 "bytes": self.bytes, "conversions": self.conversions,
                 "relocations": self.relocations, "cycles": self.cycles,
-                "cycles_kind": self.cycles_kind}
+                "cycles_kind": self.cycles_kind,
+                **({"cache": self.cache} if self.cache is not None else {})}
 
 
 def _empty_totals() -> dict[str, Any]:
@@ -177,7 +182,8 @@ class Report:
         rows = []
         for i, r in enumerate(self.records, start=self.dropped):
             b = r.bytes
-            rows.append([str(i), r.function, r.kind, str(b["host"]), str(b["compute"]),
+            kind = r.kind if r.cache is None else f"{r.kind} ({r.cache})"
+            rows.append([str(i), r.function, kind, str(b["host"]), str(b["compute"]),
                          str(b["converter"]), str(r.conversions), str(r.relocations),
                          str(r.cycles), r.cycles_kind])
         widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
