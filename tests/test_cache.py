@@ -390,3 +390,21 @@ def test_bad_cache_options_are_clear_errors(context, tmp_path):
         _compile(context, tmp_path, cache_options=str(tmp_path))
     assert len(context.report()) == 0
     assert CacheOptions(storage.path(tmp_path) / "c").root == tmp_path / "c"
+
+
+# -- the example --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", ["mncore2:auto", "pfvm:cpu"])
+def test_example_misses_then_hits(tmp_path, device):
+    statuses = []
+    for _ in range(2):
+        run = subprocess.run([sys.executable, str(ROOT / "examples" / "compile_cache.py"),
+                              device, str(tmp_path)], env=ENV, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        lines = run.stdout.splitlines()
+        assert lines[-1] == "compile_cache: success"
+        statuses.append(lines[0])
+        assert f"cache {lines[0].split()[-1]}" in run.stderr  # the mlsdk.cache log
+    assert statuses == ["compile cache: miss", "compile cache: hit"]

@@ -124,3 +124,15 @@ def test_load_codegen_dir_in_another_process(tmp_path, device):
         specs.append(json.loads(run.stdout.splitlines()[-1]))
     assert specs[0] == specs[1]
     assert set(specs[1]["in"]) == {"x", "y"} and set(specs[1]["out"]) == {"out"}
+
+
+@pytest.mark.parametrize("device", ["mncore2:auto", "pfvm:cpu"])
+def test_example_reloads_in_a_second_process(tmp_path, device):
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / "load_codegen_dir.py"), device],
+                         env={**ENV, "TMPDIR": str(tmp_path)},  # its codegen dir goes there
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[-1] == "load_codegen_dir: success"
+    assert str(tmp_path) in lines[0]
+    assert any("same input_specs and output_specs" in line for line in lines)
