@@ -69,6 +69,17 @@ def test_second_compile_is_a_hit_with_the_same_program(context, tmp_path, caplog
     assert loaded.input_specs == first.input_specs
 
 
+def test_hits_into_one_codegen_directory_leave_no_temporaries(context, tmp_path):
+    for _ in range(3):
+        _compile(context, tmp_path)
+    out = tmp_path / "out"
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert names == ["program.json", "program.txt"]
+    (out / "program.json").unlink()  # a damaged codegen directory is refilled by a hit
+    assert _compile(context, tmp_path).cache_status == "hit"
+    assert context.load_codegen_dir(storage.path(out)).name == "add"
+
+
 def test_report_shows_hit_and_miss(context, tmp_path):
     _compile(context, tmp_path)
     _compile(context, tmp_path)

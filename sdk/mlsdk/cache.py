@@ -388,6 +388,9 @@ class _Store:
 
 def _place(source: Path, target: Path) -> None:
     """Put ``source``'s bytes at ``target`` through a temporary name and a rename."""
+    with contextlib.suppress(OSError):
+        if os.path.samefile(source, target):
+            return  # already linked by an earlier hit
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
     try:
@@ -398,10 +401,11 @@ def _place(source: Path, target: Path) -> None:
                 raise
             shutil.copyfile(source, tmp)
         os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
+    finally:
+        # Gone after a rename, except when target was already a link to the same file (then
+        # rename(2) does nothing and leaves tmp) or the rename failed.
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        raise
 
 
 def _codegen_error(codegen_dir: Path, exc: OSError) -> CodegenError:
