@@ -1,4 +1,9 @@
-"""The compile driver: capture -> :data:`~mncore_compiler.passes.PIPELINE` -> DeviceProgram."""
+"""The compile driver: capture -> :data:`~mncore_compiler.passes.PIPELINE` -> DeviceProgram.
+
+:func:`compile_function` is :func:`~mncore_compiler.capture.capture` followed by
+:func:`compile_graph`; callers that need the captured graph first (the SDK's compile cache keys
+on it) call the two steps themselves.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,12 @@ import torch
 from mncore_hdl.arch import MNCORE2, ArchConfig
 from mncore_hdl.layout import Layout
 
-from .capture import capture_with_state
+from .capture import capture, capture_with_state
+from .ir import Graph
 from .passes import Compilation, CompileOptions, run_pipeline
 from .program import DeviceProgram
 
-__all__ = ["compile_function", "to_program"]
+__all__ = ["capture", "compile_function", "compile_graph", "function_name", "to_program"]
 
 
 def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor], *,
@@ -48,10 +54,35 @@ def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.T
     """
     graph, state = capture_with_state(fn, sample_inputs, float_dtype=float_dtype,
                                       registered=registered)
+    return compile_graph(graph, constraints=constraints, config=config, options=options,
+                         name=name or function_name(fn), float_dtype=float_dtype, state=state)
+
+
+def compile_graph(graph: Graph, *, constraints: Mapping[str, Layout] | None = None,
+                  config: ArchConfig = MNCORE2, options: Mapping[str, Any] | None = None,
+                  name: str = "function", float_dtype: str = "float32",
+                  state: Mapping[str, str] | None = None) -> DeviceProgram:
+    """Run the pass pipeline on a captured graph and package the result.
+
+    Parameters
+    ----------
+    graph : Graph
+        What :func:`~mncore_compiler.capture.capture` returned (not modified).
+    constraints, config, options, float_dtype
+        As for :func:`compile_function`.
+    name : str
+        Program name.
+    state : dict of str to str, optional
+        Constant name -> registered name, from :func:`~mncore_compiler.capture.capture_with_state`.
+    """
     start = Compilation(graph, CompileOptions(dict(constraints or {}), config,
                                               float_dtype=float_dtype))
-    return to_program(run_pipeline(start), name or str(getattr(fn, "__name__", "function")),
-                      options, state)
+    return to_program(run_pipeline(start), name, options, state)
+
+
+def function_name(fn: Callable[..., Any]) -> str:
+    """The program name :func:`compile_function` gives ``fn`` by default: its ``__name__``."""
+    return str(getattr(fn, "__name__", "function"))
 
 
 def to_program(compilation: Compilation, name: str,

@@ -217,10 +217,11 @@ class DeviceProgram:
             file = root / entry["file"]
             if not _safe_rel(entry["file"]) or not file.is_file():
                 raise CodegenError(f"Constant file {str(file)!r} is missing; recompile")
-            if hashlib.sha256(file.read_bytes()).hexdigest() != entry["sha256"]:
+            raw = file.read_bytes()  # read once: checksummed, then parsed from memory
+            if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
                 raise CodegenError(f"Constant file {str(file)!r} is corrupt (checksum "
                                    "mismatch); recompile")
-            bits = np.load(file, allow_pickle=False)
+            bits = np.load(io.BytesIO(raw), allow_pickle=False)
             constants[entry["name"]] = from_bits(bits, entry["dtype"])
         for entry in body["inputs"] + body["constants"]:
             layouts[entry["name"]] = Layout.parse(entry["layout"], entry["dtype"])

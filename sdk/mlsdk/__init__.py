@@ -24,6 +24,7 @@ _EXPORTS = {
     **{name: ".registry" for name in (
         "Registry", "RegistrationError", "set_tensor_name", "get_tensor_name",
         "set_tensor_name_in_module")},
+    "CacheOptions": ".cache", "CacheError": ".cache", "CacheWarning": ".cache",
     **{name: ".errors" for name in (
         "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
         "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
@@ -41,6 +42,7 @@ __all__ = [
     "trace_scope", "trace_event",
     "Registry", "RegistrationError", "set_tensor_name", "get_tensor_name",
     "set_tensor_name_in_module",
+    "CacheOptions", "CacheError", "CacheWarning",
 ]
 __version__ = "0.1.0"
 
@@ -62,6 +64,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from . import storage
+    from .cache import CacheError, CacheOptions, CacheWarning
     from .compiled import CompiledFunction
     from .context import COMPILE_OPTIONS, Context
     from .device.registry import DEVICE_STRINGS, MNDevice

@@ -53,6 +53,8 @@ class CompiledFunction:
     bindings : dict of str to Buffer
         For each input, the buffer the last call read it from (after a relocation, the
         producer's buffer).
+    cache_status : str
+        What the compile cache did for this function: ``"hit"``, ``"miss"`` or ``"off"``.
 
     Notes
     -----
@@ -60,6 +62,8 @@ class CompiledFunction:
     descriptors. They are given back when the function is garbage-collected or
     :meth:`unload` is called. Calls from several threads are serialised by the device lock.
     """
+
+    cache_status: str = "off"  # set by Context.compile (mlsdk.cache)
 
     def __init__(self, context: Context, program: DeviceProgram, key: str, strict: bool):
         self.context = context

@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import torch
-from mncore_compiler.driver import compile_function
 from mncore_compiler.program import DeviceProgram
 from mncore_hdl.layout import Layout
 
 from . import trace as _trace
+from .cache import CacheOptions, compile_program
 from .compiled import CompiledFunction
 from .device.base import Device
 from .device.commands import Command, CommandResult
@@ -125,6 +125,7 @@ class Context:
                 sample_inputs: Mapping[str, torch.Tensor], codegen_dir: StoragePath, *,
                 options: Mapping[str, Any] | None = None, training: bool = False,
                 io_spec_constraints: Mapping[str, IOSpec | Layout] | None = None,
+                cache_options: CacheOptions | None = None,
                 ) -> CompiledFunction:
         """Compile ``fn`` for this device and load it.
 
@@ -145,6 +146,11 @@ class Context:
         io_spec_constraints : dict of str to IOSpec, optional
             IO name -> the IOSpec whose layout that IO must have (typically a consumer's
             ``input_specs[...]``), so that handing the data over is a relocation.
+        cache_options : CacheOptions, optional
+            A compile cache (see ``docs/cache.md``): a hit reads the program from it instead
+            of compiling. With cache options, :meth:`report` gets a ``"compile"`` record whose
+            ``cache`` is ``"hit"``, ``"miss"`` or ``"off"``; the returned function's
+            ``cache_status`` says the same (``"off"`` without cache options).
         """
         self._check_open()
         options = resolve_compile_options(options, COMPILE_OPTIONS)
@@ -158,12 +164,18 @@ class Context:
             raise TypeError("The codegen directory must be given as storage.path(...), not "
                             f"{type(codegen_dir).__name__}")
         constraints = _constraint_layouts(io_spec_constraints)
-        program = compile_function(
-            fn, sample_inputs, float_dtype=options.get("float_dtype", "float32"),
+        program, cached = compile_program(
+            fn, sample_inputs, codegen_dir.path, cache_options,
+            float_dtype=options.get("float_dtype", "float32"),
             constraints=constraints, config=self.mndevice.config, options=options,
             registered=self.registry.tensor_ids())
-        program.save(codegen_dir.path)
-        return self._adopt(program, strict)
+        if cache_options is not None:
+            with self.device.lock:
+                self._new_record(program.name, kind="compile").cache = cached.status
+        _trace.annotate_current(cache=cached.status)
+        function = self._adopt(program, strict)
+        function.cache_status = cached.status
+        return function
 
     def compile_automap(self, fn: Callable[..., Any], args: Any, kwargs: Any,
                         codegen_dir: StoragePath, **compile_kwargs: Any) -> AutomapFunction:
@@ -178,14 +190,32 @@ class Context:
         return compile_automap(self, fn, args, kwargs, codegen_dir, **compile_kwargs)
 
     @_trace.hook("load")
-    def load(self, codegen_dir: StoragePath, *, strict: bool = False) -> CompiledFunction:
-        """Load a function compiled earlier into ``codegen_dir``."""
+    def load_codegen_dir(self, codegen_dir: StoragePath, *,
+                         strict: bool | None = None) -> CompiledFunction:
+        """Load a function compiled earlier (by this process or another) from its codegen
+        directory alone; it has the same ``input_specs`` and ``output_specs``.
+
+        Parameters
+        ----------
+        codegen_dir : StoragePath
+            ``storage.path(...)`` of the directory ``compile`` wrote.
+        strict : bool, optional
+            As the compile option; by default, the value the function was compiled with.
+        """
         self._check_open()
+        if not isinstance(codegen_dir, StoragePath):
+            raise TypeError("The codegen directory must be given as storage.path(...), not "
+                            f"{type(codegen_dir).__name__}")
         program = DeviceProgram.load(codegen_dir.path)
+        if strict is None:
+            strict = program.options.get("strict", False) is True
         if program.arch != self.mndevice.config:
             raise CodegenError(f"{codegen_dir} was compiled for another chip configuration; "
                                "recompile it for this device")
         return self._adopt(program, strict)
+
+    #: The same as :meth:`load_codegen_dir` (this kit's earlier name).
+    load = load_codegen_dir
 
     def _adopt(self, program: DeviceProgram, strict: bool) -> CompiledFunction:
         self.registry.check_program(program)

@@ -30,8 +30,9 @@ class CallRecord:
         The compiled function's name.
     kind : str
         ``"call"``, ``"load"`` for uploading a program's constants (or registered state),
-        ``"read"`` for a ``.cpu()`` (or ``Context.synchronize()``), or ``"write"`` for a
-        ``TensorProxy.load_from``.
+        ``"read"`` for a ``.cpu()`` (or ``Context.synchronize()``), ``"write"`` for a
+        ``TensorProxy.load_from``, or ``"compile"`` for a compile with cache options (see
+        ``cache``).
     commands : list of CommandResult
         Each command executed, with its bytes per path and cycles (no data: see :meth:`add`).
     conversions, relocations : int
@@ -43,6 +44,9 @@ class CallRecord:
         Context's device copies, and their read-back by ``Context.synchronize()``), apart
         from inputs and outputs. Zero on a call whose registered state is already on the
         device.
+    cache : str or None
+        For a ``"compile"`` record (a compile with cache options): ``"hit"``, ``"miss"`` or
+        ``"off"``; None for other records.
     """
 
     function: str
@@ -52,6 +56,7 @@ class CallRecord:
     relocations: int = 0
     cycles_kind: str = "none"
     state_bytes: int = 0
+    cache: str | None = None
 
     def add(self, result: CommandResult) -> None:
         """Record ``result``'s figures (a read's data is dropped, never kept)."""
@@ -83,7 +88,8 @@ class CallRecord:
                 "commands": [r.to_dict() for r in self.commands],
                 "bytes": self.bytes, "conversions": self.conversions,
                 "relocations": self.relocations, "cycles": self.cycles,
-                "cycles_kind": self.cycles_kind, "state_bytes": self.state_bytes}
+                "cycles_kind": self.cycles_kind, "state_bytes": self.state_bytes,
+                **({"cache": self.cache} if self.cache is not None else {})}
 
 
 def _empty_totals() -> dict[str, Any]:
@@ -199,7 +205,8 @@ class Report:
         rows = []
         for i, r in enumerate(self.records, start=self.dropped):
             b = r.bytes
-            rows.append([str(i), r.function, r.kind, str(b["host"]), str(r.state_bytes),
+            kind = r.kind if r.cache is None else f"{r.kind} ({r.cache})"
+            rows.append([str(i), r.function, kind, str(b["host"]), str(r.state_bytes),
                          str(b["compute"]), str(b["converter"]), str(r.conversions),
                          str(r.relocations), str(r.cycles), r.cycles_kind])
         widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]

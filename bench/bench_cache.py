@@ -1,0 +1,145 @@
+"""The compile cache: a cold compile against a cache hit, in this process and in a fresh one.
+
+For each function (an add, an ``nn.Linear(1024, 1024)`` closure, an 8-layer MLP) it prints the
+median wall time of:
+- ``capture``: tracing the function into the IR alone (a hit pays it too: the key is the graph);
+- ``no cache``: a compile without cache options (capture, pipeline, writing the codegen dir);
+- ``miss``: a compile into an empty cache (the same, plus the key and storing the entry);
+- ``hit``: a compile the cache answers (capture, key, reading the entry, linking the codegen
+  dir); ``saved`` is ``no cache`` minus ``hit``.
+
+Then, in fresh processes (one per mode, every function compiled once), the first compile's
+time with no cache and with the cache already holding every entry: a fresh process pays
+torch's one-time tracing set-up either way. Times are of ``mlsdk.cache.compile_program`` (what
+``Context.compile`` runs before loading the program on the device).
+
+    PYTHONPATH=sdk:compiler:hdl python bench/bench_cache.py [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from mlsdk.cache import CacheOptions, compile_program
+from mncore_compiler.capture import capture
+from mncore_hdl.arch import MNCORE2
+
+Tensors = dict[str, torch.Tensor]
+
+
+def _functions() -> dict[str, tuple[Callable[[Tensors], Tensors], Tensors]]:
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(1024, 1024)
+    layers: list[torch.nn.Module] = []
+    for _ in range(8):
+        layers += [torch.nn.Linear(256, 256), torch.nn.GELU()]
+    mlp = torch.nn.Sequential(*layers)
+
+    def add(d: Tensors) -> Tensors:
+        return {"out": d["x"] + d["y"]}
+
+    def linear_1024(d: Tensors) -> Tensors:
+        return {"y": linear(d["x"])}
+
+    def mlp_8(d: Tensors) -> Tensors:
+        return {"y": mlp(d["x"])}
+
+    return {"add 64x64": (add, {"x": torch.ones(64, 64), "y": torch.ones(64, 64)}),
+            "Linear(1024,1024)": (linear_1024, {"x": torch.ones(32, 1024)}),
+            "MLP 8x256": (mlp_8, {"x": torch.ones(32, 256)})}
+
+
+def _interleaved(actions: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Median time of each action, run in turn ``repeat`` times (so that a change of machine
+    load during the run affects every action alike)."""
+    times: dict[str, list[float]] = {name: [] for name in actions}
+    for _ in range(repeat):
+        for name, action in actions.items():
+            start = time.perf_counter()
+            action()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def in_process(work: Path, repeat: int) -> None:
+    functions = _functions()
+    fn, sample = functions["add 64x64"]
+    capture(fn, sample)  # torch's one-time tracing set-up, outside every figure
+    fresh = itertools.count()
+    print(f"in this process (median of {repeat}, ms)")
+    print(f"{'function':20} {'capture':>8} {'no cache':>9} {'miss':>8} {'hit':>8} {'saved':>8}")
+    cache = CacheOptions(work / "cache")
+    for name, (fn, sample) in functions.items():
+
+        def compiled(options: CacheOptions | None, fn: Any = fn, sample: Any = sample) -> str:
+            return compile_program(fn, sample, work / "out", options, config=MNCORE2)[1].status
+
+        compiled(cache)
+        t = _interleaved({
+            "capture": lambda fn=fn, sample=sample: capture(fn, sample),
+            "off": lambda compiled=compiled: compiled(None),
+            "miss": lambda compiled=compiled: compiled(CacheOptions(work / f"new{next(fresh)}")),
+            "hit": lambda compiled=compiled: compiled(cache),
+        }, repeat)
+        assert compiled(cache) == "hit"
+        print(f"{name:20} {t['capture'] * 1e3:8.1f} {t['off'] * 1e3:9.1f} "
+              f"{t['miss'] * 1e3:8.1f} {t['hit'] * 1e3:8.1f} {(t['off'] - t['hit']) * 1e3:8.1f}")
+
+
+def child(work: Path, mode: str) -> None:
+    """Compile every function once in this fresh process; print the times as JSON."""
+    cache = CacheOptions(work / "cache") if mode == "hit" else None
+    times, statuses = {}, {}
+    for name, (fn, sample) in _functions().items():
+        start = time.perf_counter()
+        _, result = compile_program(fn, sample, work / f"out-{mode}", cache, config=MNCORE2)
+        times[name] = time.perf_counter() - start
+        statuses[name] = result.status
+    print(json.dumps({"times": times, "statuses": statuses}))
+
+
+def other_process(work: Path) -> None:
+    shutil.rmtree(work / "cache", ignore_errors=True)
+    for fn, sample in _functions().values():  # fill the cache (in this process)
+        compile_program(fn, sample, work / "fill", CacheOptions(work / "cache"), config=MNCORE2)
+    results = {}
+    for mode in ("off", "hit"):
+        run = subprocess.run([sys.executable, __file__, "--child", mode, "--work", str(work)],
+                             capture_output=True, text=True, check=True)
+        results[mode] = json.loads(run.stdout.splitlines()[-1])
+    assert set(results["hit"]["statuses"].values()) == {"hit"}, results["hit"]
+    print("\nin a fresh process, compiles in this order (ms; the first pays torch's set-up)")
+    print(f"{'function':20} {'no cache':>9} {'hit':>8} {'saved':>8}")
+    for name in results["off"]["times"]:
+        off, hit = results["off"]["times"][name], results["hit"]["times"][name]
+        print(f"{name:20} {off * 1e3:9.1f} {hit * 1e3:8.1f} {(off - hit) * 1e3:8.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--child", choices=("off", "hit"), help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(Path(args.work), args.child)
+        return
+    with tempfile.TemporaryDirectory(prefix="bench_cache_") as tmp:
+        in_process(Path(tmp), args.repeat)
+        other_process(Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
