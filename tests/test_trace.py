@@ -175,22 +175,16 @@ def test_load_from_is_an_upload_slice(tmp_path, context):
     assert call.args["host_bytes"] == 0  # the proxies were loaded before the call
 
 
-def test_compile_slice_takes_the_cache_outcome(tmp_path, context, monkeypatch):
-    # The compile cache labels its compile with one line from inside Context.compile.
-    import mlsdk.context
-
-    real = mlsdk.context.compile_function
-
-    def compile_function(*args, **kwargs):
-        assert annotate_current(cache="miss") is True
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(mlsdk.context, "compile_function", compile_function)
+def test_compile_slice_takes_the_cache_outcome(tmp_path, context):
     out = tmp_path / "t.pftrace"
+    cache = mlsdk.CacheOptions(tmp_path / "cache")
+    samples = _pair()
     with trace_scope(out):
-        context.compile(add, _pair(), storage.path(tmp_path / "add"))
-    (compiled,) = parse(out).named("compile add")
-    assert compiled.args["cache"] == "miss"
+        context.compile(add, samples, storage.path(tmp_path / "add1"), cache_options=cache)
+        context.compile(add, samples, storage.path(tmp_path / "add2"), cache_options=cache)
+        context.compile(add, samples, storage.path(tmp_path / "add3"))
+    compiles = parse(out).named("compile add")
+    assert [c.args.get("cache") for c in compiles] == ["miss", "hit", "off"]
 
 
 def test_device_track_runs_one_command_at_a_time(tmp_path, context):
