@@ -15,6 +15,7 @@ import pytest
 import torch
 from mlsdk import CacheError, CacheOptions, CacheWarning, Context, MNDevice, storage
 from mlsdk.cache import _Store, cache_key, compile_program, kit_version
+from mlsdk.testing.examples import run_example
 from mncore_compiler.capture import capture
 from mncore_hdl.arch import MNCORE2
 
@@ -410,10 +411,7 @@ def test_bad_cache_options_are_clear_errors(context, tmp_path):
 def test_example_misses_then_hits(tmp_path, device):
     statuses = []
     for _ in range(2):
-        run = subprocess.run([sys.executable, str(ROOT / "examples" / "compile_cache.py"),
-                              device, str(tmp_path)], env=ENV, cwd=tmp_path,
-                             capture_output=True, text=True, timeout=300)
-        assert run.returncode == 0, run.stderr
+        run = run_example("compile_cache.py", device, str(tmp_path), cwd=tmp_path)
         lines = run.stdout.splitlines()
         assert lines[-1] == "compile_cache: success"
         statuses.append(lines[0])

@@ -3,10 +3,7 @@ functional model and the host reference, a classifier's accuracy and loss, and r
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +14,7 @@ import torch.nn.functional as F
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from mlsdk import Context, DeviceError, InputError, IOSpec, MNDevice, storage
+from mlsdk.testing.examples import run_example
 from mncore_compiler.capture import capture
 from mncore_compiler.errors import CaptureError, UnsupportedOperationError
 from mncore_compiler.program import DeviceProgram
@@ -380,14 +378,7 @@ def test_random_layout_covers_int_dtypes() -> None:
 
 def test_example_runs(tmp_path: Path) -> None:
     """The example as a user runs it, on its default device (mncore2:auto)."""
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        str(root / part) for part in ("sdk", "compiler", "hdl"))}
-    args = [sys.executable, str(root / "examples" / "int_tensors.py")]
-    run = subprocess.run(args, cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr
-    lines = run.stdout.splitlines()
+    lines = run_example("int_tensors.py", cwd=tmp_path).stdout.splitlines()
     assert lines[-1] == "int tensors: accuracy and loss match torch"
     assert any(line.startswith("correct predictions: ") for line in lines)
     assert any("rejected as expected: Input 'labels' of evaluate: int64 value 1099511627776"

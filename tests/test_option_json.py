@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from mlsdk import COMPILE_OPTIONS, Context, MNDevice, storage
 from mlsdk.options import read_option_json, resolve_compile_options
+from mlsdk.testing.examples import run_example
 
 
 def double(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -174,13 +173,7 @@ def test_option_json_works_on_the_host_reference(tmp_path):
 
 @pytest.mark.parametrize("argv", [[], ["pfvm:cpu"]])
 def test_example_runs(tmp_path, argv):
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(root / p) for p in
-                                                       ("sdk", "compiler", "hdl"))}
-    run = subprocess.run([sys.executable, str(root / "examples" / "option_json.py"), *argv],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
-    assert run.returncode == 0, run.stderr
-    lines = run.stdout.strip().splitlines()
+    lines = run_example("option_json.py", *argv, cwd=tmp_path).stdout.splitlines()
     assert lines[0].startswith(f"on {argv[0] if argv else 'mncore2:auto'}")
-    assert "{'float_dtype': 'float32', 'strict': True}" in run.stdout
+    assert any("{'float_dtype': 'float32', 'strict': True}" in line for line in lines)
     assert lines[-1] == "option_json: options from the file applied, dict keys override them"

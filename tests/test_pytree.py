@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,6 +19,7 @@ from mlsdk import (
     register_pytree_namedtuple,
     storage,
 )
+from mlsdk.testing.examples import run_example
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = ["mncore2:auto", "pfvm:cpu"]
@@ -342,10 +340,5 @@ def test_register_decorators_check_their_class():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_example_runs(tmp_path, device):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        str(ROOT / part) for part in ("sdk", "compiler", "hdl"))}
-    run = subprocess.run([sys.executable, str(ROOT / "examples" / "pytree_signatures.py"),
-                          device], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip().splitlines()[-1] == "pytree signatures succeeded"
+    lines = run_example("pytree_signatures.py", device, cwd=tmp_path).stdout.splitlines()
+    assert lines[-1] == "pytree signatures succeeded"

@@ -5,9 +5,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +19,7 @@ from mlsdk import (
     storage,
 )
 from mlsdk.errors import StaleTensorError
+from mlsdk.testing.examples import run_example
 from mncore_hdl.layout import native_layout, to_device
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -354,13 +352,7 @@ def test_register_rejects_a_non_module_and_a_bad_name(context):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_example_runs(tmp_path, device):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        str(ROOT / p) for p in ("sdk", "compiler", "hdl"))}
-    run = subprocess.run([sys.executable, str(ROOT / "examples" / "registered_params.py"),
-                          device], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert run.returncode == 0, run.stderr
-    lines = run.stdout.splitlines()
+    lines = run_example("registered_params.py", device, cwd=tmp_path).stdout.splitlines()
     assert lines[-1] == "registered_params: OK"
     assert "two models in one Context: each function reads its own parameters" in lines
 

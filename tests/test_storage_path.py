@@ -13,6 +13,7 @@ import pytest
 import torch
 from mlsdk import CodegenError, storage
 from mlsdk.storage import StoragePath
+from mlsdk.testing.examples import run_example
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("sdk", "compiler",
@@ -128,10 +129,8 @@ def test_load_codegen_dir_in_another_process(tmp_path, device):
 
 @pytest.mark.parametrize("device", ["mncore2:auto", "pfvm:cpu"])
 def test_example_reloads_in_a_second_process(tmp_path, device):
-    run = subprocess.run([sys.executable, str(ROOT / "examples" / "load_codegen_dir.py"), device],
-                         env={**ENV, "TMPDIR": str(tmp_path)},  # its codegen dir goes there
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
+    run = run_example("load_codegen_dir.py", device, cwd=tmp_path,
+                      env={"TMPDIR": str(tmp_path)})  # its codegen dir goes there
     lines = run.stdout.splitlines()
     assert lines[-1] == "load_codegen_dir: success"
     assert str(tmp_path) in lines[0]

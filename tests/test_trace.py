@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from mlsdk.testing.examples import run_example
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
@@ -447,13 +446,8 @@ def test_reference_device_traces_host_activity(tmp_path):
 @pytest.mark.parametrize("device", ["mncore2:auto", "pfvm:cpu"])
 def test_example_runs(tmp_path, device):
     out = tmp_path / "example.pftrace"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        str(ROOT / d) for d in ("sdk", "compiler", "hdl"))}
-    run = subprocess.run([sys.executable, str(ROOT / "examples" / "trace_add.py"), device,
-                          str(out)], cwd=tmp_path, capture_output=True, text=True, env=env,
-                         timeout=600)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip().splitlines()[-1] == "trace_add succeeded"
+    lines = run_example("trace_add.py", device, str(out), cwd=tmp_path).stdout.splitlines()
+    assert lines[-1] == "trace_add succeeded"
     t = parse(out)
     assert t.named("add two tensors") and t.named("add")
     assert bool(t.on("compute")) == (device == "mncore2:auto")

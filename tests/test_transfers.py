@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import gc
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +16,7 @@ from mlsdk import (
     TensorProxy,
     storage,
 )
+from mlsdk.testing.examples import run_example
 
 DEVICES = ["mncore2:auto", "pfvm:cpu"]
 
@@ -308,14 +305,7 @@ def test_numpy_is_cpu_numpy_and_bfloat16_says_what_to_do(ctx, tmp_path):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_example_runs(tmp_path, device):
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        str(root / d) for d in ("sdk", "compiler", "hdl"))}
-    run = subprocess.run([sys.executable, str(root / "examples" / "preallocated_inputs.py"),
-                          device], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert run.returncode == 0, run.stderr
-    lines = run.stdout.splitlines()
+    lines = run_example("preallocated_inputs.py", device, cwd=tmp_path).stdout.splitlines()
     assert lines[-1] == "preallocated inputs succeeded"
     assert sum("call host bytes 0" in ln for ln in lines) == 4
     if device != "pfvm:cpu":
