@@ -342,11 +342,29 @@ def _training_capture_available() -> bool:
 def test_train_classifier_example_runs(tmp_path):
     if not _training_capture_available():
         pytest.skip("training capture not on this branch")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        str(ROOT / d) for d in ("sdk", "compiler", "hdl", "sim"))}
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "train_classifier.py"),
          "--device", "mncore2:auto", "--outdir", str(tmp_path)],
-        capture_output=True, text=True, env=env, timeout=300)
+        capture_output=True, text=True, env=_env(), timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "accuracy" in result.stdout
+
+
+def test_train_classifier_example_plain_torch_reaches_the_threshold():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "train_classifier.py"), "--device", "torch"],
+        capture_output=True, text=True, env=_env(), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "test accuracy" in result.stdout
+
+
+def test_bench_training_imports():
+    import runpy
+
+    names = runpy.run_path(str(ROOT / "bench" / "bench_training.py"), run_name="bench")
+    assert callable(names["bench_device"]) and callable(names["bench_torch"])
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        str(ROOT / d) for d in ("sdk", "compiler", "hdl", "sim"))}
