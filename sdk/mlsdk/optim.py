@@ -266,7 +266,7 @@ def _one_minus_pow(beta: float, step: torch.Tensor) -> torch.Tensor:
     step 1 for beta = 0.999) and needs no ``pow``.
     """
     if beta == 0:
-        return torch.ones_like(step)
+        return torch.ones(step.shape, dtype=step.dtype)  # aten.ones: a traceable constant
     th = torch.tanh(step * (0.5 * math.log(beta)))
     return (th * 2) / (th - 1)
 
