@@ -24,6 +24,8 @@ _EXPORTS = {
     **{name: ".registry" for name in (
         "Registry", "RegistrationError", "set_tensor_name", "get_tensor_name",
         "set_tensor_name_in_module")},
+    **{name: ".optim" for name in (
+        "MNCoreSGD", "MNCoreAdam", "MNCoreAdamW", "set_buffer_name_in_optimizer")},
     "CacheOptions": ".cache", "CacheError": ".cache", "CacheWarning": ".cache",
     **{name: ".errors" for name in (
         "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
@@ -43,6 +45,7 @@ __all__ = [
     "Registry", "RegistrationError", "set_tensor_name", "get_tensor_name",
     "set_tensor_name_in_module",
     "CacheOptions", "CacheError", "CacheWarning",
+    "MNCoreSGD", "MNCoreAdam", "MNCoreAdamW", "set_buffer_name_in_optimizer",
 ]
 __version__ = "0.1.0"
 
@@ -81,6 +84,7 @@ if TYPE_CHECKING:
         StaleTensorError,
     )
     from .iospec import IOSpec
+    from .optim import MNCoreAdam, MNCoreAdamW, MNCoreSGD, set_buffer_name_in_optimizer
     from .proxy import TensorProxy
     from .pytree import (
         AutomapFunction,

@@ -172,6 +172,7 @@ class CompiledFunction:
                 f"{self.name} ({self.key}) was unloaded; compile or load it again to call it")
         self._check_names(inputs)
         with self.context.device.lock:
+            self.context.registry.before_call(self.program)  # e.g. a changed learning rate
             return self._run(inputs)
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:

@@ -19,6 +19,7 @@ from .device.commands import Command, CommandResult
 from .device.registry import MNDevice
 from .errors import CodegenError, DeviceError
 from .iospec import IOSpec
+from .optim import register_optimizer_buffers
 from .options import resolve_compile_options
 from .proxy import TensorProxy
 from .pytree import AutomapFunction, compile_automap
@@ -234,6 +235,12 @@ class Context:
     def register_buffer(self, b: torch.Tensor) -> None:
         """Register the named module buffer ``b`` (as :meth:`register_param`)."""
         self.registry.register_tensor(b, "buffer")
+
+    def register_optimizer_buffers(self, optimizer: torch.optim.Optimizer) -> list[str]:
+        """Register the named state of ``optimizer`` (after its model's parameters); see
+        :func:`mlsdk.optim.register_optimizer_buffers` and ``docs/optim.md``."""
+        self._check_open()
+        return register_optimizer_buffers(self, optimizer)
 
     def get_registered_value_proxy(self, tensor: torch.Tensor) -> TensorProxy:
         """The TensorProxy of registered ``tensor``'s device copy (not owned by the proxy)."""

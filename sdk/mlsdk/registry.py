@@ -10,7 +10,7 @@ that Context that closes over the tensor. A copy is uploaded once, by the first 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -171,6 +171,9 @@ class Registry:
         self._context = weakref.ref(context)
         self._entries: dict[str, _Entry] = {}
         self._by_id: dict[int, _Entry] = {}
+        # Host-side refreshers run before each call that reads state (weak: an optimizer's
+        # bound _mncore_refresh does not keep the optimizer alive).
+        self._refreshers: list[weakref.WeakMethod[Callable[[], Iterable[torch.Tensor]]]] = []
 
     def __repr__(self) -> str:
         return f"Registry({len(self._entries)} registered tensor(s))"
@@ -386,6 +389,50 @@ class Registry:
         except (TypeError, ValueError, LayoutError) as exc:
             raise RegistrationError(f"Registered tensor {entry.name!r} ({_describe(entry.tensor)})"
                                     f" has no device layout: {exc}") from None
+
+    # -- host-side updates (an optimizer's learning rate) ---------------------------------
+
+    def add_refresh(self, refresh: Callable[[], Iterable[torch.Tensor]]) -> None:
+        """Run the bound method ``refresh`` before each compiled call that reads registered
+        state (:meth:`before_call`); it returns the registered host tensors it changed, which
+        are then re-uploaded (:meth:`update_from_host`). Held weakly; adding it twice does
+        nothing. ``mlsdk.optim`` adds each MNCore optimizer's ``_mncore_refresh``."""
+        if any(ref() == refresh for ref in self._refreshers):
+            return
+        self._refreshers.append(weakref.WeakMethod(refresh))  # type: ignore[arg-type]
+
+    def before_call(self, program: DeviceProgram) -> None:
+        """Before a call of ``program``: when it reads registered state, run the refreshers
+        and push the host tensors they changed to their device copies."""
+        if not program.state or not self._refreshers:
+            return
+        for ref in list(self._refreshers):
+            refresh = ref()
+            if refresh is None:
+                self._refreshers.remove(ref)
+                continue
+            for tensor in refresh():
+                self.update_from_host(tensor)
+
+    def update_from_host(self, tensor: torch.Tensor) -> None:
+        """Write the host value of registered ``tensor`` into each of its copies (a
+        ``HostWrite`` per device copy, counted as registered state); a device write not yet
+        brought back by :meth:`synchronize` is overwritten. Without copies, nothing moves:
+        the next use uploads the host value."""
+        entry = self._entry_of(tensor)
+        context = self._live_context()
+        with context.device.lock:
+            record = None
+            for layout, copy in entry.copies.items():
+                value = entry.tensor.detach().to(_torch_dtype(layout.dtype)).contiguous()
+                if not isinstance(copy, Buffer):  # the host reference's snapshot, in place
+                    copy.copy_(value)
+                    continue
+                if record is None:
+                    record = context._new_record(f"registry {entry.name}", kind="load")
+                result = context._execute(HostWrite(copy, to_device(value, layout)), record)
+                record.add_state(result, entry.name)
+            entry.dirty = None
 
     # -- coherence --------------------------------------------------------------------------
 
