@@ -417,3 +417,24 @@ def test_example_misses_then_hits(tmp_path, device):
         statuses.append(lines[0])
         assert f"cache {lines[0].split()[-1]}" in run.stderr  # the mlsdk.cache log
     assert statuses == ["compile cache: miss", "compile cache: hit"]
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_compiling_runs_torch_on_one_thread_and_restores_the_count(tmp_path, cached):
+    seen = []
+
+    def probe(inputs):
+        seen.append(torch.get_num_threads())
+        return {"out": inputs["x"] * 2}
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        options = CacheOptions(tmp_path / "cache") if cached else None
+        compile_program(probe, _sample(), tmp_path / "out", options, config=MNCORE2)
+        assert seen == [1] and torch.get_num_threads() == 2
+        with pytest.raises(Exception, match="must return"):
+            compile_program(lambda d: 3, _sample(), tmp_path / "bad", options, config=MNCORE2)
+        assert torch.get_num_threads() == 2  # restored after an error too
+    finally:
+        torch.set_num_threads(before)

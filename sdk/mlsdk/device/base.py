@@ -275,11 +275,9 @@ class Device(ABC):
         for name in program.inputs + program.constants:
             buf = command.bindings[name]
             self._check_buffer(buf)
-            image, cycles = self._dram_read("compute", buf)
+            values[name], cycles = self._load_input(buf, program.layouts[name])
             result.cycles += cycles
             result.bytes["compute"] += buf.nbytes
-            # The program only reads its inputs: a view of the image will do.
-            values[name] = from_device(image, program.layouts[name], copy=False)
         outputs = program.run(values)
         result.cycles += self._compute_cycles(program)
         for name in program.outputs:
@@ -298,6 +296,14 @@ class Device(ABC):
     @abstractmethod
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
         """Write ``image`` into ``buf`` through port ``path``; return the cycles taken."""
+
+    def _load_input(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
+        """Read a Launch's input or constant ``buf`` through the compute port and decode it
+        from ``layout``; return the tensor and the cycles taken (default hook:
+        :meth:`_dram_read`, then :func:`from_device`). The program only reads its inputs, so
+        the tensor may be a view of the image."""
+        image, cycles = self._dram_read("compute", buf)
+        return from_device(image, layout, copy=False), cycles
 
     def _dram_store(self, path: str, buf: Buffer, tensor: Any, layout: Layout) -> int:
         """Lay ``tensor`` out in ``layout`` into ``buf`` through ``path``; return the cycles

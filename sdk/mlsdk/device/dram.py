@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import mmap
 import sys
+from typing import Any
 
 import numpy as np
 
 from .base import PAGE_LW
+from .decoded import DecodedCache
 
 __all__ = ["DramStore", "GroupDram", "PAGE_LW"]
 
@@ -59,6 +61,8 @@ class DramStore:
         self.words, self._backing = _lazy_zeros(groups, lw_per_group)
         #: Per Group, the PAGE_LW pages ever written (a superset of the non-zero ones).
         self.touched: list[set[int]] = [set() for _ in range(groups)]
+        #: Tensors decoded from ranges of this DRAM; every write drops the ones it overlaps.
+        self.decoded = DecodedCache()
 
     def view(self, group: int, groups: int, address: int, count: int) -> np.ndarray:
         """The ``(groups, count)`` LWs from ``address`` in Groups ``group ..``, as a view."""
@@ -72,8 +76,10 @@ class DramStore:
         return out
 
     def writable(self, group: int, groups: int, address: int, count: int) -> np.ndarray:
-        """:meth:`view`, with its pages recorded as written (the caller writes into it)."""
+        """:meth:`view`, with its pages recorded as written (the caller writes into it) and
+        the tensors decoded from them forgotten: every write goes through here."""
         out = self.view(group, groups, address, count)
+        self.decoded.invalidate(group, groups, address, count)
         first, last = address // PAGE_LW, (address + count - 1) // PAGE_LW
         for g in range(group, group + groups):
             self.touched[g].update(range(first, last + 1))
@@ -86,6 +92,11 @@ class DramStore:
             image = image[None, :]
         groups, count = image.shape
         self.writable(group, groups, address, count)[...] = image
+
+    def holds(self, tensor: Any) -> bool:
+        """Whether ``tensor``'s data lies in this DRAM (it is a view of it, not a copy)."""
+        start = self.words.ctypes.data
+        return start <= tensor.data_ptr() < start + self.words.nbytes
 
     def snapshot(self, group: int) -> dict[int, np.ndarray]:
         """A copy of every non-zero page of one Group (to compare two memories)."""
