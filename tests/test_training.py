@@ -205,7 +205,8 @@ def test_accumulating_into_an_existing_grad_is_a_clear_error(tmp_path):
             opt.step()
             return {"loss": loss}
 
-        with pytest.raises(CaptureError, match=r"accumulates into model\.(weight|bias)\.grad.*zero_grad"):
+        grad = r"accumulates into model\.(weight|bias)\.grad.*zero_grad"
+        with pytest.raises(CaptureError, match=grad):
             _compile(context, no_zero_grad, next(_batches("mse", 1)), tmp_path)
         assert torch.equal(model.weight.grad, torch.ones_like(model.weight))
 

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .errors import CaptureError
+from .errors import CaptureError, UnsupportedOperationError
+from .functionalize import RANDOM_OPS
 from .ir import Graph, fresh_name
 
 if TYPE_CHECKING:
     from .functionalize import StateSnapshot
 
-__all__ = ["explain_trace_error", "state_writes"]
+__all__ = ["explain_trace_error", "state_writes", "unsupported_op"]
 
 
 def state_writes(converter: Any, graph: Graph, snapshot: StateSnapshot,
@@ -90,3 +91,23 @@ def explain_trace_error(exc: RuntimeError, training: bool | None) -> Exception:
             "it is traced without autograd. Leave training unset (or pass training=True) to "
             "compile a training step")
     return exc
+
+
+def unsupported_op(key: str, supported: list[str]) -> UnsupportedOperationError:
+    """The error for an aten op capture cannot translate, with a hint where one helps."""
+    op = key.split(".")[1] if key.count(".") >= 2 else key
+    if op.removesuffix("_") in RANDOM_OPS:
+        return UnsupportedOperationError(
+            f"{key} draws random numbers, which the MN-Core compiler cannot generate on the "
+            "device (a Dropout in train() mode does): call model.eval() for the layers that "
+            "draw them, or make the randomness an input of the function"
+        )
+    if op.startswith("_foreach_"):
+        return UnsupportedOperationError(
+            f"{key} is a multi-tensor ('foreach') optimizer kernel, which the MN-Core compiler "
+            "does not support; create the torch optimizer with foreach=False"
+        )
+    return UnsupportedOperationError(
+        f"{key} is not supported by the MN-Core compiler; "
+        f"supported ops: {', '.join(supported)}"
+    )

@@ -15,9 +15,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from ._aten import HANDLERS as _HANDLERS
 from ._aten import Deferred, Unavailable
+from ._training import unsupported_op
 from .errors import CaptureError, CompilerError, UnsupportedOperationError
 from .functionalize import (
-    RANDOM_OPS,
     Functionalizer,
     OptimizerRecord,
     StateSnapshot,
@@ -29,6 +29,7 @@ from .functionalize import (
 )
 from .ir import DTYPES, Graph, Node, TensorType, dtype_to_torch, fresh_name
 from .ops import OpTypeError, infer_type
+from .retarget import retarget
 
 __all__ = ["FLOAT_DTYPES", "Captured", "capture", "capture_step", "capture_with_state",
            "supported_torch_ops"]
@@ -200,7 +201,7 @@ def capture_step(
             raise CaptureError(
                 f"float_dtype={float_dtype!r}: a training step keeps its parameters and "
                 "optimizer state in float32; compile it with float_dtype 'float32' or 'mixed'")
-        graph = _retarget(graph, compute)
+        graph = retarget(graph, compute)
     graph.verify()
     optimizers = [OptimizerRecord.of(var, obj) for var, obj in objects.items()
                   if isinstance(obj, torch.optim.Optimizer)]
@@ -418,13 +419,13 @@ class _Converter:
         if handler is None and mutated and key.startswith("aten."):
             handler = _HANDLERS.get(functional_name(key))
         if handler is None:
-            raise _unsupported_op(key)
+            raise unsupported_op(key, supported_torch_ops())
         args = _bind(node.target, self.resolve(node.args), self.resolve(node.kwargs))
         result = handler(self, args, node)
         raw = _bind(node.target, node.args, node.kwargs)
         if mutated:
             if len(mutated) != 1 or not isinstance(result, str):
-                raise _unsupported_op(key)
+                raise unsupported_op(key, supported_torch_ops())
             target = raw[mutated[0]]
             new = self.coerce(node, result, self.resolve(target))
             self.check_against_torch(node, new)
@@ -432,7 +433,8 @@ class _Converter:
             return new
         if isinstance(result, str):
             self.check_against_torch(node, result)
-        first = node.target._schema.arguments[0].name if raw else None
+        schema = getattr(node.target, "_schema", None)
+        first = schema.arguments[0].name if raw and schema is not None else None
         if returns_alias(node.target) and first is not None:
             self.fz.alias(node, raw[first], result, args.get(first))
         else:
@@ -465,25 +467,6 @@ class _Converter:
                 )
 
 
-def _unsupported_op(key: str) -> UnsupportedOperationError:
-    op = key.split(".")[1] if key.count(".") >= 2 else key
-    if op.removesuffix("_") in RANDOM_OPS:
-        return UnsupportedOperationError(
-            f"{key} draws random numbers, which the MN-Core compiler cannot generate on the "
-            "device (a Dropout in train() mode does): call model.eval() for the layers that "
-            "draw them, or make the randomness an input of the function"
-        )
-    if op.startswith("_foreach_"):
-        return UnsupportedOperationError(
-            f"{key} is a multi-tensor ('foreach') optimizer kernel, which the MN-Core compiler "
-            "does not support; create the torch optimizer with foreach=False"
-        )
-    return UnsupportedOperationError(
-        f"{key} is not supported by the MN-Core compiler; "
-        f"supported ops: {', '.join(supported_torch_ops())}"
-    )
-
-
 def _bind(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Name every argument of an aten call after its schema, with defaults filled in."""
     bound: dict[str, Any] = {}
@@ -495,55 +478,3 @@ def _bind(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[st
         elif arg.has_default_value():
             bound[arg.name] = arg.default_value
     return bound
-
-
-# -- float_dtype --------------------------------------------------------------------------------
-
-
-def _retarget(graph: Graph, compute: str) -> Graph:
-    """Run the graph's float32 arithmetic in ``compute`` precision, keeping its IO dtypes.
-
-    Nodes keep their names; the casts this adds get fresh ones.
-    """
-    out = Graph(inputs=dict(graph.inputs))
-    taken = set(graph.value_types())
-    rename: dict[str, str] = {}
-
-    def emit(op: str, operands: list[str], attrs: dict[str, Any], name: str) -> str:
-        types = [out.type_of(o) for o in operands]
-        out.nodes.append(Node(name, op, tuple(operands), attrs, infer_type(op, types, attrs)))
-        return name
-
-    def cast(value: str, dtype: str, base: str) -> str:
-        name, index = f"{base}_{dtype}", 0
-        while name in taken:
-            index += 1
-            name = f"{base}_{dtype}_{index}"
-        taken.add(name)
-        return emit("cast", [value], {"dtype": dtype}, name)
-
-    for name, tensor in graph.constants.items():
-        wide = tensor.dtype == torch.float32
-        out.constants[name] = tensor.to(TensorType((), compute).torch_dtype) if wide else tensor
-    for name, ttype in graph.inputs.items():
-        if ttype.dtype == "float32":
-            rename[name] = cast(name, compute, name)
-    for node in graph.nodes:
-        attrs = dict(node.attrs)
-        if node.op == "cast" and attrs["dtype"] == "float32":
-            attrs["dtype"] = compute
-        operands = [rename.get(o, o) for o in node.operands]
-        if node.op == "cast" and out.type_of(operands[0]).dtype == attrs["dtype"]:
-            rename[node.name] = operands[0]
-            continue
-        result = emit(node.op, operands, attrs, node.name)
-        if out.type_of(result).dtype == "float32":  # e.g. float16 + bfloat16 promotes
-            result = cast(result, compute, node.name)
-        rename[node.name] = result
-    for out_name, value in graph.outputs.items():
-        new = value if value in graph.inputs else rename.get(value, value)
-        wanted = graph.type_of(value).dtype
-        if out.type_of(new).dtype != wanted:
-            new = cast(new, wanted, out_name)
-        out.outputs[out_name] = new
-    return out
