@@ -118,6 +118,8 @@ CASES = {
     "cat": ([(2, 1), (2, 3)], {"dim": 1}, lambda a, b: torch.cat([a, b], 1)),
     # Integer and bool values (an operand given as a tensor is used as it is).
     "where": ([torch.tensor([True, False, True]), (2, 3), (3,)], {}, torch.where),
+    "maximum": ([(2, 3), (3,)], {}, torch.maximum),
+    "minimum": ([(2, 3), (3,)], {}, torch.minimum),
     "argmax": ([(2, 3)], {"dim": 1, "keepdim": False}, lambda x: x.argmax(1)),
     "argmin": ([(2, 3)], {"dim": None, "keepdim": True}, lambda x: x.argmin(None, True)),
     "amin": ([(2, 3)], {"dims": (0,), "keepdim": True}, lambda x: x.amin(0, True)),

@@ -12,7 +12,7 @@ from torch import fx
 from .errors import UnsupportedOperationError
 from .ir import FLOAT_IR_DTYPES, TensorType, dtype_from_torch
 
-__all__ = ["HANDLERS", "Unavailable"]
+__all__ = ["Deferred", "HANDLERS", "Unavailable"]
 
 
 class _Builder(Protocol):
@@ -33,6 +33,20 @@ class Unavailable:
     """A traced value the IR cannot hold; using it is an error, leaving it unused is not."""
 
     reason: str
+
+
+class Deferred:
+    """A traced value emitted only if something reads it (so that an unread one leaves no
+    trace in the graph): ``value()`` emits it the first time and returns its name."""
+
+    def __init__(self, emit: Callable[[], str]):
+        self._emit: Callable[[], str] | None = emit
+        self._name = ""
+
+    def value(self) -> str:
+        if self._emit is not None:
+            self._name, self._emit = self._emit(), None
+        return self._name
 
 
 def _on(*names: str) -> Callable[[Handler], Handler]:
@@ -274,5 +288,6 @@ def _factory(b: _Builder, a: dict[str, Any], n: fx.Node) -> str:
     return b.constant(factory(*n.args, **n.kwargs), n.name)
 
 
-# Comparisons, where, argmax/argmin, max/min with indices, nll_loss: handlers of their own file.
-from . import _aten_int  # noqa: E402, F401
+# Comparisons, where, argmax/argmin, max/min with indices, nll_loss (_aten_int); backward ops,
+# losses' backward and the optimizers' update ops (_aten_train): handlers of their own files.
+from . import _aten_int, _aten_train  # noqa: E402, F401

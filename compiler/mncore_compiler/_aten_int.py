@@ -9,8 +9,8 @@ from torch import fx
 
 from ._aten import (
     HANDLERS,
+    Deferred,
     Handler,
-    Unavailable,
     _Builder,
     _norm_dim,
     _on,
@@ -78,13 +78,21 @@ HANDLERS["aten.min.dim"] = _with_indices("amin", "argmin")
 
 
 @_on("nll_loss_forward.default")
-def _nll_loss(b: _Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, Unavailable]:
+def _nll_loss(b: _Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, Deferred]:
     if a.get("weight") is not None:
         raise _unsupported(n, "class weights (weight=...)")
     logp, target = _tensor(n, a["self"]), _tensor(n, a["target"])
     if b.type(target).dtype != "int64":
         raise _unsupported(n, f"{b.type(target).dtype} targets (give int64 class indices)")
+    ignore = int(a["ignore_index"])
     loss = b.emit("nll_loss", [logp, target], reduction=NLL_REDUCTIONS[int(a["reduction"])],
-                  ignore_index=int(a["ignore_index"]))
-    reason = f"the total_weight output of {n.target} is not supported; use the loss"
-    return loss, Unavailable(reason)
+                  ignore_index=ignore)
+
+    def total_weight() -> str:
+        # How many targets are not ignored: nll_loss_backward divides by it for a mean.
+        counted = b.emit("cast", [b.emit("ne_scalar", [target], scalar=ignore)],
+                         dtype=b.type(logp).dtype)
+        dims = tuple(range(b.type(counted).rank))
+        return b.emit("sum", [counted], dims=dims, keepdim=False)
+
+    return loss, Deferred(total_weight)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import operator
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
@@ -13,12 +14,25 @@ from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ._aten import HANDLERS as _HANDLERS
-from ._aten import Unavailable
+from ._aten import Deferred, Unavailable
+from ._training import unsupported_op
 from .errors import CaptureError, CompilerError, UnsupportedOperationError
+from .functionalize import (
+    Functionalizer,
+    OptimizerRecord,
+    StateSnapshot,
+    closure_objects,
+    functional_name,
+    mutated_args,
+    optimizer_state_names,
+    returns_alias,
+)
 from .ir import DTYPES, Graph, Node, TensorType, dtype_to_torch, fresh_name
 from .ops import OpTypeError, infer_type
+from .retarget import retarget
 
-__all__ = ["FLOAT_DTYPES", "capture", "capture_with_state", "supported_torch_ops"]
+__all__ = ["FLOAT_DTYPES", "Captured", "capture", "capture_step", "capture_with_state",
+           "supported_torch_ops"]
 
 FLOAT_DTYPES: dict[str, str] = {
     "float": "float32",
@@ -101,24 +115,97 @@ def capture_with_state(
     Returns
     -------
     graph : Graph
-        As :func:`capture` returns it.
+        As :func:`capture` returns it (for a training step, with its state writes as extra
+        outputs: see :func:`capture_step`).
     state : dict of str to str
         Constant name -> registered name, for each constant that is a registered tensor.
     """
+    captured = capture_step(fn, sample_inputs, float_dtype=float_dtype, registered=registered)
+    return captured.graph, captured.state
+
+
+@dataclass
+class Captured:
+    """What :func:`capture_step` found.
+
+    Attributes
+    ----------
+    graph : Graph
+        The IR: the function's outputs first, then one output per state write.
+    state : dict of str to str
+        Constant name -> registered name, for each constant that is a registered tensor.
+    state_writes : dict of str to str
+        Registered name -> the graph output holding its value after the step, for each
+        registered tensor the function updates in place (parameters, optimizer state).
+    optimizers : list of OptimizerRecord
+        The ``torch.optim.Optimizer`` objects the function closes over, with their
+        parameter lists as captured.
+    """
+
+    graph: Graph
+    state: dict[str, str] = field(default_factory=dict)
+    state_writes: dict[str, str] = field(default_factory=dict)
+    optimizers: list[OptimizerRecord] = field(default_factory=list)
+
+    @property
+    def outputs(self) -> list[str]:
+        """The function's own outputs (without the state writes)."""
+        hidden = set(self.state_writes.values())
+        return [n for n in self.graph.outputs if n not in hidden]
+
+
+def capture_step(
+    fn: Callable[..., Mapping[str, torch.Tensor]],
+    sample_inputs: Mapping[str, torch.Tensor],
+    *,
+    float_dtype: str = "float32",
+    registered: Mapping[int, str] | None = None,
+    training: bool | None = None,
+) -> Captured:
+    """:func:`capture_with_state` for any function, a training step included.
+
+    A training step (forward, ``loss.backward()``, ``optimizer.step()``) is traced with
+    autograd on; its in-place updates of registered tensors become state writes (see
+    :mod:`mncore_compiler.functionalize` and ``docs/training.md``). The user's tensors
+    (parameters, gradients, optimizer state) are as they were once this returns.
+
+    Parameters
+    ----------
+    fn, sample_inputs, float_dtype, registered
+        As for :func:`capture_with_state`.
+    training : bool or None
+        None: whatever ``fn`` does. False: an inference function (traced under
+        ``torch.no_grad()``); a function that calls ``backward()`` or updates state is a
+        CaptureError. True: a training step; one that updates no registered tensor is a
+        CaptureError.
+    """
     if float_dtype not in FLOAT_DTYPES:
         raise ValueError(f"float_dtype must be one of {sorted(FLOAT_DTYPES)}, not {float_dtype!r}")
+    if training not in (None, True, False):
+        raise TypeError(f"training must be None, True or False, not {training!r}")
     if not callable(fn):
         raise CaptureError(f"fn must be callable, not {type(fn).__name__}")
     names, tensors = _check_sample_inputs(sample_inputs)
-    module, out_names = _trace(fn, names, tensors)
     # A wrapper (functools.wraps, mlsdk's pytree adapter) names constants after what it wraps.
-    converter = _Converter(module, names, _closure_tensor_names(inspect.unwrap(fn)), registered)
+    objects = closure_objects(inspect.unwrap(fn))
+    snapshot = StateSnapshot.take(objects) if training is not False else StateSnapshot()
+    module, out_names = _trace(fn, names, tensors, snapshot, training)
+    converter = _Converter(module, names, _closure_tensor_names(objects), registered)
     graph = converter.run(out_names)
+    from ._training import state_writes
+
+    writes = state_writes(converter, graph, snapshot, dict(registered or {}), training)
     compute = FLOAT_DTYPES[float_dtype]
     if compute != "float32":
-        graph = _retarget(graph, compute)
+        if writes:
+            raise CaptureError(
+                f"float_dtype={float_dtype!r}: a training step keeps its parameters and "
+                "optimizer state in float32; compile it with float_dtype 'float32' or 'mixed'")
+        graph = retarget(graph, compute)
     graph.verify()
-    return graph, dict(converter.state)
+    optimizers = [OptimizerRecord.of(var, obj) for var, obj in objects.items()
+                  if isinstance(obj, torch.optim.Optimizer)]
+    return Captured(graph, dict(converter.state), writes, optimizers)
 
 
 def supported_torch_ops() -> list[str]:
@@ -172,6 +259,8 @@ def _trace(
     fn: Callable[[TensorDict], Mapping[str, torch.Tensor]],
     names: list[str],
     tensors: list[torch.Tensor],
+    snapshot: StateSnapshot,
+    training: bool | None,
 ) -> tuple[fx.GraphModule, list[str]]:
     out_names: list[str] = []
 
@@ -180,27 +269,32 @@ def _trace(
         out_names[:] = _check_result(result)
         return tuple(result.values())
 
-    with torch.no_grad():
-        module = make_fx(flat, tracing_mode="real")(*tensors)
+    # Real-mode tracing runs the step: parameters, gradients and optimizer state change, so
+    # they are put back whatever happens (snapshot.restore).
+    grad = torch.no_grad() if training is False else torch.enable_grad()
+    try:
+        with grad:
+            module = make_fx(flat, tracing_mode="real")(*tensors)
+        created = snapshot.created_state()
+    except RuntimeError as exc:
+        from ._training import explain_trace_error
+
+        raise explain_trace_error(exc, training) from exc
+    finally:
+        snapshot.restore()
+    if created:
+        raise CaptureError(
+            f"the optimizer created its state while the function was traced ({', '.join(created)})"
+            ": that was its first step, and the compiled function would run a first step at "
+            "every call. Create and register the optimizer state before compiling (e.g. "
+            "opt.state[p]['momentum_buffer'] = torch.zeros_like(p), named and registered)"
+        )
     return module, out_names
 
 
-def _closure_tensor_names(fn: Callable[..., Any]) -> dict[int, str]:
-    """Map ``id`` of every tensor reachable from ``fn``'s free variables to a readable name."""
-    found: dict[str, object] = {}
-    code = getattr(fn, "__code__", None)
-    if code is not None and fn.__closure__ is not None:
-        for var, cell in zip(code.co_freevars, fn.__closure__, strict=True):
-            try:
-                found[var] = cell.cell_contents
-            except ValueError:  # an empty cell: the variable is assigned later
-                continue
-    if code is not None:
-        globals_ = getattr(fn, "__globals__", {})
-        found.update({n: globals_[n] for n in code.co_names if n in globals_})
-    owner = getattr(fn, "__self__", None)
-    if isinstance(owner, torch.nn.Module):
-        found["self"] = owner
+def _closure_tensor_names(found: Mapping[str, object]) -> dict[int, str]:
+    """Map ``id`` of every tensor reachable from a function's free variables (as
+    :func:`~mncore_compiler.functionalize.closure_objects` found them) to a readable name."""
     names: dict[int, str] = {}
     for var, obj in found.items():
         if isinstance(obj, torch.nn.Module):
@@ -208,6 +302,8 @@ def _closure_tensor_names(fn: Callable[..., Any]) -> dict[int, str]:
                 names.setdefault(id(tensor), f"{var}.{sub}")
         elif isinstance(obj, torch.Tensor):
             names.setdefault(id(obj), var)
+    for key, name in optimizer_state_names(found).items():
+        names.setdefault(key, name)
     return names
 
 
@@ -215,7 +311,8 @@ def _closure_tensor_names(fn: Callable[..., Any]) -> dict[int, str]:
 
 
 class _Converter:
-    """Walks a make_fx graph and emits IR nodes through the handlers below."""
+    """Walks a make_fx graph and emits IR nodes through the handlers below; in-place updates
+    are functionalised on the way (:class:`~mncore_compiler.functionalize.Functionalizer`)."""
 
     def __init__(self, module: fx.GraphModule, input_names: list[str], hints: dict[int, str],
                  registered: Mapping[int, str] | None = None):
@@ -230,6 +327,7 @@ class _Converter:
         self.constant_ids: dict[int, tuple[torch.Tensor, str]] = {}
         self.types: dict[str, TensorType] = {}
         self.input_names = input_names
+        self.fz = Functionalizer()
 
     def run(self, out_names: list[str]) -> Graph:
         placeholders = iter(self.input_names)
@@ -238,8 +336,15 @@ class _Converter:
                 name = next(placeholders)
                 self.graph.inputs[name] = self.types[name] = TensorType.of(node.meta["val"])
                 self.values[node] = name
+                self.fz.define(node, name)
+                self.fz.inputs[node] = name
             elif node.op == "get_attr":
-                self.values[node] = self.constant(getattr(self.module, node.target), node.target)
+                tensor = getattr(self.module, node.target)
+                name = self.constant(tensor, node.target)
+                self.values[node] = name
+                key = ("constant", id(tensor))
+                self.fz.define(node, name, key)
+                self.fz.constants[key] = name
             elif node.op == "call_function":
                 self.values[node] = self.call(node)
             elif node.op == "output":
@@ -289,7 +394,9 @@ class _Converter:
 
     def resolve(self, arg: Any) -> Any:
         if isinstance(arg, fx.Node):
-            value = self.values[arg]
+            value = self.fz.read(arg, self.values)
+            if isinstance(value, Deferred):
+                value = self.values[arg] = value.value()
             if isinstance(value, Unavailable):
                 raise UnsupportedOperationError(value.reason)
             return value
@@ -302,19 +409,51 @@ class _Converter:
     def call(self, node: fx.Node) -> Any:
         if node.target is operator.getitem:
             source, index = self.values[cast(fx.Node, node.args[0])], node.args[1]
+            self.fz.define(node, source[index])
             return source[index]
         key = str(node.target)
+        if key.startswith("profiler."):  # record_function markers of optimizer.step()
+            return None
+        mutated = mutated_args(node.target)
         handler = _HANDLERS.get(key)
+        if handler is None and mutated and key.startswith("aten."):
+            handler = _HANDLERS.get(functional_name(key))
         if handler is None:
-            raise UnsupportedOperationError(
-                f"{key} is not supported by the MN-Core compiler; "
-                f"supported ops: {', '.join(supported_torch_ops())}"
-            )
+            raise unsupported_op(key, supported_torch_ops())
         args = _bind(node.target, self.resolve(node.args), self.resolve(node.kwargs))
         result = handler(self, args, node)
+        raw = _bind(node.target, node.args, node.kwargs)
+        if mutated:
+            if len(mutated) != 1 or not isinstance(result, str):
+                raise unsupported_op(key, supported_torch_ops())
+            target = raw[mutated[0]]
+            new = self.coerce(node, result, self.resolve(target))
+            self.check_against_torch(node, new)
+            self.fz.write(node, target, new)
+            return new
         if isinstance(result, str):
             self.check_against_torch(node, result)
+        schema = getattr(node.target, "_schema", None)
+        first = schema.arguments[0].name if raw and schema is not None else None
+        if returns_alias(node.target) and first is not None:
+            self.fz.alias(node, raw[first], result, args.get(first))
+        else:
+            self.fz.define(node, result)
         return result
+
+    def coerce(self, node: fx.Node, value: str, target: str) -> str:
+        """``value`` as what an in-place op leaves in ``target``: its shape and dtype."""
+        want, got = self.type(target), self.type(value)
+        if got.dtype != want.dtype:
+            value = self.emit("cast", [value], dtype=want.dtype)
+        if got.shape != want.shape:
+            try:
+                value = self.emit("expand", [value], shape=want.shape)
+            except CompilerError:
+                raise UnsupportedOperationError(
+                    f"{node.target} writes a {list(got.shape)} value into a "
+                    f"{list(want.shape)} tensor") from None
+        return value
 
     def check_against_torch(self, node: fx.Node, name: str) -> None:
         val = node.meta.get("val")
@@ -339,55 +478,3 @@ def _bind(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[st
         elif arg.has_default_value():
             bound[arg.name] = arg.default_value
     return bound
-
-
-# -- float_dtype --------------------------------------------------------------------------------
-
-
-def _retarget(graph: Graph, compute: str) -> Graph:
-    """Run the graph's float32 arithmetic in ``compute`` precision, keeping its IO dtypes.
-
-    Nodes keep their names; the casts this adds get fresh ones.
-    """
-    out = Graph(inputs=dict(graph.inputs))
-    taken = set(graph.value_types())
-    rename: dict[str, str] = {}
-
-    def emit(op: str, operands: list[str], attrs: dict[str, Any], name: str) -> str:
-        types = [out.type_of(o) for o in operands]
-        out.nodes.append(Node(name, op, tuple(operands), attrs, infer_type(op, types, attrs)))
-        return name
-
-    def cast(value: str, dtype: str, base: str) -> str:
-        name, index = f"{base}_{dtype}", 0
-        while name in taken:
-            index += 1
-            name = f"{base}_{dtype}_{index}"
-        taken.add(name)
-        return emit("cast", [value], {"dtype": dtype}, name)
-
-    for name, tensor in graph.constants.items():
-        wide = tensor.dtype == torch.float32
-        out.constants[name] = tensor.to(TensorType((), compute).torch_dtype) if wide else tensor
-    for name, ttype in graph.inputs.items():
-        if ttype.dtype == "float32":
-            rename[name] = cast(name, compute, name)
-    for node in graph.nodes:
-        attrs = dict(node.attrs)
-        if node.op == "cast" and attrs["dtype"] == "float32":
-            attrs["dtype"] = compute
-        operands = [rename.get(o, o) for o in node.operands]
-        if node.op == "cast" and out.type_of(operands[0]).dtype == attrs["dtype"]:
-            rename[node.name] = operands[0]
-            continue
-        result = emit(node.op, operands, attrs, node.name)
-        if out.type_of(result).dtype == "float32":  # e.g. float16 + bfloat16 promotes
-            result = cast(result, compute, node.name)
-        rename[node.name] = result
-    for out_name, value in graph.outputs.items():
-        new = value if value in graph.inputs else rename.get(value, value)
-        wanted = graph.type_of(value).dtype
-        if out.type_of(new).dtype != wanted:
-            new = cast(new, wanted, out_name)
-        out.outputs[out_name] = new
-    return out

@@ -14,12 +14,14 @@ import torch
 from mncore_hdl.arch import MNCORE2, ArchConfig
 from mncore_hdl.layout import Layout
 
-from .capture import capture, capture_with_state
+from .capture import capture, capture_step
+from .errors import CompilerError
 from .ir import Graph
 from .passes import Compilation, CompileOptions, run_pipeline
 from .program import DeviceProgram
 
-__all__ = ["capture", "compile_function", "compile_graph", "function_name", "to_program"]
+__all__ = ["capture", "capture_step", "compile_function", "compile_graph", "function_name",
+           "to_program"]
 
 
 def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor], *,
@@ -28,7 +30,8 @@ def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.T
                      config: ArchConfig = MNCORE2,
                      options: Mapping[str, Any] | None = None,
                      name: str | None = None,
-                     registered: Mapping[int, str] | None = None) -> DeviceProgram:
+                     registered: Mapping[int, str] | None = None,
+                     training: bool | None = None) -> DeviceProgram:
     """Compile a dict -> dict torch function into a device program.
 
     Parameters
@@ -51,17 +54,22 @@ def compile_function(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.T
     registered : dict of int to str, optional
         ``id`` of each registered tensor -> its registered name: closed-over tensors found
         here become the program's :attr:`~DeviceProgram.state`.
+    training : bool or None
+        See :func:`~mncore_compiler.capture.capture_step`.
     """
-    graph, state = capture_with_state(fn, sample_inputs, float_dtype=float_dtype,
-                                      registered=registered)
-    return compile_graph(graph, constraints=constraints, config=config, options=options,
-                         name=name or function_name(fn), float_dtype=float_dtype, state=state)
+    captured = capture_step(fn, sample_inputs, float_dtype=float_dtype, registered=registered,
+                            training=training)
+    return compile_graph(captured.graph, constraints=constraints, config=config,
+                         options=options, name=name or function_name(fn),
+                         float_dtype=float_dtype, state=captured.state,
+                         state_writes=captured.state_writes)
 
 
 def compile_graph(graph: Graph, *, constraints: Mapping[str, Layout] | None = None,
                   config: ArchConfig = MNCORE2, options: Mapping[str, Any] | None = None,
                   name: str = "function", float_dtype: str = "float32",
-                  state: Mapping[str, str] | None = None) -> DeviceProgram:
+                  state: Mapping[str, str] | None = None,
+                  state_writes: Mapping[str, str] | None = None) -> DeviceProgram:
     """Run the pass pipeline on a captured graph and package the result.
 
     Parameters
@@ -74,10 +82,12 @@ def compile_graph(graph: Graph, *, constraints: Mapping[str, Layout] | None = No
         Program name.
     state : dict of str to str, optional
         Constant name -> registered name, from :func:`~mncore_compiler.capture.capture_with_state`.
+    state_writes : dict of str to str, optional
+        Registered name -> graph output, from :func:`~mncore_compiler.capture.capture_step`.
     """
     start = Compilation(graph, CompileOptions(dict(constraints or {}), config,
                                               float_dtype=float_dtype))
-    return to_program(run_pipeline(start), name, options, state)
+    return to_program(run_pipeline(start), name, options, state, state_writes)
 
 
 def function_name(fn: Callable[..., Any]) -> str:
@@ -87,7 +97,8 @@ def function_name(fn: Callable[..., Any]) -> str:
 
 def to_program(compilation: Compilation, name: str,
                options: Mapping[str, Any] | None = None,
-               state: Mapping[str, str] | None = None) -> DeviceProgram:
+               state: Mapping[str, str] | None = None,
+               state_writes: Mapping[str, str] | None = None) -> DeviceProgram:
     """Package the result of :func:`~mncore_compiler.passes.run_pipeline` as a DeviceProgram.
 
     Raises
@@ -96,15 +107,30 @@ def to_program(compilation: Compilation, name: str,
         When the pipeline that produced ``compilation`` assigned no layouts.
     """
     graph, plan = compilation.graph, compilation.layout_plan()
+    # Constants dead-code elimination dropped are not read, so not state either.
+    state = {c: r for c, r in (state or {}).items() if c in graph.constants}
+    writes = dict(state_writes or {})
+    output_layouts = dict(plan.outputs)
+    read_as = {r: c for c, r in state.items()}
+    for registered, out in writes.items():
+        # Stored in the layout the program reads it in: the update is in place.
+        if registered in read_as:
+            layout = plan.values()[read_as[registered]]
+            if layout.dtype != graph.type_of(graph.outputs[out]).dtype:
+                raise CompilerError(
+                    f"internal error: state {registered!r} is read as {layout.dtype} but "
+                    f"updated as {graph.type_of(graph.outputs[out]).dtype}")
+            output_layouts[out] = layout
+    hidden = set(writes.values())
     return DeviceProgram(
         name=name,
         graph=graph,
         layouts=plan.values(),
-        output_layouts=dict(plan.outputs),
+        output_layouts=output_layouts,
         inputs=tuple(graph.inputs),
-        outputs=tuple(graph.outputs),
+        outputs=tuple(o for o in graph.outputs if o not in hidden),
         arch=compilation.options.config,
         options=dict(options or {}),
-        # Constants dead-code elimination dropped are not read, so not state either.
-        state={c: r for c, r in (state or {}).items() if c in graph.constants},
+        state=state,
+        state_writes=writes,
     )

@@ -475,5 +475,6 @@ _register(
 )  # fmt: skip
 
 
-# Comparisons, where, argmax/argmin, amin and nll_loss: the ops of integer and bool values.
-from . import _ops_int  # noqa: E402, F401
+# Comparisons, where, argmax/argmin, amin and nll_loss (_ops_int); maximum / minimum, what
+# optimizers need beyond the forward ops (_ops_train).
+from . import _ops_int, _ops_train  # noqa: E402, F401

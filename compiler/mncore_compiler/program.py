@@ -69,6 +69,11 @@ class DeviceProgram:
         Constant name -> registered name, for each constant that is registered module state
         (``mlsdk.Context.registry``): the runtime reads it from the Context's persistent
         device copy of that tensor rather than uploading the value stored here.
+    state_writes : dict of str to str
+        Registered name -> graph output, for each registered tensor a training step updates
+        in place: after the program ran, that output's value is stored into the tensor's
+        device copy, in ``output_layouts[output]`` (the layout the program reads it in). These
+        outputs are not in :attr:`outputs` (the function's own) and have no output spec.
     """
 
     name: str
@@ -80,6 +85,12 @@ class DeviceProgram:
     arch: ArchConfig
     options: dict[str, Any] = field(default_factory=dict)
     state: dict[str, str] = field(default_factory=dict)
+    state_writes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def launch_outputs(self) -> tuple[str, ...]:
+        """Every output a Launch stores: the function's own, then the state writes."""
+        return (*self.outputs, *self.state_writes.values())
 
     @property
     def constants(self) -> tuple[str, ...]:
@@ -148,6 +159,8 @@ class DeviceProgram:
             "outputs": [self._io_entry(n, self.output_types[n], True) for n in self.outputs],
             "constants": constants,
             "state": dict(self.state),
+            "state_writes": [self._io_entry(out, self.output_types[out], True)
+                             | {"registered": name} for name, out in self.state_writes.items()],
             "graph": self.graph.to_json(),
         }
         digest.update(_canonical(body))
@@ -169,6 +182,10 @@ class DeviceProgram:
                          if kind == "constant" and name in self.state else "")
                 lines.append(f"  {kind:8} {name}: {layout.dtype} {layout} "
                              f"({layout.nbytes} B{state})")
+        for registered, out in self.state_writes.items():
+            layout = self.output_layouts[out]
+            lines.append(f"  updates  {registered!r} from %{self.graph.outputs[out]}: "
+                         f"{layout.dtype} {layout} ({layout.nbytes} B)")
         lines.append(str(self.graph))
         return "\n".join(lines)
 
@@ -225,7 +242,8 @@ class DeviceProgram:
             constants[entry["name"]] = from_bits(bits, entry["dtype"])
         for entry in body["inputs"] + body["constants"]:
             layouts[entry["name"]] = Layout.parse(entry["layout"], entry["dtype"])
-        for entry in body["outputs"]:
+        writes = body.get("state_writes", [])
+        for entry in body["outputs"] + writes:
             output_layouts[entry["name"]] = Layout.parse(entry["layout"], entry["dtype"])
         graph = Graph.from_json(body["graph"], constants)
         graph.verify()
@@ -234,7 +252,8 @@ class DeviceProgram:
                    inputs=tuple(e["name"] for e in body["inputs"]),
                    outputs=tuple(e["name"] for e in body["outputs"]),
                    arch=ArchConfig.from_dict(body["arch"]), options=body["options"],
-                   state=_state_entry(body.get("state", {}), graph))
+                   state=_state_entry(body.get("state", {}), graph),
+                   state_writes=_writes_entry(writes, graph))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -269,3 +288,16 @@ def _state_entry(state: Any, graph: Graph) -> dict[str, str]:
     if unknown:
         raise ValueError(f"'state' names {unknown}, which are not constants of the graph")
     return dict(state)
+
+
+def _writes_entry(writes: Any, graph: Graph) -> dict[str, str]:
+    """The ``state_writes`` entry of program.json, checked: registered name -> graph output."""
+    if not isinstance(writes, list):
+        raise ValueError(f"'state_writes' must be a list, not {type(writes).__name__}")
+    result = {}
+    for entry in writes:
+        registered, out = entry["registered"], entry["name"]
+        if not isinstance(registered, str) or out not in graph.outputs:
+            raise ValueError(f"'state_writes' entry {entry!r} names no output of the graph")
+        result[registered] = out
+    return result

@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from mncore_compiler.driver import capture_with_state, compile_graph, function_name
+from mncore_compiler.driver import capture_step, compile_graph, function_name
+from mncore_compiler.functionalize import OptimizerRecord
 from mncore_compiler.ir import Graph
 from mncore_compiler.program import PROGRAM_FORMAT, PROGRAM_VERSION, DeviceProgram
 from mncore_hdl.arch import ArchConfig
@@ -131,12 +132,16 @@ class CacheResult:
         The entry directory, None when off.
     seconds : float
         Wall time of the compile, capture included.
+    optimizers : tuple of OptimizerRecord
+        The torch optimizers the captured function closes over, with their parameter lists
+        as captured (a training step checks them at each call).
     """
 
     status: str
     key: str | None = None
     entry: Path | None = None
     seconds: float = 0.0
+    optimizers: tuple[OptimizerRecord, ...] = ()
 
 
 def compile_program(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
@@ -144,6 +149,7 @@ def compile_program(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Te
                     float_dtype: str = "float32", constraints: Mapping[str, Layout] | None = None,
                     config: ArchConfig, options: Mapping[str, Any] | None = None,
                     registered: Mapping[int, str] | None = None,
+                    training: bool | None = None,
                     ) -> tuple[DeviceProgram, CacheResult]:
     """Compile ``fn`` into ``codegen_dir``, through the cache when ``cache_options`` enables it.
 
@@ -163,14 +169,17 @@ def compile_program(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Te
     name = function_name(fn)
     store = _Store.open(cache_options.root) if cache_options and cache_options.enabled else None
     with _one_torch_thread():
-        program, status, key = _compile(fn, sample_inputs, codegen_dir, store, name=name,
-                                        float_dtype=float_dtype, constraints=constraints,
-                                        config=config, options=options, registered=registered)
+        program, status, key, optimizers = _compile(
+            fn, sample_inputs, codegen_dir, store, name=name, float_dtype=float_dtype,
+            constraints=constraints, config=config, options=options, registered=registered,
+            training=training)
     if store is None or key is None:
-        result = CacheResult(status, seconds=time.perf_counter() - start)
+        result = CacheResult(status, seconds=time.perf_counter() - start,
+                             optimizers=optimizers)
         logger.info("compile %s: cache off (%.3f s)", name, result.seconds)
         return program, result
-    result = CacheResult(status, key, store.entry(key), time.perf_counter() - start)
+    result = CacheResult(status, key, store.entry(key), time.perf_counter() - start,
+                         optimizers)
     logger.info("compile %s: cache %s, key %s (%.3f s)", name, status, key[:16], result.seconds)
     return program, result
 
@@ -178,32 +187,37 @@ def compile_program(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Te
 def _compile(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
              codegen_dir: Path, store: _Store | None, *, name: str, float_dtype: str,
              constraints: dict[str, Layout], config: ArchConfig, options: dict[str, Any],
-             registered: Mapping[int, str] | None) -> tuple[DeviceProgram, str, str | None]:
-    """Capture, then compile or read the entry; return the program, the status and the key
-    (None when the cache is off)."""
+             registered: Mapping[int, str] | None, training: bool | None,
+             ) -> tuple[DeviceProgram, str, str | None, tuple[OptimizerRecord, ...]]:
+    """Capture, then compile or read the entry; return the program, the status, the key
+    (None when the cache is off) and the optimizers the function steps."""
     with _CAPTURE_LOCK:
-        graph, state = capture_with_state(fn, sample_inputs, float_dtype=float_dtype,
-                                          registered=registered)
+        captured = capture_step(fn, sample_inputs, float_dtype=float_dtype,
+                                registered=registered, training=training)
+    graph, state, writes = captured.graph, captured.state, captured.state_writes
+    optimizers = tuple(captured.optimizers)
     if store is None:
         program = compile_graph(graph, constraints=constraints, config=config, options=options,
-                                name=name, float_dtype=float_dtype, state=state)
+                                name=name, float_dtype=float_dtype, state=state,
+                                state_writes=writes)
         program.save(codegen_dir)
-        return program, "off", None
+        return program, "off", None, optimizers
     key = cache_key(graph, name=name, float_dtype=float_dtype, options=options,
-                    constraints=constraints, config=config, state=state)
+                    constraints=constraints, config=config, state=state, state_writes=writes)
     found = store.lookup(key, name, config)
     status = "hit" if found is not None else "miss"
     if found is not None:
         program, in_place = found, True
     else:
         program = compile_graph(graph, constraints=constraints, config=config, options=options,
-                                name=name, float_dtype=float_dtype, state=state)
+                                name=name, float_dtype=float_dtype, state=state,
+                                state_writes=writes)
         in_place = store.store(key, program, name, config)
     if in_place:
         store.materialise(key, program, codegen_dir)
     else:
         program.save(codegen_dir)
-    return program, status, key
+    return program, status, key, optimizers
 
 
 @contextlib.contextmanager
@@ -233,7 +247,8 @@ def _one_torch_thread() -> Iterator[None]:
 
 def cache_key(graph: Graph, *, name: str, float_dtype: str, options: Mapping[str, Any],
               constraints: Mapping[str, Layout], config: ArchConfig,
-              state: Mapping[str, str] | None = None) -> str:
+              state: Mapping[str, str] | None = None,
+              state_writes: Mapping[str, str] | None = None) -> str:
     """The hex SHA-256 naming the entry of a compile: any change of an argument changes it."""
     digest = hashlib.sha256()
 
@@ -254,6 +269,8 @@ def cache_key(graph: Graph, *, name: str, float_dtype: str, options: Mapping[str
     part("constraints", {n: [str(layout), layout.dtype] for n, layout in constraints.items()})
     part("arch", config.to_dict())
     part("state", dict(state or {}))  # which constants are registered module state
+    if state_writes:  # which registered tensors a training step updates, from which output
+        part("state_writes", dict(state_writes))
     return digest.hexdigest()
 
 

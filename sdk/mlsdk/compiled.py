@@ -27,6 +27,7 @@ from .errors import (
     FunctionUnloadedError,
     InputError,
     IOSpecMismatchError,
+    OptimizerChangedError,
     StaleTensorError,
 )
 from .iospec import IOSpec
@@ -64,6 +65,9 @@ class CompiledFunction:
     """
 
     cache_status: str = "off"  # set by Context.compile (mlsdk.cache)
+    #: The torch optimizers the function closes over, as captured (set by Context.compile):
+    #: a training step is only valid for the parameter lists it was compiled with.
+    optimizers: tuple[Any, ...] = ()
 
     def __init__(self, context: Context, program: DeviceProgram, key: str, strict: bool):
         self.context = context
@@ -123,10 +127,10 @@ class CompiledFunction:
         except BaseException:
             self._release()
             raise
-        run = _runner(graph, self.name)
+        run = _runner(graph, self.name, tuple(program.state_writes.values()))
         device.load_program(LoadedProgram(
             self.key, graph, dict(layouts), dict(program.output_layouts), program.inputs,
-            program.outputs, program.constants, program.flops, run))
+            program.launch_outputs, program.constants, program.flops, run))
         record = self.context._new_record(self.name, kind="load")
         for name in constants:
             image = to_device(graph.constants[name], layouts[name])
@@ -171,6 +175,7 @@ class CompiledFunction:
             raise FunctionUnloadedError(
                 f"{self.name} ({self.key}) was unloaded; compile or load it again to call it")
         self._check_names(inputs)
+        self._check_optimizers()
         with self.context.device.lock:
             self.context.registry.before_call(self.program)  # e.g. a changed learning rate
             return self._run(inputs)
@@ -197,9 +202,14 @@ class CompiledFunction:
                 if isinstance(command, Bind):
                     self.bindings[command.io] = command.buffer
             constants = {c: self._own[c] for c in self.program.constants if c in self._own}
-            state = self.context.registry.device_buffers(self.program, record)
+            registry = self.context.registry
+            state = registry.device_buffers(self.program, record)
             bindings = {**self.bindings, **constants, **state}
-            self.context._execute(Launch(self.key, bindings, outputs), record)
+            # A training step stores its updates into the very buffers it read them from:
+            # a Launch reads every input before it stores any output.
+            writes = registry.state_write_buffers(self.program, record)
+            self.context._execute(Launch(self.key, bindings, {**outputs, **writes}), record)
+            registry.commit_writes(self.program)
         except BaseException:
             # A failed or interrupted (Ctrl-C) call hands nothing out: its output buffers are
             # given back, and an input whose Bind was under way may or may not be in its
@@ -221,6 +231,15 @@ class CompiledFunction:
         if missing or extra:
             raise InputError(f"{self.name} takes inputs {list(self.input_specs)}; missing "
                              f"{missing}, unexpected {extra}")
+
+    def _check_optimizers(self) -> None:
+        for record in self.optimizers:
+            changed = record.changed()
+            if changed is not None:
+                raise OptimizerChangedError(
+                    f"{self.name} was compiled as a training step of optimizer "
+                    f"{record.name!r}, whose parameter list has changed since: {changed}. "
+                    "Compile the function again after changing the optimizer's parameters")
 
     def _plan(self, inputs: Mapping[str, Any]) -> tuple[list[Command], tuple[int, int]]:
         """Check every input and list the commands that stage it; nothing runs yet."""
@@ -288,7 +307,7 @@ class CompiledFunction:
         check_input_values(self.name, spec.name, value)
 
 
-def _runner(graph, name: str):
+def _runner(graph, name: str, state_outputs: tuple[str, ...] = ()):
     """The PE array, functionally: run the graph with constants as read back from DRAM."""
     def run(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         inputs = {n: values[n] for n in graph.inputs}
@@ -297,6 +316,10 @@ def _runner(graph, name: str):
                  if graph.constants else graph)
         # No output copies: the device lays each output out into DRAM, which copies it.
         outputs = interpret(bound, inputs, copy_outputs=False)
+        # Except state updates, which may be views of what the Launch read from DRAM and is
+        # about to overwrite in place (a state updated to another state's old value).
+        for out in state_outputs:
+            outputs[out] = outputs[out].clone()
         check_output_values(name, outputs)
         return outputs
     return run

@@ -124,7 +124,7 @@ class Context:
     @_trace.hook("compile")
     def compile(self, fn: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]],
                 sample_inputs: Mapping[str, torch.Tensor], codegen_dir: StoragePath, *,
-                options: Mapping[str, Any] | None = None, training: bool = False,
+                options: Mapping[str, Any] | None = None, training: bool | None = None,
                 io_spec_constraints: Mapping[str, IOSpec | Layout] | None = None,
                 cache_options: CacheOptions | None = None,
                 ) -> CompiledFunction:
@@ -142,8 +142,14 @@ class Context:
             See :data:`COMPILE_OPTIONS`; unknown keys are an error. ``"option_json"`` names
             a JSON file of further options, which the dict's own keys override
             (:mod:`mlsdk.options`).
-        training : bool
-            Must be False: this kit compiles inference functions.
+        training : bool or None
+            Whether ``fn`` is a training step (forward, ``loss.backward()``,
+            ``optimizer.step()``; see ``docs/training.md``). None (the default): found out
+            by capturing it; a step that updates registered tensors in place is one. False:
+            an inference function, traced without autograd; one that calls ``backward()``
+            or updates state is a CaptureError. True: asserts a training step; one that
+            updates no registered tensor is a CaptureError. Modules are captured in the
+            mode they are in (``train()`` / ``eval()``), as torch runs them.
         io_spec_constraints : dict of str to IOSpec, optional
             IO name -> the IOSpec whose layout that IO must have (typically a consumer's
             ``input_specs[...]``), so that handing the data over is a relocation.
@@ -156,11 +162,8 @@ class Context:
         self._check_open()
         options = resolve_compile_options(options, COMPILE_OPTIONS)
         strict = options.get("strict", False)
-        if training is not False:
-            raise NotImplementedError(
-                f"training={training!r} is not supported: this kit compiles inference "
-                "functions only; pass training=False"
-            )
+        if training not in (None, True, False):
+            raise TypeError(f"training must be None, True or False, not {training!r}")
         if not isinstance(codegen_dir, StoragePath):
             raise TypeError("The codegen directory must be given as storage.path(...), not "
                             f"{type(codegen_dir).__name__}")
@@ -169,13 +172,14 @@ class Context:
             fn, sample_inputs, codegen_dir.path, cache_options,
             float_dtype=options.get("float_dtype", "float32"),
             constraints=constraints, config=self.mndevice.config, options=options,
-            registered=self.registry.tensor_ids())
+            registered=self.registry.tensor_ids(), training=training)
         if cache_options is not None:
             with self.device.lock:
                 self._new_record(program.name, kind="compile").cache = cached.status
         _trace.annotate_current(cache=cached.status)
         function = self._adopt(program, strict)
         function.cache_status = cached.status
+        function.optimizers = cached.optimizers
         return function
 
     def compile_automap(self, fn: Callable[..., Any], args: Any, kwargs: Any,

@@ -9,7 +9,7 @@ from mncore_compiler.errors import CodegenError, MLSDKError
 __all__ = [
     "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
     "CodegenError", "IOSpecMismatchError", "ConversionRequiredError", "StaleTensorError",
-    "InputError", "FunctionUnloadedError",
+    "InputError", "FunctionUnloadedError", "OptimizerChangedError",
 ]
 
 
@@ -43,3 +43,7 @@ class StaleTensorError(MLSDKError):
 
 class FunctionUnloadedError(DeviceError):
     """A call of a CompiledFunction after its :meth:`~mlsdk.CompiledFunction.unload`."""
+
+
+class OptimizerChangedError(MLSDKError, RuntimeError):
+    """A compiled training step called after its optimizer's parameter list changed."""

@@ -301,6 +301,11 @@ class Registry:
                     f"{program.name} was compiled for a registered tensor {name!r} of shape "
                     f"{want}, but {_describe(entry.tensor)} is registered under that name"
                 )
+        for name in program.state_writes:
+            if name not in self._entries:
+                raise RegistrationError(
+                    f"{program.name} updates the registered tensor {name!r}, which is not "
+                    "registered in this Context; register it (and its module) first")
 
     # -- copies -----------------------------------------------------------------------------
 
@@ -310,6 +315,27 @@ class Registry:
         with self._device().lock:
             return {c: self._copy(self._entry(n), program.layouts[c], record, on_host=False)
                     for c, n in program.state.items()}
+
+    def state_write_buffers(self, program: DeviceProgram,
+                            record: CallRecord) -> dict[str, Buffer]:
+        """Output name -> the device copy a training step's Launch stores that state update
+        into: the copy it reads the tensor from (uploaded now if it has none yet)."""
+        with self._device().lock:
+            return {out: self._copy(self._entry(n), program.output_layouts[out], record,
+                                    on_host=False)
+                    for n, out in program.state_writes.items()}
+
+    def commit_writes(self, program: DeviceProgram,
+                      values: dict[str, torch.Tensor] | None = None) -> None:
+        """After a training step ran: each tensor it updated is written (:meth:`mark_written`)
+        in the layout it was stored in. On the host reference, ``values`` (output name -> new
+        value) become the host copies."""
+        with self._device().lock:
+            for name, out in program.state_writes.items():
+                layout = program.output_layouts[out]
+                if values is not None:
+                    self._entry(name).copies[layout] = values[out]
+                self.mark_written(name, layout)
 
     def host_values(self, program: DeviceProgram) -> dict[str, torch.Tensor]:
         """:meth:`device_buffers` for the host reference: constant name -> the registry's

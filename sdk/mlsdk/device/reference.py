@@ -99,6 +99,8 @@ class HostFunction(CompiledFunction):
             graph = replace(graph, constants=constants)
         results = interpret(graph, values)
         check_output_values(self.name, results)
+        if self.program.state_writes:  # a training step: its updates become the host copies
+            self.context.registry.commit_writes(self.program, results)
         return {n: TensorProxy(self.context, self.output_specs[n], None, results[n])
                 for n in self.program.outputs}
 

@@ -1,0 +1,327 @@
+"""Functionalisation of a traced training step: in-place updates become SSA values and state writes.
+
+A training step traced by ``make_fx`` (forward, ``loss.backward()``, ``optimizer.step()``)
+updates tensors in place: the optimizer's ``param.add_(...)`` and ``buf.mul_(...)`` act on the
+parameters and momentum buffers, which the trace holds as constants (``get_attr``). The IR is
+SSA, so capture tracks, for every *storage* (a constant, a graph input, or a value an op
+created), the IR value it holds now:
+
+- an op that writes an argument (``mul_``, ``add_``, ``copy_``, ``zero_``, ``maximum.out``, ...)
+  is translated by the handler of its functional form, and its result becomes the new value of
+  that argument's storage; the op's own result is that storage again;
+- an op that returns an alias (``t``, ``view``, ``expand``, ``detach``) is a view of its
+  argument's storage; reading a view after its storage was updated is an error (the IR would
+  compute it from the old value); an alias the handler left unchanged (``detach``) is the
+  storage itself;
+- at the end, every constant whose value changed becomes a *state write*: its registered name
+  -> the IR value to store into its device buffer after the program ran.
+
+:class:`StateSnapshot` keeps the user's tensors unchanged: tracing in real mode runs the step
+for real, so every tensor it may touch (parameters, buffers, gradients, optimizer state) is
+copied first and put back afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx
+
+from .errors import CaptureError, UnsupportedOperationError
+
+__all__ = ["Functionalizer", "OptimizerRecord", "StateSnapshot", "closure_objects",
+           "optimizer_state_names"]
+
+#: Ops whose result is a fresh random tensor: a traced Dropout in train() mode, torch.rand.
+RANDOM_OPS = ("native_dropout", "bernoulli", "rand", "randn", "randint", "normal", "uniform",
+              "dropout", "multinomial", "randperm", "exponential")
+
+
+# -- what the function closes over --------------------------------------------------------------
+
+
+def closure_objects(fn: Callable[..., Any]) -> dict[str, object]:
+    """Variable name -> value for every free variable and global ``fn`` reads, and ``self``
+    for a bound method. A bound method of a plain object also contributes that object's
+    attributes (``self.model``, ``self.opt``), named ``self.<attr>``."""
+    found: dict[str, object] = {}
+    code = getattr(fn, "__code__", None)
+    if code is not None and fn.__closure__ is not None:  # type: ignore[attr-defined]
+        cells = fn.__closure__  # type: ignore[attr-defined]
+        for var, cell in zip(code.co_freevars, cells, strict=True):
+            try:
+                found[var] = cell.cell_contents
+            except ValueError:  # an empty cell: the variable is assigned later
+                continue
+    if code is not None:
+        globals_ = getattr(fn, "__globals__", {})
+        found.update({n: globals_[n] for n in code.co_names if n in globals_})
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.nn.Module):
+        found["self"] = owner
+    elif owner is not None and hasattr(owner, "__dict__"):
+        for attr, value in vars(owner).items():
+            if isinstance(value, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)):
+                found[f"self.{attr}"] = value
+    return found
+
+
+@dataclass(frozen=True)
+class OptimizerRecord:
+    """An optimizer the function closes over, and the ``id`` of each parameter of each of its
+    param groups when it was captured (a compiled step is only valid for those)."""
+
+    name: str
+    optimizer: torch.optim.Optimizer
+    param_ids: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, name: str, optimizer: torch.optim.Optimizer) -> OptimizerRecord:
+        return cls(name, optimizer, _param_ids(optimizer))
+
+    def changed(self) -> str | None:
+        """None when the parameter lists are as captured, else what changed."""
+        now = _param_ids(self.optimizer)
+        if len(now) != len(self.param_ids):
+            return (f"it had {len(self.param_ids)} param group(s) when compiled and has "
+                    f"{len(now)} now")
+        for index, (then, current) in enumerate(zip(self.param_ids, now, strict=True)):
+            if then != current:
+                return (f"param group {index} held {len(then)} parameter(s) when compiled and "
+                        f"holds {len(current)} now, not the same tensors")
+        return None
+
+
+def _param_ids(optimizer: torch.optim.Optimizer) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(id(p) for p in group["params"]) for group in optimizer.param_groups)
+
+
+# -- snapshot and restore -----------------------------------------------------------------------
+
+
+@dataclass
+class StateSnapshot:
+    """Copies of every tensor a traced step may change, to put back after tracing.
+
+    Built from :func:`closure_objects`: modules (parameters, buffers, their ``.grad``),
+    optimizers (their parameters, gradients and ``state``) and closed-over tensors.
+    """
+
+    values: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    grads: list[tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=list)
+    opt_states: list[tuple[str, torch.optim.Optimizer, dict[Any, dict[str, Any]]]] = field(
+        default_factory=list)
+    #: ``id`` of each pre-existing ``.grad`` tensor -> a readable name.
+    grad_ids: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def take(cls, objects: Mapping[str, object]) -> StateSnapshot:
+        snap = cls()
+        seen: set[int] = set()
+        grad_seen: set[int] = set()
+
+        def keep(tensor: torch.Tensor) -> None:
+            if id(tensor) not in seen:
+                seen.add(id(tensor))
+                snap.values.append((tensor, tensor.detach().clone()))
+
+        def keep_grad(p: torch.Tensor, name: str) -> None:
+            if id(p) in grad_seen:
+                return
+            grad_seen.add(id(p))
+            grad = p.grad
+            snap.grads.append((p, grad))
+            if grad is not None:
+                keep(grad)
+                snap.grad_ids[id(grad)] = f"{name}.grad"
+
+        for var, obj in objects.items():
+            if isinstance(obj, torch.nn.Module):
+                for sub, tensor in obj.state_dict(keep_vars=True).items():
+                    keep(tensor)
+                    keep_grad(tensor, f"{var}.{sub}")
+            elif isinstance(obj, torch.optim.Optimizer):
+                names = _param_names(objects)
+                state = {p: dict(s) for p, s in obj.state.items()}
+                snap.opt_states.append((var, obj, state))
+                for group in obj.param_groups:
+                    for p in group["params"]:
+                        keep(p)
+                        keep_grad(p, names.get(id(p), "a parameter"))
+                for entries in state.values():
+                    for value in entries.values():
+                        if isinstance(value, torch.Tensor):
+                            keep(value)
+            elif isinstance(obj, torch.Tensor):
+                keep(obj)
+        return snap
+
+    def restore(self) -> None:
+        """Put every value, ``.grad`` and optimizer state back as it was."""
+        with torch.no_grad():
+            for tensor, saved in self.values:
+                tensor.copy_(saved)
+        for p, grad in self.grads:
+            p.grad = grad
+        for _, optimizer, state in self.opt_states:
+            for p in [p for p in optimizer.state if p not in state]:
+                del optimizer.state[p]
+            for p, entries in state.items():
+                optimizer.state[p].clear()
+                optimizer.state[p].update(entries)
+
+    def created_state(self) -> list[str]:
+        """Optimizer state tensors the traced step created (its first step): compiled, every
+        call would run that first step again."""
+        created = []
+        for var, optimizer, before in self.opt_states:
+            names = {id(p): f"parameter #{i}" for i, p in enumerate(
+                p for g in optimizer.param_groups for p in g["params"])}
+            for p, entries in optimizer.state.items():
+                old = before.get(p, {})
+                for key, value in entries.items():
+                    if isinstance(value, torch.Tensor) and old.get(key) is not value:
+                        created.append(f"{var}.state[{names.get(id(p), 'param')}][{key!r}]")
+        return created
+
+
+def optimizer_state_names(objects: Mapping[str, object]) -> dict[int, str]:
+    """``id`` of each optimizer state tensor -> a readable name,
+    ``opt.state[model.fc.weight]['momentum_buffer']``."""
+    names = _param_names(objects)
+    found: dict[int, str] = {}
+    for var, obj in objects.items():
+        if isinstance(obj, torch.optim.Optimizer):
+            for p, entries in obj.state.items():
+                for key, value in entries.items():
+                    if isinstance(value, torch.Tensor):
+                        where = names.get(id(p), "param")
+                        found.setdefault(id(value), f"{var}.state[{where}][{key!r}]")
+    return found
+
+
+def _param_names(objects: Mapping[str, object]) -> dict[int, str]:
+    names: dict[int, str] = {}
+    for var, obj in objects.items():
+        if isinstance(obj, torch.nn.Module):
+            for sub, tensor in obj.named_parameters():
+                names.setdefault(id(tensor), f"{var}.{sub}")
+    return names
+
+
+# -- aliasing during conversion -----------------------------------------------------------------
+
+
+def mutated_args(target: Any) -> list[str]:
+    """Names of the arguments an aten op writes (``self`` of ``add_``, ``out`` of ``.out``)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return []
+    return [a.name for a in schema.arguments
+            if a.alias_info is not None and a.alias_info.is_write]
+
+
+def returns_alias(target: Any) -> bool:
+    """True for an op whose result aliases an argument without writing it (a view)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or len(schema.returns) != 1:
+        return False
+    info = schema.returns[0].alias_info
+    return info is not None and not info.is_write
+
+
+def functional_name(key: str) -> str:
+    """The overload whose handler computes what an in-place or ``out=`` op writes:
+    ``aten.mul_.Tensor`` -> ``aten.mul.Tensor``, ``aten.maximum.out`` ->
+    ``aten.maximum.default``."""
+    _, op, overload = key.split(".", 2)
+    if overload == "out":
+        return f"aten.{op}.default"
+    return f"aten.{op.removesuffix('_')}.{overload}"
+
+
+class Functionalizer:
+    """The storage behind each traced value and the IR value each storage holds now.
+
+    ``storage`` maps an fx node that *is* a storage (a constant's ``get_attr``, an input, an
+    op's fresh result, an in-place op's result, an unchanged alias) to its key; ``views`` maps a
+    view to (its storage, that storage's version when the view was made).
+    """
+
+    def __init__(self) -> None:
+        self.storage: dict[fx.Node, object] = {}
+        self.views: dict[fx.Node, tuple[object, int]] = {}
+        self.current: dict[object, str] = {}
+        self.version: dict[object, int] = {}
+        #: Storage key -> constant name, for constant storages.
+        self.constants: dict[object, str] = {}
+        #: Storage key -> graph input name, for input storages.
+        self.inputs: dict[object, str] = {}
+
+    def define(self, node: fx.Node, value: Any, key: object | None = None) -> None:
+        """``node`` is a storage holding ``value`` (its own, or ``key``'s when given)."""
+        if not isinstance(value, str):
+            return
+        key = node if key is None else key
+        self.storage[node] = key
+        self.current.setdefault(key, value)
+        self.version.setdefault(key, 0)
+
+    def base(self, node: fx.Node) -> tuple[object, int] | None:
+        if node in self.storage:
+            key = self.storage[node]
+            return key, self.version[key]
+        return self.views.get(node)
+
+    def read(self, node: fx.Node, values: Mapping[fx.Node, Any]) -> Any:
+        """The IR value ``node`` stands for at this point of the trace."""
+        if node in self.storage:
+            return self.current[self.storage[node]]
+        view = self.views.get(node)
+        if view is not None and self.version[view[0]] != view[1]:
+            raise UnsupportedOperationError(
+                f"{node.name} ({node.target}) is a view of a tensor that was updated in place "
+                "after the view was taken; the MN-Core compiler cannot read such a view. "
+                "Take the view after the update (or clone() it before)"
+            )
+        return values[node]
+
+    def alias(self, node: fx.Node, source: fx.Node, result: Any, source_value: Any) -> None:
+        """``node`` (a view op's result) aliases ``source``."""
+        if not isinstance(source, fx.Node):
+            self.define(node, result)
+        elif source in self.storage and result == source_value:
+            # Unchanged (detach, a same-shape view): the storage itself.
+            self.storage[node] = self.storage[source]
+        else:
+            base = self.base(source)
+            if base is None:
+                self.define(node, result)
+            else:
+                self.views[node] = base
+
+    def write(self, node: fx.Node, target: Any, new: str) -> None:
+        """``node`` wrote ``new`` into argument ``target``; ``node`` is that storage now."""
+        if not isinstance(target, fx.Node) or target not in self.storage:
+            raise UnsupportedOperationError(
+                f"{node.target} ({node.name}) updates a view of a tensor in place; the MN-Core "
+                "compiler supports in-place updates of whole tensors only"
+            )
+        key = self.storage[target]
+        if key in self.inputs:
+            raise CaptureError(
+                f"the function updates its input {self.inputs[key]!r} in place "
+                f"({node.target}); a compiled function cannot change its caller's tensors: "
+                "work on a copy (x = x.clone())"
+            )
+        self.current[key] = new
+        self.version[key] += 1
+        self.storage[node] = key
+
+    def written_constants(self) -> dict[str, str]:
+        """Constant name -> its final IR value, for each constant whose value changed."""
+        return {name: self.current[key] for key, name in self.constants.items()
+                if self.current[key] != name}
