@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import copy
 import io
-import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +21,7 @@ from mlsdk import (
     storage,
 )
 from mlsdk.optim import _one_minus_pow
+from mlsdk.testing.examples import run_example
 
 ROOT = Path(__file__).resolve().parents[1]
 # Same gradients every step: the only difference left is rounding. Torch fuses ``p - lr * g``
@@ -313,49 +310,15 @@ def test_changed_lr_is_uploaded_before_a_call(device, tmp_path):
 # -- the example --------------------------------------------------------------------------------
 
 
-def _training_capture_available() -> bool:
-    model = torch.nn.Linear(2, 1)
-    optimizer = MNCoreSGD(model.parameters(), 0.1)
-
-    def step(d):
-        optimizer.zero_grad()
-        loss = model(d["x"]).sum()
-        loss.backward()
-        optimizer.step()
-        return {"loss": loss}
-
-    with Context(MNDevice("pfvm:cpu")) as context, tempfile.TemporaryDirectory() as tmp:
-        context.registry.register("probe", model)
-        set_buffer_name_in_optimizer(optimizer, "probe_opt")
-        context.register_optimizer_buffers(optimizer)
-        try:
-            context.compile(step, {"x": torch.ones(1, 2)}, storage.path(tmp))
-        except NotImplementedError:
-            return False
-        except RuntimeError as exc:  # inference-only capture runs the function under no_grad
-            if "does not require grad" in str(exc):
-                return False
-            raise
-    return True
-
-
 def test_train_classifier_example_runs(tmp_path):
-    if not _training_capture_available():
-        pytest.skip("training capture not on this branch")
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "train_classifier.py"),
-         "--device", "mncore2:auto", "--outdir", str(tmp_path)],
-        capture_output=True, text=True, env=_env(), timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "accuracy" in result.stdout
+    run = run_example("train_classifier.py", "--device", "mncore2:auto", "--outdir",
+                      str(tmp_path), cwd=tmp_path, timeout=300)
+    assert "accuracy" in run.stdout
 
 
-def test_train_classifier_example_plain_torch_reaches_the_threshold():
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "train_classifier.py"), "--device", "torch"],
-        capture_output=True, text=True, env=_env(), timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "test accuracy" in result.stdout
+def test_train_classifier_example_plain_torch_reaches_the_threshold(tmp_path):
+    run = run_example("train_classifier.py", "--device", "torch", cwd=tmp_path, timeout=300)
+    assert "test accuracy" in run.stdout
 
 
 def test_bench_training_imports():
@@ -363,8 +326,3 @@ def test_bench_training_imports():
 
     names = runpy.run_path(str(ROOT / "bench" / "bench_training.py"), run_name="bench")
     assert callable(names["bench_device"]) and callable(names["bench_torch"])
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(
-        str(ROOT / d) for d in ("sdk", "compiler", "hdl", "sim"))}
