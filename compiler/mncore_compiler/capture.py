@@ -190,7 +190,8 @@ def capture_step(
     # A wrapper (functools.wraps, mlsdk's pytree adapter) names constants after what it wraps.
     objects = closure_objects(inspect.unwrap(fn))
     check_batch_norm_modules(objects)
-    snapshot = StateSnapshot.take(objects) if training is not False else StateSnapshot()
+    # Also for training=False: a BatchNorm in train() mode updates its buffers under no_grad.
+    snapshot = StateSnapshot.take(objects)
     module, out_names = _trace(fn, names, tensors, snapshot, training)
     converter = _Converter(module, names, _closure_tensor_names(objects), registered)
     graph = converter.run(out_names)
