@@ -268,3 +268,13 @@ def test_momentum_none_in_train_mode_is_a_clear_error(tmp_path):
         y = context.compile(lambda d: {"y": model(d["x"])}, {"x": x},
                             storage.path(tmp_path / "g"))({"x": x})["y"].cpu()
         torch.testing.assert_close(y, model(x).detach(), rtol=RTOL, atol=ATOL)
+
+
+def test_without_running_statistics_the_batch_statistics_are_used(tmp_path):
+    with Context(MNDevice("mncore2:auto")) as context:
+        model = torch.nn.BatchNorm1d(5, track_running_stats=False).eval()
+        x = torch.randn(7, 5)
+        fn = context.compile(lambda d: {"y": model(d["x"])}, {"x": x},
+                             storage.path(tmp_path / "f"), training=False)
+        torch.testing.assert_close(fn({"x": x})["y"].cpu(), model(x).detach(),
+                                   rtol=RTOL, atol=ATOL)
