@@ -289,5 +289,6 @@ def _factory(b: _Builder, a: dict[str, Any], n: fx.Node) -> str:
 
 
 # Comparisons, where, argmax/argmin, max/min with indices, nll_loss (_aten_int); backward ops,
-# losses' backward and the optimizers' update ops (_aten_train): handlers of their own files.
-from . import _aten_int, _aten_train  # noqa: E402, F401
+# losses' backward and the optimizers' update ops (_aten_train), batch norm (_aten_norm):
+# handlers of their own files.
+from . import _aten_int, _aten_norm, _aten_train  # noqa: E402, F401

@@ -57,9 +57,13 @@ def state_writes(converter: Any, graph: Graph, snapshot: StateSnapshot,
             "the module (context.registry.register('model', model)) and the optimizer's "
             "buffers (set_tensor_name + context.register_buffer) before compiling")
     if training is False and writes:
+        hint = ("; a BatchNorm in train() mode updates its running statistics, as in torch: "
+                "call model.eval() to compile inference" if any(
+                    name.endswith(("running_mean", "running_var", "num_batches_tracked"))
+                    for name in writes) else "")
         raise CaptureError(
             f"compile(training=False), but the function updates {sorted(writes)} in place (a "
-            "training step); leave training unset or pass training=True")
+            f"training step); leave training unset or pass training=True{hint}")
     if training is True and not writes:
         raise CaptureError(
             "compile(training=True), but the function updates no registered tensor: a training "

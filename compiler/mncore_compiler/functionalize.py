@@ -303,8 +303,10 @@ class Functionalizer:
             else:
                 self.views[node] = base
 
-    def write(self, node: fx.Node, target: Any, new: str) -> None:
-        """``node`` wrote ``new`` into argument ``target``; ``node`` is that storage now."""
+    def write(self, node: fx.Node, target: Any, new: str, *, same_storage: bool = True) -> None:
+        """``node`` wrote ``new`` into argument ``target``; ``node`` is that storage now, unless
+        ``same_storage`` is False (an op whose results are fresh tensors, and whose write its
+        schema does not declare: ``native_batch_norm``'s running statistics)."""
         if not isinstance(target, fx.Node) or target not in self.storage:
             raise UnsupportedOperationError(
                 f"{node.target} ({node.name}) updates a view of a tensor in place; the MN-Core "
@@ -319,7 +321,8 @@ class Functionalizer:
             )
         self.current[key] = new
         self.version[key] += 1
-        self.storage[node] = key
+        if same_storage:
+            self.storage[node] = key
 
     def written_constants(self) -> dict[str, str]:
         """Constant name -> its final IR value, for each constant whose value changed."""

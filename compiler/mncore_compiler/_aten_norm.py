@@ -1,0 +1,203 @@
+"""Aten handlers of batch normalisation: ``native_batch_norm`` (train and eval mode), its
+backward, and the running statistics it updates on the device.
+
+``make_fx`` traces an ``nn.BatchNorm1d`` / ``BatchNorm2d`` as ``aten.native_batch_norm`` in
+both modes. In train mode (``training=True``) it normalises with the batch statistics and
+updates ``running_mean`` and ``running_var`` in place, a write its schema does not declare;
+the handler does that write itself (through the functionaliser), so a registered buffer's new
+value becomes a state write like an optimizer's. ``num_batches_tracked += 1`` is an ordinary
+traced ``add_``.
+
+Each handler follows torch's CPU kernel (``batch_norm_cpu`` / ``batch_norm_backward_cpu``):
+
+- statistics: ``mean = sum(x) / n``, ``var_sum = sum((x - mean)^2)``,
+  ``invstd = 1 / sqrt(var_sum / n + eps)`` over every dim but the channel dim 1;
+- running statistics: ``momentum * mean + (1 - momentum) * running_mean`` and the same with the
+  *unbiased* variance ``var_sum / (n - 1)``;
+- output: ``x * alpha + beta`` with ``alpha = invstd * weight``, ``beta = bias - mean * alpha``;
+- backward: ``dotp = sum(dy * (x - mean))``, ``grad_weight = dotp * invstd``,
+  ``grad_bias = sum(dy)``, and in train mode
+  ``dx = (dy - sum(dy) / n - (x - mean) * dotp * invstd^2 / n) * invstd * weight``.
+
+torch accumulates some per-channel scalars in double; the device computes in float32, which
+differs by an ulp or so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
+
+import torch
+from torch import fx
+
+from ._aten import Unavailable, _Builder, _on, _tensor, _unsupported
+from .errors import UnsupportedOperationError
+from .functionalize import Functionalizer
+
+__all__ = ["check_batch_norm_modules"]
+
+
+class _StateBuilder(_Builder, Protocol):
+    """The converter, as the batch-norm handler writes the running statistics through it."""
+
+    fz: Functionalizer
+
+    def coerce(self, node: fx.Node, value: str, target: str) -> str: ...
+
+
+def check_batch_norm_modules(objects: Mapping[str, object]) -> None:
+    """Raise for a BatchNorm the compiled function cannot update right.
+
+    A BatchNorm in train mode with ``momentum=None`` (a cumulative average) updates its running
+    statistics with the factor ``1 / num_batches_tracked``, which torch computes as a Python
+    number: the trace would bake in the factor of the step it traced.
+    """
+    seen: set[int] = set()
+    for var, obj in objects.items():
+        if not isinstance(obj, torch.nn.Module):
+            continue
+        for sub, module in obj.named_modules():
+            if id(module) in seen or not isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                continue
+            seen.add(id(module))
+            if module.training and module.track_running_stats and module.momentum is None:
+                where = f"{var}.{sub}" if sub else var
+                raise UnsupportedOperationError(
+                    f"{where} is a {type(module).__name__} with momentum=None (a cumulative "
+                    "moving average) in train() mode; its update factor 1/num_batches_tracked "
+                    "is a Python number torch computes at every call, which a compiled step "
+                    "cannot follow. Give it a momentum (e.g. momentum=0.1), or call eval()"
+                )
+
+
+def _optional(n: fx.Node, value: Any) -> str | None:
+    return None if value is None else _tensor(n, value)
+
+
+def _channel_view(b: _Builder, v: str, rank: int) -> str:
+    """A per-channel vector [C] as [1, C, 1, ...], to broadcast against an [N, C, ...] input."""
+    c = b.type(v).shape[0]
+    shape = (1, c) + (1,) * (rank - 2)
+    return v if rank == 1 else b.emit("reshape", [v], shape=shape)
+
+
+def _stat_dims(b: _Builder, n: fx.Node, x: str) -> tuple[tuple[int, ...], int]:
+    """The dims batch norm reduces over (all but dim 1) and how many values each channel has."""
+    shape = b.type(x).shape
+    if len(shape) < 2:
+        raise _unsupported(n, f"an input of shape {list(shape)} (give [N, C] or [N, C, ...])")
+    dims = (0,) + tuple(range(2, len(shape)))
+    count = 1
+    for d in dims:
+        count *= shape[d]
+    return dims, count
+
+
+def _inv_std(b: _Builder, var: str, eps: float) -> str:
+    # 1 / sqrt(var + eps), as torch's kernel computes it (not rsqrt).
+    return b.emit("reciprocal", [b.emit("sqrt", [b.emit("add_scalar", [var], scalar=eps)])])
+
+
+def _normalise(b: _Builder, x: str, mean: str, invstd: str, weight: str | None,
+               bias: str | None) -> str:
+    rank = b.type(x).rank
+    alpha = invstd if weight is None else b.emit("mul", [invstd, weight])
+    shifted = b.emit("mul", [mean, alpha])
+    beta = (b.emit("neg", [shifted]) if bias is None else b.emit("sub", [bias, shifted]))
+    scaled = b.emit("mul", [x, _channel_view(b, alpha, rank)])
+    return b.emit("add", [scaled, _channel_view(b, beta, rank)])
+
+
+def _running(b: _Builder, old: str, batch: str, momentum: float) -> str:
+    # momentum * batch + (1 - momentum) * old
+    new = b.emit("mul_scalar", [batch], scalar=momentum)
+    return b.emit("add", [new, b.emit("mul_scalar", [old], scalar=1.0 - momentum)])
+
+
+def _write(b: _Builder, n: fx.Node, arg: str, current: str, value: str) -> None:
+    """Store ``value`` into the tensor ``n`` received as argument ``arg`` (now ``current``)."""
+    raw = n.args[_ARG_INDEX[arg]] if len(n.args) > _ARG_INDEX[arg] else n.kwargs[arg]
+    sb = cast(_StateBuilder, b)
+    sb.fz.write(n, raw, sb.coerce(n, value, current), same_storage=False)
+
+
+_ARG_INDEX = {"running_mean": 3, "running_var": 4}
+
+
+@_on("native_batch_norm.default")
+def _native_batch_norm(b: _Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, str, str]:
+    x = _tensor(n, a["input"])
+    weight, bias = _optional(n, a["weight"]), _optional(n, a["bias"])
+    running_mean, running_var = _optional(n, a["running_mean"]), _optional(n, a["running_var"])
+    eps, momentum = float(a["eps"]), float(a["momentum"])
+    dims, count = _stat_dims(b, n, x)
+    rank = b.type(x).rank
+    if not a["training"]:
+        if running_mean is None or running_var is None:
+            raise _unsupported(n, "training=False and no running statistics")
+        invstd = _inv_std(b, running_var, eps)
+        out = _normalise(b, x, running_mean, invstd, weight, bias)
+        # torch returns empty tensors for these in eval mode; the backward reads the running
+        # statistics instead.
+        return out, running_mean, invstd
+    total = b.emit("sum", [x], dims=dims, keepdim=False)
+    mean = b.emit("div_scalar", [total], scalar=float(count), reverse=False)
+    centered = b.emit("sub", [x, _channel_view(b, mean, rank)])
+    var_sum = b.emit("sum", [b.emit("mul", [centered, centered])], dims=dims, keepdim=False)
+    variance = b.emit("div_scalar", [var_sum], scalar=float(count), reverse=False)
+    invstd = _inv_std(b, variance, eps)
+    out = _normalise(b, x, mean, invstd, weight, bias)
+    if running_mean is not None and running_var is not None:
+        unbiased = b.emit("div_scalar", [var_sum], scalar=float(count - 1), reverse=False)
+        _write(b, n, "running_mean", running_mean, _running(b, running_mean, mean, momentum))
+        _write(b, n, "running_var", running_var, _running(b, running_var, unbiased, momentum))
+    return out, mean, invstd
+
+
+@_on("_native_batch_norm_legit_no_training.default")
+def _batch_norm_no_training(b: _Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, str, str]:
+    return cast(tuple[str, str, str], _native_batch_norm(b, {**a, "training": False}, n))
+
+
+@_on("native_batch_norm_backward.default")
+def _native_batch_norm_backward(b: _Builder, a: dict[str, Any], n: fx.Node) -> tuple[Any, ...]:
+    dy, x = _tensor(n, a["grad_out"]), _tensor(n, a["input"])
+    weight = _optional(n, a["weight"])
+    dims, count = _stat_dims(b, n, x)
+    rank = b.type(x).rank
+    if a["train"]:
+        mean, invstd = _tensor(n, a["save_mean"]), _tensor(n, a["save_invstd"])
+    else:
+        mean = _tensor(n, a["running_mean"])
+        invstd = _inv_std(b, _tensor(n, a["running_var"]), float(a["eps"]))
+    mask = [bool(m) for m in a["output_mask"]]
+    grad_sum = b.emit("sum", [dy], dims=dims, keepdim=False)
+    centered = b.emit("sub", [x, _channel_view(b, mean, rank)])
+    dotp = b.emit("sum", [b.emit("mul", [centered, dy])], dims=dims, keepdim=False)
+    missing = Unavailable(f"{n.name}: a gradient native_batch_norm_backward was not asked for")
+    grad_input: Any = missing
+    if mask[0]:
+        scale = invstd if weight is None else b.emit("mul", [invstd, weight])
+        if a["train"]:
+            k = b.emit("mul", [b.emit("mul", [dotp, invstd]), invstd])
+            k = b.emit("div_scalar", [k], scalar=float(count), reverse=False)
+            grad_mean = b.emit("div_scalar", [grad_sum], scalar=float(count), reverse=False)
+            dx = b.emit("mul", [centered, _channel_view(b, k, rank)])
+            dy_c = b.emit("sub", [dy, _channel_view(b, grad_mean, rank)])
+            grad_input = b.emit("mul", [b.emit("sub", [dy_c, dx]), _channel_view(b, scale, rank)])
+        else:
+            grad_input = b.emit("mul", [dy, _channel_view(b, scale, rank)])
+    grad_weight: Any = b.emit("mul", [dotp, invstd]) if mask[1] else missing
+    grad_bias: Any = grad_sum if mask[2] else missing
+    return grad_input, grad_weight, grad_bias
+
+
+@_on("empty.memory_format")
+def _empty(b: _Builder, a: dict[str, Any], n: fx.Node) -> Any:
+    # F.batch_norm makes an empty reserve tensor torch.empty(0) and never reads it.
+    val = n.meta["val"]
+    if val.numel() == 0:
+        return Unavailable(f"{n.name} is an empty tensor; the MN-Core compiler holds no "
+                           "zero-size tensors")
+    return b.constant(torch.zeros(tuple(val.shape), dtype=val.dtype), n.name)
