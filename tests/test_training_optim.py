@@ -25,6 +25,7 @@ from mlsdk import (
     set_buffer_name_in_optimizer,
     storage,
 )
+from mlsdk.optim import optimizer_buffers
 from mncore_hdl.arch import LW_BYTES
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -42,7 +43,10 @@ CASES: dict[str, tuple[type, type, dict[str, Any]]] = {
     "sgd-momentum-dampening-wd": (MNCoreSGD, torch.optim.SGD,
                                   {"lr": 0.1, "momentum": 0.8, "dampening": 0.3,
                                    "weight_decay": 0.01}),
+    "sgd-momentum-maximize": (MNCoreSGD, torch.optim.SGD,
+                              {"lr": 0.05, "momentum": 0.5, "maximize": True}),
     "adam": (MNCoreAdam, torch.optim.Adam, {"lr": 1e-2}),
+    "adam-beta1-0": (MNCoreAdam, torch.optim.Adam, {"lr": 1e-2, "betas": (0.0, 0.99)}),
     "adam-wd": (MNCoreAdam, torch.optim.Adam, {"lr": 1e-2, "weight_decay": 0.01}),
     "adam-wd-amsgrad": (MNCoreAdam, torch.optim.Adam,
                         {"lr": 1e-2, "weight_decay": 0.01, "amsgrad": True}),
@@ -99,6 +103,10 @@ def _setup(context: Context, kind: str, case: str):
     return model, opt, reference, ref_opt
 
 
+def _buffers(opt) -> list[torch.Tensor]:
+    return [tensor for _, tensor in optimizer_buffers(opt)]
+
+
 def _torch_step(kind, reference, ref_opt, batch) -> float:
     ref_opt.zero_grad()
     loss = _loss(kind, reference(batch["x"]), batch["y"])
@@ -134,10 +142,14 @@ def test_compiled_optimizer_matches_torch_step_by_step(context, tmp_path, kind, 
     model, opt, reference, ref_opt = _setup(context, kind, case)
     initial = [p.detach().clone() for p in model.parameters()]
     initial_state = opt.state_dict()
+    buffers = [t.clone() for t in _buffers(opt)]
     batches = _batches(kind)
     step = context.compile(_make_step(model, opt, kind), batches[0],
                            storage.path(tmp_path / "step"))
-    assert opt.state_dict() == initial_state  # compiling took no step
+    # Compiling ran the step for real; every tensor is put back, the hidden ones included
+    # (lr tensors, SGD's momentum_started flags): it took no step.
+    assert opt.state_dict() == initial_state
+    assert all(torch.equal(t, before) for t, before in zip(_buffers(opt), buffers, strict=True))
     for i, batch in enumerate(batches):
         loss = step(batch)["loss"].item()
         want = _torch_step(kind, reference, ref_opt, batch)
@@ -145,6 +157,8 @@ def test_compiled_optimizer_matches_torch_step_by_step(context, tmp_path, kind, 
     # Before synchronize the host parameters and state are untouched.
     for p, before in zip(model.parameters(), initial, strict=True):
         assert torch.equal(p.detach(), before)
+    assert opt.state_dict() == initial_state
+    assert all(torch.equal(t, before) for t, before in zip(_buffers(opt), buffers, strict=True))
     context.synchronize()
     for p, ref in zip(model.parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p.detach(), ref.detach(), rtol=RTOL, atol=ATOL)
