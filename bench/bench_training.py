@@ -7,12 +7,18 @@ registered (they stay in device DRAM); plain torch runs the same step eagerly on
 Prints steps per second for both and, from ``Context.report()``, the bytes per step on each
 path (host port: the batch in and the loss out; registered state: nothing after the load).
 
+Both paths run torch on ``--threads`` threads (default 1, as ``bench_functional.py``): on a
+small shared machine torch's default of one thread per core makes this tiny model's eager
+steps spin on each other (measured: ~20 steps/s with 2 threads vs ~2000 with 1 on 2 busy
+cores), which would measure the machine's load rather than the step.
+
     ./exec_with_env.sh python3 bench/bench_training.py [--device mncore2:auto] [--steps 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -73,14 +79,20 @@ def main() -> None:
     parser.add_argument("--device", default="mncore2:auto")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for both paths (default 1)")
     args = parser.parse_args()
+    if args.threads < 1:
+        parser.error(f"--threads must be at least 1, not {args.threads}")
+    torch.set_num_threads(args.threads)
     train, _ = load_data()
     data = batches(train, BATCH, 0)
     torch_rate = bench_torch(args.optimizer, data, args.steps)
     with tempfile.TemporaryDirectory(prefix="mncore_bench_training_") as tmp:
         rate, paths, state = bench_device(args.device, args.optimizer, data, args.steps,
                                           Path(tmp))
-    print(f"MLP 64-64-10, batch {BATCH}, {args.optimizer}, {args.steps} steps")
+    print(f"MLP 64-64-10, batch {BATCH}, {args.optimizer}, {args.steps} steps; torch threads "
+          f"{torch.get_num_threads()} ({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f})")
     print(f"{'path':<28}{'steps/s':>10}")
     print(f"{'plain torch (host)':<28}{torch_rate:>10.1f}")
     print(f"{args.device + ' (compiled)':<28}{rate:>10.1f}")

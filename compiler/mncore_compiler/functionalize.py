@@ -155,6 +155,8 @@ class StateSnapshot:
                     for value in entries.values():
                         if isinstance(value, torch.Tensor):
                             keep(value)
+                for tensor in held_tensors(obj):
+                    keep(tensor)
             elif isinstance(obj, torch.Tensor):
                 keep(obj)
         return snap
@@ -186,6 +188,28 @@ class StateSnapshot:
                     if isinstance(value, torch.Tensor) and old.get(key) is not value:
                         created.append(f"{var}.state[{names.get(id(p), 'param')}][{key!r}]")
         return created
+
+
+def held_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """Tensors an optimizer holds outside ``state`` and ``param_groups``: in its attributes,
+    directly or in lists, tuples and dicts (the MN-Core optimizers' lr tensors and SGD's
+    ``momentum_started`` flags). Its step may update them in place like its state."""
+    found: list[torch.Tensor] = []
+
+    def walk(value: object, depth: int) -> None:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif depth < 3 and isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item, depth + 1)
+        elif depth < 3 and isinstance(value, dict):
+            for item in value.values():
+                walk(item, depth + 1)
+
+    for key, value in vars(optimizer).items():
+        if key not in ("state", "param_groups", "defaults"):
+            walk(value, 0)
+    return found
 
 
 def optimizer_state_names(objects: Mapping[str, object]) -> dict[int, str]:
