@@ -21,8 +21,9 @@ _EXPORTS = {
     "register_pytree_namedtuple": ".pytree", "register_pytree_dataclass": ".pytree",
     "IOSpec": ".iospec", "TensorProxy": ".proxy", "Report": ".report", "CallRecord": ".report",
     "trace_scope": ".trace", "trace_event": ".trace",
-    **{name: ".registry" for name in (
-        "Registry", "RegistrationError", "set_tensor_name", "get_tensor_name",
+    "Registry": ".registry",
+    **{name: ".naming" for name in (
+        "RegistrationError", "set_tensor_name", "get_tensor_name",
         "set_tensor_name_in_module")},
     **{name: ".optim" for name in (
         "MNCoreSGD", "MNCoreAdam", "MNCoreAdamW", "set_buffer_name_in_optimizer")},
@@ -84,6 +85,12 @@ if TYPE_CHECKING:
         StaleTensorError,
     )
     from .iospec import IOSpec
+    from .naming import (
+        RegistrationError,
+        get_tensor_name,
+        set_tensor_name,
+        set_tensor_name_in_module,
+    )
     from .optim import MNCoreAdam, MNCoreAdamW, MNCoreSGD, set_buffer_name_in_optimizer
     from .proxy import TensorProxy
     from .pytree import (
@@ -92,12 +99,6 @@ if TYPE_CHECKING:
         register_pytree_dataclass,
         register_pytree_namedtuple,
     )
-    from .registry import (
-        RegistrationError,
-        Registry,
-        get_tensor_name,
-        set_tensor_name,
-        set_tensor_name_in_module,
-    )
+    from .registry import Registry
     from .report import CallRecord, Report
     from .trace import trace_event, trace_scope

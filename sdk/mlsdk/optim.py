@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .registry import RegistrationError, get_tensor_name, set_tensor_name
+from .naming import RegistrationError, get_tensor_name, set_tensor_name
 
 if TYPE_CHECKING:
     from .context import Context
