@@ -20,6 +20,7 @@ See ``docs/cache.md`` for what each ``enable_*`` flag controls and how errors ar
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -57,6 +58,8 @@ CACHE_VERSION = 1
 _ENTRY_FILE = "entry.json"
 _TMP_PREFIX = ".tmp-"
 _STALE_SECONDS = 3600.0  # a temporary entry this old belongs to a writer that died
+#: Renames an installing writer tries while competitors replace a bad entry.
+_INSTALL_ATTEMPTS = 10
 # torch's make_fx is not thread-safe: captures from two threads at once corrupt its state.
 _CAPTURE_LOCK = threading.Lock()
 _FLAGS = ("enable_app_cache", "enable_onnx_cache", "enable_codegen_cache",
@@ -396,13 +399,15 @@ class _Store:
 
     def _install(self, tmp: Path, key: str, name: str, config: ArchConfig) -> None:
         path = self.entry(key)
-        for _ in range(3):
+        for _ in range(_INSTALL_ATTEMPTS):
             try:
                 os.rename(tmp, path)
                 return
-            except OSError:
-                if not os.path.lexists(path):
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                     raise
+                if not os.path.lexists(path):
+                    continue  # a competitor moved a bad entry aside meanwhile: try again
             try:
                 self._read(path, key, name, config)
                 return  # another writer got there first with a whole entry: keep theirs
