@@ -404,7 +404,7 @@ class _Store:
                 os.rename(tmp, path)
                 return
             except OSError as exc:
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
                     raise
                 if not os.path.lexists(path):
                     continue  # a competitor moved a bad entry aside meanwhile: try again
