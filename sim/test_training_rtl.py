@@ -1,12 +1,13 @@
-"""A training step on the RTL memory system: a tiny linear model trained 3 steps with SGD and
-momentum on ``mncore2:rtl`` and ``mncore2:icarus`` gives the same losses and trained parameters
-as on the functional model, its parameters and momentum buffers updated in place in DRAM (read
-and written through the RTL controllers' compute port) and read back only by synchronize().
-The same for ``MNCoreAdam`` (2 steps of a smaller model): its step counter, moments and lr
-tensor live in DRAM too."""
+"""A training step on the RTL memory system: a tiny linear model trained a few steps on
+``mncore2:rtl`` and ``mncore2:icarus`` gives the same losses, trained parameters and optimizer
+state as on the functional model, bit for bit. Parameters and optimizer state (torch's SGD
+momentum buffers; ``MNCoreAdam``'s step counter, moments and lr tensor) are updated in place in
+DRAM (read and written through the RTL controllers' compute port) and read back only by
+synchronize()."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,59 +23,40 @@ from mlsdk import (
 )
 from mlsdk.testing.flows import require_device
 
-STEPS = 3
+Setup = Callable[[Context, torch.nn.Module], torch.optim.Optimizer]
 
 
-def _train(device: str, tmp: Path) -> tuple[list[float], list[torch.Tensor], int]:
-    torch.manual_seed(3)
-    model = torch.nn.Linear(4, 2)
-    context = Context(MNDevice(device))
-    context.registry.register("model", model)
+def _sgd(context: Context, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """torch's SGD with momentum, its buffers created, named and registered by hand."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for name, p in model.named_parameters():
         buf = opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
         set_tensor_name(buf, f"opt.momentum.{name}")
         context.register_buffer(buf)
-
-    def train_step(d):
-        opt.zero_grad()
-        loss = F.mse_loss(model(d["x"]), d["y"])
-        loss.backward()
-        opt.step()
-        return {"loss": loss}
-
-    g = torch.Generator().manual_seed(5)
-    batches = [{"x": torch.randn(4, 4, generator=g), "y": torch.randn(4, 2, generator=g)}
-               for _ in range(STEPS)]
-    step = context.compile(train_step, batches[0], storage.path(tmp / "step"))
-    losses = [step(b)["loss"].item() for b in batches]
-    calls = [r for r in context.report().records if r.kind == "call"]
-    state_bytes = sum(r.state_bytes for r in calls[1:])
-    context.synchronize()
-    params = [p.detach().clone() for p in model.parameters()]
-    context.close()
-    return losses, params, state_bytes
+    return opt
 
 
-@pytest.mark.parametrize("device", ["mncore2:rtl", "mncore2:icarus"])
-def test_training_on_rtl_matches_model(device: str, tmp_path: Path) -> None:
-    require_device(device)
-    losses, params, state_bytes = _train(device, tmp_path / "rtl")
-    want_losses, want_params, _ = _train("mncore2:auto", tmp_path / "model")
-    assert losses == want_losses  # the same ops on the same DRAM words: bit for bit
-    for got, want in zip(params, want_params, strict=True):
-        assert torch.equal(got, want)
-    assert state_bytes == 0  # later steps never re-upload the state
-
-
-def _train_adam(device: str, tmp: Path) -> tuple[list[float], list[torch.Tensor], int]:
-    torch.manual_seed(4)
-    model = torch.nn.Linear(3, 2)
-    context = Context(MNDevice(device))
-    context.registry.register("model", model)
+def _adam(context: Context, model: torch.nn.Module) -> torch.optim.Optimizer:
     opt = MNCoreAdam(model.parameters(), lr=0.05, weight_decay=0.01)
     set_buffer_name_in_optimizer(opt, "opt")
     context.register_optimizer_buffers(opt)
+    return opt
+
+
+#: name -> (optimizer set-up, in/out features, batch, steps, seed, the state tensors it keeps)
+CASES = {
+    "sgd": (_sgd, (4, 2), 4, 3, 3, 2),         # a momentum buffer per parameter
+    "adam": (_adam, (3, 2), 2, 2, 4, 2 * 3),   # step, exp_avg, exp_avg_sq per parameter
+}
+
+
+def _train(device: str, tmp: Path, case: str) -> tuple[list[float], list[torch.Tensor], int]:
+    setup, (fan_in, fan_out), batch, steps, seed, _ = CASES[case]
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(fan_in, fan_out)
+    context = Context(MNDevice(device))
+    context.registry.register("model", model)
+    opt = setup(context, model)
 
     def train_step(d):
         opt.zero_grad()
@@ -83,10 +65,10 @@ def _train_adam(device: str, tmp: Path) -> tuple[list[float], list[torch.Tensor]
         opt.step()
         return {"loss": loss}
 
-    g = torch.Generator().manual_seed(6)
-    batches = [{"x": torch.randn(2, 3, generator=g), "y": torch.randn(2, 2, generator=g)}
-               for _ in range(2)]
-    step = context.compile(train_step, batches[0], storage.path(tmp / "adam"))
+    g = torch.Generator().manual_seed(seed + 2)
+    batches = [{"x": torch.randn(batch, fan_in, generator=g),
+                "y": torch.randn(batch, fan_out, generator=g)} for _ in range(steps)]
+    step = context.compile(train_step, batches[0], storage.path(tmp / case))
     losses = [step(b)["loss"].item() for b in batches]
     calls = [r for r in context.report().records if r.kind == "call"]
     state_bytes = sum(r.state_bytes for r in calls[1:])
@@ -97,13 +79,14 @@ def _train_adam(device: str, tmp: Path) -> tuple[list[float], list[torch.Tensor]
     return losses, trained, state_bytes
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("device", ["mncore2:rtl", "mncore2:icarus"])
-def test_adam_training_on_rtl_matches_model(device: str, tmp_path: Path) -> None:
+def test_training_on_rtl_matches_model(device: str, case: str, tmp_path: Path) -> None:
     require_device(device)
-    losses, trained, state_bytes = _train_adam(device, tmp_path / "rtl")
-    want_losses, want_trained, _ = _train_adam("mncore2:auto", tmp_path / "model")
-    assert losses == want_losses
-    assert len(trained) == len(want_trained) == 2 + 2 * 3  # params; step, exp_avg, exp_avg_sq
+    losses, trained, state_bytes = _train(device, tmp_path / "rtl", case)
+    want_losses, want_trained, _ = _train("mncore2:auto", tmp_path / "model", case)
+    assert losses == want_losses  # the same ops on the same DRAM words: bit for bit
+    assert len(trained) == len(want_trained) == 2 + CASES[case][-1]
     for got, want in zip(trained, want_trained, strict=True):
         assert torch.equal(got, want)
-    assert state_bytes == 0
+    assert state_bytes == 0  # later steps never re-upload the state

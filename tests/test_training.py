@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from mlsdk import Context, MNDevice, set_tensor_name, storage
 from mlsdk.errors import OptimizerChangedError
+from mlsdk.testing.training import loss_for, make_batches, make_train_step, mlp, model_for
 from mncore_compiler.errors import CaptureError, UnsupportedOperationError
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -25,10 +26,6 @@ SGD_SETTINGS = [
     {"momentum": 0.9, "weight_decay": 0.01, "nesterov": True},
     {"momentum": 0.0, "weight_decay": 0.05, "nesterov": False},
 ]
-
-
-def _mlp() -> torch.nn.Module:
-    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
 
 
 def _setup(context: Context, model: torch.nn.Module, settings: dict, lr: float = 0.1):
@@ -43,30 +40,6 @@ def _setup(context: Context, model: torch.nn.Module, settings: dict, lr: float =
     return opt
 
 
-def _batches(kind: str, steps: int, seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
-        x = torch.randn(8, 6, generator=g)
-        if kind == "mse":
-            yield {"x": x, "y": torch.randn(8, 4, generator=g)}
-        else:
-            yield {"x": x, "y": torch.randint(0, 4, (8,), generator=g)}
-
-
-def _loss(kind: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return F.mse_loss(out, y) if kind == "mse" else F.cross_entropy(out, y)
-
-
-def _make_step(model, opt, kind):
-    def train_step(d):
-        opt.zero_grad()
-        loss = _loss(kind, model(d["x"]), d["y"])
-        loss.backward()
-        opt.step()
-        return {"loss": loss}
-    return train_step
-
-
 @pytest.fixture(params=DEVICES)
 def context(request):
     with Context(MNDevice(request.param)) as ctx:
@@ -78,13 +51,13 @@ def context(request):
 @pytest.mark.parametrize("kind", ["mse", "xent"])
 def test_training_matches_torch_step_by_step(context, tmp_path, kind, settings):
     torch.manual_seed(1)
-    model = torch.nn.Linear(6, 4) if kind == "mse" else _mlp()
+    model = model_for(kind)
     reference = copy.deepcopy(model)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, **settings)
     opt = _setup(context, model, settings)
     initial = [p.detach().clone() for p in model.parameters()]
-    batches = list(_batches(kind, 20))
-    step = context.compile(_make_step(model, opt, kind), batches[0],
+    batches = make_batches(kind, 20)
+    step = context.compile(make_train_step(model, opt, kind), batches[0],
                            storage.path(tmp_path / "step"))
     # Compiling ran the step for real, on the real tensors: they are as they were.
     for p, before in zip(model.parameters(), initial, strict=True):
@@ -92,7 +65,7 @@ def test_training_matches_torch_step_by_step(context, tmp_path, kind, settings):
     for batch in batches:
         loss = step(batch)["loss"].item()
         ref_opt.zero_grad()
-        ref_loss = _loss(kind, reference(batch["x"]), batch["y"])
+        ref_loss = loss_for(kind, reference(batch["x"]), batch["y"])
         ref_loss.backward()
         ref_opt.step()
         assert loss == pytest.approx(ref_loss.item(), rel=RTOL, abs=ATOL)
@@ -112,10 +85,10 @@ def test_training_matches_torch_step_by_step(context, tmp_path, kind, settings):
 def test_state_is_never_reuploaded(tmp_path):
     with Context(MNDevice("mncore2:auto")) as context:
         torch.manual_seed(0)
-        model = _mlp()
+        model = mlp()
         opt = _setup(context, model, SGD_SETTINGS[1])
-        batches = list(_batches("xent", 4))
-        step = context.compile(_make_step(model, opt, "xent"), batches[0],
+        batches = make_batches("xent", 4)
+        step = context.compile(make_train_step(model, opt, "xent"), batches[0],
                                storage.path(tmp_path / "step"))
         assert "updates  'model.0.weight'" in step.program.describe()
         assert set(step.output_specs) == {"loss"}
@@ -141,11 +114,11 @@ def test_the_compile_cache_sees_a_training_step(tmp_path):
     with Context(MNDevice("mncore2:auto")) as context:
         model = torch.nn.Linear(6, 4)
         opt = _setup(context, model, SGD_SETTINGS[1])
-        batch = next(_batches("mse", 1))
+        batch = make_batches("mse", 1)[0]
         cache = CacheOptions(tmp_path / "cache")
-        first = context.compile(_make_step(model, opt, "mse"), batch,
+        first = context.compile(make_train_step(model, opt, "mse"), batch,
                                 storage.path(tmp_path / "a"), cache_options=cache)
-        again = context.compile(_make_step(model, opt, "mse"), batch,
+        again = context.compile(make_train_step(model, opt, "mse"), batch,
                                 storage.path(tmp_path / "b"), cache_options=cache)
         assert (first.cache_status, again.cache_status) == ("miss", "hit")
         assert again.program.state_writes == first.program.state_writes != {}
@@ -166,7 +139,8 @@ def test_unregistered_parameters_are_a_clear_error(tmp_path):
         before = model.weight.detach().clone()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         with pytest.raises(CaptureError, match=r"updates 'model.weight'.*not registered"):
-            _compile(context, _make_step(model, opt, "mse"), next(_batches("mse", 1)), tmp_path)
+            _compile(context, make_train_step(model, opt, "mse"), make_batches("mse", 1)[0],
+                     tmp_path)
         assert torch.equal(model.weight.detach(), before) and model.weight.grad is None
 
 
@@ -178,7 +152,8 @@ def test_unregistered_momentum_buffers_are_a_clear_error(tmp_path):
         for p in model.parameters():
             opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
         with pytest.raises(CaptureError, match=r"momentum_buffer.*not registered"):
-            _compile(context, _make_step(model, opt, "mse"), next(_batches("mse", 1)), tmp_path)
+            _compile(context, make_train_step(model, opt, "mse"), make_batches("mse", 1)[0],
+                     tmp_path)
 
 
 def test_optimizer_state_created_while_tracing_is_a_clear_error(tmp_path):
@@ -187,7 +162,8 @@ def test_optimizer_state_created_while_tracing_is_a_clear_error(tmp_path):
         context.registry.register("model", model)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         with pytest.raises(CaptureError, match="created its state while the function was traced"):
-            _compile(context, _make_step(model, opt, "mse"), next(_batches("mse", 1)), tmp_path)
+            _compile(context, make_train_step(model, opt, "mse"), make_batches("mse", 1)[0],
+                     tmp_path)
         assert len(opt.state) == 0  # put back as it was
 
 
@@ -207,7 +183,7 @@ def test_accumulating_into_an_existing_grad_is_a_clear_error(tmp_path):
 
         grad = r"accumulates into model\.(weight|bias)\.grad.*zero_grad"
         with pytest.raises(CaptureError, match=grad):
-            _compile(context, no_zero_grad, next(_batches("mse", 1)), tmp_path)
+            _compile(context, no_zero_grad, make_batches("mse", 1)[0], tmp_path)
         assert torch.equal(model.weight.grad, torch.ones_like(model.weight))
 
 
@@ -227,7 +203,7 @@ def test_zero_grad_without_set_to_none_trains_too(tmp_path):
             opt.step()
             return {"loss": loss}
 
-        batch = next(_batches("mse", 1))
+        batch = make_batches("mse", 1)[0]
         _compile(context, step, batch, tmp_path)(batch)
         context.synchronize()
         ref = torch.optim.SGD(reference.parameters(), lr=0.1)
@@ -255,8 +231,8 @@ def test_training_flag(tmp_path):
     with Context(MNDevice("mncore2:auto")) as context:
         model = torch.nn.Linear(6, 4)
         opt = _setup(context, model, SGD_SETTINGS[0])
-        batch = next(_batches("mse", 1))
-        step = _make_step(model, opt, "mse")
+        batch = make_batches("mse", 1)[0]
+        step = make_train_step(model, opt, "mse")
         with pytest.raises(CaptureError, match=r"training=False\), but the function calls"):
             _compile(context, step, batch, tmp_path, training=False)
         assert model.weight.grad is None
@@ -272,8 +248,8 @@ def test_optimizer_parameter_list_changed(tmp_path):
     with Context(MNDevice("mncore2:auto")) as context:
         model = torch.nn.Linear(6, 4)
         opt = _setup(context, model, SGD_SETTINGS[0])
-        batch = next(_batches("mse", 1))
-        step = _compile(context, _make_step(model, opt, "mse"), batch, tmp_path)
+        batch = make_batches("mse", 1)[0]
+        step = _compile(context, make_train_step(model, opt, "mse"), batch, tmp_path)
         step(batch)
         opt.add_param_group({"params": [torch.nn.Parameter(torch.zeros(3))]})
         with pytest.raises(OptimizerChangedError, match="'opt'.*1 param group.*has 2 now"):
@@ -289,8 +265,8 @@ def test_dropout_in_train_mode_is_a_clear_error(tmp_path):
     with Context(MNDevice("mncore2:auto")) as context:
         model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Dropout(0.5))
         opt = _setup(context, model, SGD_SETTINGS[0])
-        batch = next(_batches("mse", 1))
+        batch = make_batches("mse", 1)[0]
         with pytest.raises(UnsupportedOperationError, match="draws random numbers.*eval"):
-            _compile(context, _make_step(model, opt, "mse"), batch, tmp_path)
+            _compile(context, make_train_step(model, opt, "mse"), batch, tmp_path)
         model.eval()  # Dropout is the identity in eval mode, as in torch
-        assert _compile(context, _make_step(model, opt, "mse"), batch, tmp_path)(batch)
+        assert _compile(context, make_train_step(model, opt, "mse"), batch, tmp_path)(batch)

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import torch
-import torch.nn.functional as F
 from mlsdk import (
     CacheOptions,
     Context,
@@ -26,6 +25,7 @@ from mlsdk import (
     storage,
 )
 from mlsdk.optim import optimizer_buffers
+from mlsdk.testing.training import loss_for, make_batches, make_train_step, model_for
 from mncore_hdl.arch import LW_BYTES
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -58,42 +58,11 @@ CASES: dict[str, tuple[type, type, dict[str, Any]]] = {
 }
 
 
-def _model(kind: str) -> torch.nn.Module:
-    torch.manual_seed(1)
-    if kind == "mse":
-        return torch.nn.Linear(6, 4)
-    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-
-
-def _batches(kind: str, steps: int = STEPS, seed: int = 0) -> list[dict[str, torch.Tensor]]:
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(steps):
-        x = torch.randn(8, 6, generator=g)
-        y = (torch.randn(8, 4, generator=g) if kind == "mse"
-             else torch.randint(0, 4, (8,), generator=g))
-        out.append({"x": x, "y": y})
-    return out
-
-
-def _loss(kind: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return F.mse_loss(out, y) if kind == "mse" else F.cross_entropy(out, y)
-
-
-def _make_step(model, opt, kind):
-    def train_step(d):
-        opt.zero_grad()
-        loss = _loss(kind, model(d["x"]), d["y"])
-        loss.backward()
-        opt.step()
-        return {"loss": loss}
-    return train_step
-
-
 def _setup(context: Context, kind: str, case: str):
     """The model and its MN-Core optimizer, registered; the torch reference and its optimizer."""
     ours, theirs, settings = CASES[case]
-    model = _model(kind)
+    torch.manual_seed(1)
+    model = model_for(kind)
     reference = copy.deepcopy(model)
     context.registry.register("model", model)
     opt = ours(model.parameters(), foreach=False, **settings)
@@ -109,7 +78,7 @@ def _buffers(opt) -> list[torch.Tensor]:
 
 def _torch_step(kind, reference, ref_opt, batch) -> float:
     ref_opt.zero_grad()
-    loss = _loss(kind, reference(batch["x"]), batch["y"])
+    loss = loss_for(kind, reference(batch["x"]), batch["y"])
     loss.backward()
     ref_opt.step()
     return loss.item()
@@ -143,8 +112,8 @@ def test_compiled_optimizer_matches_torch_step_by_step(context, tmp_path, kind, 
     initial = [p.detach().clone() for p in model.parameters()]
     initial_state = opt.state_dict()
     buffers = [t.clone() for t in _buffers(opt)]
-    batches = _batches(kind)
-    step = context.compile(_make_step(model, opt, kind), batches[0],
+    batches = make_batches(kind, STEPS)
+    step = context.compile(make_train_step(model, opt, kind), batches[0],
                            storage.path(tmp_path / "step"))
     # Compiling ran the step for real; every tensor is put back, the hidden ones included
     # (lr tensors, SGD's momentum_started flags): it took no step.
@@ -180,8 +149,8 @@ def test_report_per_step_and_learning_rate_changes(context, tmp_path, case):
     model, opt, reference, ref_opt = _setup(context, kind, case)
     scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
     ref_scheduler = torch.optim.lr_scheduler.StepLR(ref_opt, step_size=3, gamma=0.5)
-    batches = _batches(kind, 24)
-    step = context.compile(_make_step(model, opt, kind), batches[0],
+    batches = make_batches(kind, 24)
+    step = context.compile(make_train_step(model, opt, kind), batches[0],
                            storage.path(tmp_path / "step"))
     program = step.program
     on_device = context.device.name.startswith("mncore2")
@@ -232,8 +201,8 @@ def test_compile_cache_hit_trains_identically(tmp_path):
     def train(cache_dir, outdir):
         with Context(MNDevice("mncore2:auto")) as context:
             model, opt, _, _ = _setup(context, "xent", "adam-wd-amsgrad")
-            batches = _batches("xent", 5)
-            step = context.compile(_make_step(model, opt, "xent"), batches[0],
+            batches = make_batches("xent", 5)
+            step = context.compile(make_train_step(model, opt, "xent"), batches[0],
                                    storage.path(outdir), cache_options=CacheOptions(cache_dir))
             losses = [step(b)["loss"].item() for b in batches]
             context.synchronize()

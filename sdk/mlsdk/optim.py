@@ -62,6 +62,24 @@ class _MNCoreOptimizer(torch.optim.Optimizer):
         for p in group["params"]:
             self._mncore_init_state(p, group)
 
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:
+        """One step over every parameter with a gradient (tensor operations only)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for index, group in enumerate(self.param_groups):
+            lr = self._mncore_lr(index)
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, group, lr)
+        return loss
+
+    def _update(self, p: torch.Tensor, group: dict[str, Any], lr: torch.Tensor) -> None:
+        """Update ``p`` and its state in place from ``p.grad`` at learning rate ``lr``."""
+        raise NotImplementedError
+
     def _mncore_init_state(self, p: torch.Tensor, group: dict[str, Any]) -> None:
         raise NotImplementedError
 
@@ -223,20 +241,6 @@ class MNCoreSGD(_MNCoreOptimizer, torch.optim.SGD):
             for key, tensor in extra.items():
                 yield p, tensor, key
 
-    @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:
-        """One SGD step over every parameter with a gradient (tensor operations only)."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for index, group in enumerate(self.param_groups):
-            lr = self._mncore_lr(index)
-            for p in group["params"]:
-                if p.grad is not None:
-                    self._update(p, group, lr)
-        return loss
-
     def _update(self, p: torch.Tensor, group: dict[str, Any], lr: torch.Tensor) -> None:
         grad = _grad(p, group["maximize"])
         momentum, dampening = group["momentum"], group["dampening"]
@@ -307,22 +311,8 @@ class MNCoreAdam(_MNCoreOptimizer, torch.optim.Adam):
         step = self.state.get(p, {}).get("step")
         return isinstance(step, torch.Tensor) and bool(step.item() != 0)
 
-    @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:
-        """One Adam step over every parameter with a gradient (tensor operations only)."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for index, group in enumerate(self.param_groups):
-            lr = self._mncore_lr(index)
-            for p in group["params"]:
-                if p.grad is not None:
-                    self._mncore_init_state(p, group)
-                    self._update(p, group, lr)
-        return loss
-
     def _update(self, p: torch.Tensor, group: dict[str, Any], lr: torch.Tensor) -> None:
+        self._mncore_init_state(p, group)  # zeros for state not there yet (setdefault)
         grad = _grad(p, group["maximize"])
         beta1, beta2 = group["betas"]
         weight_decay = group["weight_decay"]
