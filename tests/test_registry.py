@@ -361,14 +361,14 @@ def test_example_runs(tmp_path, device):
 
 
 def test_capture_marks_registered_constants_as_state():
-    from mncore_compiler.capture import capture_with_state
+    from mncore_compiler.capture import capture_step
 
     model, loose = _linear(18), torch.ones(16)
-    graph, state = capture_with_state(lambda d: {"y": model(d["x"]) + loose},
-                                      {"x": torch.randn(4, 32)},
-                                      registered={id(model.weight): "net.weight"})
-    assert state == {"model.weight": "net.weight"}
-    assert {"model.weight", "model.bias", "loose"} <= set(graph.constants)
+    captured = capture_step(lambda d: {"y": model(d["x"]) + loose}, {"x": torch.randn(4, 32)},
+                            registered={id(model.weight): "net.weight"})
+    assert captured.state == {"model.weight": "net.weight"}
+    assert captured.state_writes == {}  # inference: nothing updated
+    assert {"model.weight", "model.bias", "loose"} <= set(captured.graph.constants)
 
 
 def test_program_state_is_saved_checked_and_reloaded(tmp_path):

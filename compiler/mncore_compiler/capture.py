@@ -16,7 +16,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ._aten import HANDLERS as _HANDLERS
 from ._aten import Deferred, Unavailable
 from ._aten_norm import check_batch_norm_modules
-from ._training import unsupported_op
+from ._training import state_writes, unsupported_op
 from .errors import CaptureError, CompilerError, UnsupportedOperationError
 from .functionalize import (
     Functionalizer,
@@ -32,7 +32,7 @@ from .ir import DTYPES, Graph, Node, TensorType, dtype_to_torch, fresh_name
 from .ops import OpTypeError, infer_type
 from .retarget import retarget
 
-__all__ = ["FLOAT_DTYPES", "Captured", "capture", "capture_step", "capture_with_state",
+__all__ = ["FLOAT_DTYPES", "Captured", "capture", "capture_step",
            "supported_torch_ops"]
 
 FLOAT_DTYPES: dict[str, str] = {
@@ -91,38 +91,7 @@ def capture(
     ValueError
         For an unknown ``float_dtype``.
     """
-    return capture_with_state(fn, sample_inputs, float_dtype=float_dtype)[0]
-
-
-def capture_with_state(
-    fn: Callable[[TensorDict], Mapping[str, torch.Tensor]],
-    sample_inputs: Mapping[str, torch.Tensor],
-    *,
-    float_dtype: str = "float32",
-    registered: Mapping[int, str] | None = None,
-) -> tuple[Graph, dict[str, str]]:
-    """:func:`capture`, also telling which constants are registered module state.
-
-    Parameters
-    ----------
-    fn, sample_inputs, float_dtype
-        As for :func:`capture`.
-    registered : dict of int to str, optional
-        ``id`` of each registered tensor -> its registered name (what
-        ``mlsdk.Context.registry`` holds). A closed-over tensor found here is still a graph
-        constant (the graph stays self-contained), but the runtime reads it from the
-        Context's device copy instead of uploading the program's own.
-
-    Returns
-    -------
-    graph : Graph
-        As :func:`capture` returns it (for a training step, with its state writes as extra
-        outputs: see :func:`capture_step`).
-    state : dict of str to str
-        Constant name -> registered name, for each constant that is a registered tensor.
-    """
-    captured = capture_step(fn, sample_inputs, float_dtype=float_dtype, registered=registered)
-    return captured.graph, captured.state
+    return capture_step(fn, sample_inputs, float_dtype=float_dtype).graph
 
 
 @dataclass
@@ -163,7 +132,8 @@ def capture_step(
     registered: Mapping[int, str] | None = None,
     training: bool | None = None,
 ) -> Captured:
-    """:func:`capture_with_state` for any function, a training step included.
+    """:func:`capture` for any function, a training step included, also telling which
+    constants are registered module state and which of them the function updates.
 
     A training step (forward, ``loss.backward()``, ``optimizer.step()``) is traced with
     autograd on; its in-place updates of registered tensors become state writes (see
@@ -173,7 +143,7 @@ def capture_step(
     Parameters
     ----------
     fn, sample_inputs, float_dtype, registered
-        As for :func:`capture_with_state`.
+        As for :func:`capture`.
     training : bool or None
         None: whatever ``fn`` does. False: an inference function (traced under
         ``torch.no_grad()``); a function that calls ``backward()`` or updates state is a
@@ -195,8 +165,6 @@ def capture_step(
     module, out_names = _trace(fn, names, tensors, snapshot, training)
     converter = _Converter(module, names, _closure_tensor_names(objects), registered)
     graph = converter.run(out_names)
-    from ._training import state_writes
-
     writes = state_writes(converter, graph, snapshot, dict(registered or {}), training)
     compute = FLOAT_DTYPES[float_dtype]
     if compute != "float32":

@@ -81,7 +81,7 @@ def compile_graph(graph: Graph, *, constraints: Mapping[str, Layout] | None = No
     name : str
         Program name.
     state : dict of str to str, optional
-        Constant name -> registered name, from :func:`~mncore_compiler.capture.capture_with_state`.
+        Constant name -> registered name, from :func:`~mncore_compiler.capture.capture_step`.
     state_writes : dict of str to str, optional
         Registered name -> graph output, from :func:`~mncore_compiler.capture.capture_step`.
     """
