@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 from mlsdk import CacheError, CacheOptions, CacheWarning, Context, MNDevice, storage
-from mlsdk.cache import _Store, cache_key, compile_program, kit_version
+from mlsdk.cache import cache_key, compile_program, kit_version
+from mlsdk.cachedir import CacheDir
 from mlsdk.testing.examples import run_example
 from mncore_compiler.capture import capture
 from mncore_hdl.arch import MNCORE2
@@ -304,7 +305,7 @@ def test_concurrent_threads_leave_one_whole_entry(tmp_path):
 def test_writers_racing_on_one_key_leave_one_whole_entry(tmp_path, start):
     program, first = compile_program(add, _sample(), tmp_path / "a",
                                      CacheOptions(tmp_path / "first"), config=MNCORE2)
-    store = _Store.open(tmp_path / "cache")
+    store = CacheDir.open(tmp_path / "cache")
     key = first.key
     if start == "bad entry":
         (store.entry(key)).mkdir()
@@ -314,7 +315,7 @@ def test_writers_racing_on_one_key_leave_one_whole_entry(tmp_path, start):
 
     def write() -> None:
         barrier.wait()
-        stored.append(store.store(key, program, "add", MNCORE2))
+        stored.append(store.store(key, program, "add", MNCORE2, {}))
 
     threads = [threading.Thread(target=write) for _ in range(6)]
     for thread in threads:
@@ -327,11 +328,11 @@ def test_writers_racing_on_one_key_leave_one_whole_entry(tmp_path, start):
 
 
 def test_a_writer_that_loses_the_race_keeps_the_winners_entry(tmp_path):
-    store = _Store.open(tmp_path / "cache")
+    store = CacheDir.open(tmp_path / "cache")
     graph_program, first = compile_program(add, _sample(), tmp_path / "a",
                                            CacheOptions(tmp_path / "cache"), config=MNCORE2)
     before = (first.entry / "entry.json").read_text()
-    assert store.store(first.key, graph_program, "add", MNCORE2)  # as a second writer would
+    assert store.store(first.key, graph_program, "add", MNCORE2, {})  # as a second writer would
     assert (first.entry / "entry.json").read_text() == before
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [first.key]
 

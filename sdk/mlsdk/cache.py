@@ -8,27 +8,20 @@ version, the program format, and a hash of the compiler's and the layout library
 The function is always captured (traced) first, since the key is its graph; a hit skips the pass
 pipeline and the writing of the program, and fills the codegen directory from the entry.
 
-Layout of a cache directory::
-
-    <path>/<key>/entry.json           format, version, key and what went into it
-    <path>/<key>/program.json ...     the codegen directory (see mncore_compiler.program)
-    <path>/.tmp-*                     entries being written (renamed into place when whole)
-
-See ``docs/cache.md`` for what each ``enable_*`` flag controls and how errors are handled.
+The directory itself (entries written whole or not at all, their eviction) is
+:mod:`mlsdk.cachedir`. See ``docs/cache.md`` for what each ``enable_*`` flag controls and how
+errors are handled.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import logging
 import os
-import shutil
 import threading
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -45,33 +38,27 @@ from mncore_compiler.program import PROGRAM_FORMAT, PROGRAM_VERSION, DeviceProgr
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import Layout, to_bits
 
-from .errors import CodegenError
+from .cachedir import (
+    CACHE_FORMAT,
+    CACHE_VERSION,
+    CacheDir,
+    CacheError,
+    CacheWarning,
+    PruneResult,
+    check_max_bytes,
+    prune,
+)
 
-__all__ = ["CacheError", "CacheOptions", "CacheResult", "CacheWarning", "cache_key",
-           "compile_program", "kit_version"]
+__all__ = ["CacheError", "CacheOptions", "CacheResult", "CacheWarning", "PruneResult",
+           "cache_key", "compile_program", "kit_version", "prune"]
 
 #: The logger that says hit, miss or off for every compile (INFO) and why an entry was dropped.
 logger = logging.getLogger("mlsdk.cache")
 
-CACHE_FORMAT = "mncore-cosim-compile-cache"
-CACHE_VERSION = 1
-_ENTRY_FILE = "entry.json"
-_TMP_PREFIX = ".tmp-"
-_STALE_SECONDS = 3600.0  # a temporary entry this old belongs to a writer that died
-#: Renames an installing writer tries while competitors replace a bad entry.
-_INSTALL_ATTEMPTS = 10
 # torch's make_fx is not thread-safe: captures from two threads at once corrupt its state.
 _CAPTURE_LOCK = threading.Lock()
 _FLAGS = ("enable_app_cache", "enable_onnx_cache", "enable_codegen_cache",
           "enable_gpfn2obj_cache")
-
-
-class CacheError(CodegenError):
-    """The compile cache directory cannot be used (it cannot be created or written)."""
-
-
-class CacheWarning(UserWarning):
-    """A cache entry was ignored (corrupt, truncated or foreign) and is being rebuilt."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +79,10 @@ class CacheOptions:
         what an entry holds in this kit: False turns the cache off as well.
     enable_gpfn2obj_cache : bool
         Accepted for MLSDK compatibility; this kit has no assembler stage, so it has no effect.
+    max_bytes : int or None
+        A bound on the cache directory's entries (this kit's addition): after each store, the
+        entries used longest ago are removed until the rest fit (see :func:`prune`); the entry
+        just stored is kept even when it alone is larger. None (the default): no bound.
     """
 
     path: str | os.PathLike[str]
@@ -99,6 +90,7 @@ class CacheOptions:
     enable_onnx_cache: bool = True
     enable_codegen_cache: bool = True
     enable_gpfn2obj_cache: bool = True
+    max_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, (str, os.PathLike)) or not os.fspath(self.path):
@@ -108,6 +100,8 @@ class CacheOptions:
             value = getattr(self, flag)
             if not isinstance(value, bool):
                 raise TypeError(f"CacheOptions {flag} must be a bool, not {value!r}")
+        if self.max_bytes is not None:
+            check_max_bytes(self.max_bytes, "CacheOptions max_bytes")
 
     @property
     def root(self) -> Path:
@@ -170,12 +164,13 @@ def compile_program(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Te
     constraints = dict(constraints or {})
     options = dict(options or {})
     name = function_name(fn)
-    store = _Store.open(cache_options.root) if cache_options and cache_options.enabled else None
+    store = CacheDir.open(cache_options.root) if cache_options and cache_options.enabled else None
     with _one_torch_thread():
         program, status, key, optimizers = _compile(
             fn, sample_inputs, codegen_dir, store, name=name, float_dtype=float_dtype,
             constraints=constraints, config=config, options=options, registered=registered,
-            training=training)
+            training=training,
+            max_bytes=cache_options.max_bytes if cache_options else None)
     if store is None or key is None:
         result = CacheResult(status, seconds=time.perf_counter() - start,
                              optimizers=optimizers)
@@ -188,9 +183,10 @@ def compile_program(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Te
 
 
 def _compile(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
-             codegen_dir: Path, store: _Store | None, *, name: str, float_dtype: str,
+             codegen_dir: Path, store: CacheDir | None, *, name: str, float_dtype: str,
              constraints: dict[str, Layout], config: ArchConfig, options: dict[str, Any],
              registered: Mapping[int, str] | None, training: bool | None,
+             max_bytes: int | None = None,
              ) -> tuple[DeviceProgram, str, str | None, tuple[OptimizerRecord, ...]]:
     """Capture, then compile or read the entry; return the program, the status, the key
     (None when the cache is off) and the optimizers the function steps."""
@@ -215,12 +211,22 @@ def _compile(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
         program = compile_graph(graph, constraints=constraints, config=config, options=options,
                                 name=name, float_dtype=float_dtype, state=state,
                                 state_writes=writes)
-        in_place = store.store(key, program, name, config)
+        in_place = store.store(key, program, name, config, {"kit": kit_version()})
+        if in_place and max_bytes is not None:
+            _prune_after_store(store, max_bytes, key)
     if in_place:
         store.materialise(key, program, codegen_dir)
     else:
         program.save(codegen_dir)
     return program, status, key, optimizers
+
+
+def _prune_after_store(store: CacheDir, max_bytes: int, key: str) -> None:
+    try:
+        store.prune(max_bytes, keep=key)
+    except OSError as exc:  # the bound is housekeeping: it never costs the compile
+        warnings.warn(f"Could not prune the compile cache {str(store.root)!r} to {max_bytes} "
+                      f"bytes: {exc}", CacheWarning, stacklevel=4)
 
 
 @contextlib.contextmanager
@@ -305,181 +311,3 @@ def kit_version() -> dict[str, str]:
 
 def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr).encode()
-
-
-# -- the directory ------------------------------------------------------------------------------
-
-
-class _BadEntry(Exception):
-    """Why an entry cannot be used."""
-
-
-class _Store:
-    """One cache directory: entries named by key, written whole or not at all."""
-
-    def __init__(self, root: Path):
-        self.root = root
-
-    @classmethod
-    def open(cls, root: Path) -> _Store:
-        hint = ("; give CacheOptions a writable directory, or pass cache_options=None to "
-                "compile without a cache")
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise CacheError(f"Cannot create the compile cache directory {str(root)!r}: "
-                             f"{exc.strerror or exc}{hint}") from None
-        if not os.access(root, os.W_OK | os.X_OK):
-            raise CacheError(f"The compile cache directory {str(root)!r} is not writable{hint}")
-        return cls(root)
-
-    def entry(self, key: str) -> Path:
-        return self.root / key
-
-    # -- reading ------------------------------------------------------------------------------
-
-    def lookup(self, key: str, name: str, config: ArchConfig) -> DeviceProgram | None:
-        """The entry's program, or None when absent or unusable (with a CacheWarning)."""
-        path = self.entry(key)
-        if not os.path.lexists(path):
-            return None
-        try:
-            return self._read(path, key, name, config)
-        except _BadEntry as exc:
-            warnings.warn(f"Ignoring compile cache entry {str(path)!r}: {exc}; recompiling and "
-                          "replacing it", CacheWarning, stacklevel=4)
-            logger.warning("entry %s ignored: %s", path, exc)
-            return None
-
-    def _read(self, path: Path, key: str, name: str, config: ArchConfig) -> DeviceProgram:
-        if not path.is_dir():
-            raise _BadEntry("it is not a directory (not written by this cache)")
-        try:
-            meta = json.loads((path / _ENTRY_FILE).read_text())
-        except FileNotFoundError:
-            raise _BadEntry(f"it holds no {_ENTRY_FILE} (not written by this cache)") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise _BadEntry(f"its {_ENTRY_FILE} is unreadable ({exc})") from None
-        if (not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT
-                or meta.get("version") != CACHE_VERSION):
-            raise _BadEntry(f"its {_ENTRY_FILE} is not a {CACHE_FORMAT} v{CACHE_VERSION} entry")
-        if meta.get("key") != key:
-            raise _BadEntry(f"it was stored under another key ({str(meta.get('key'))[:16]}...)")
-        try:
-            program = DeviceProgram.load(path)
-        except CodegenError as exc:
-            raise _BadEntry(str(exc)) from None
-        if program.name != name or program.arch != config:
-            raise _BadEntry("its program is another function's or another chip's")
-        return program
-
-    # -- writing ------------------------------------------------------------------------------
-
-    def store(self, key: str, program: DeviceProgram, name: str, config: ArchConfig) -> bool:
-        """Write the entry under a temporary name, then rename it into place (atomic): a
-        reader sees no entry or a whole one. A concurrent writer's whole entry is kept.
-        Return whether the entry is now in place."""
-        self._sweep()
-        tmp = self.root / f"{_TMP_PREFIX}{key[:16]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            program.save(tmp)
-            meta = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "key": key,
-                    "name": name, "kit": kit_version(), "created": time.time()}
-            (tmp / _ENTRY_FILE).write_text(json.dumps(meta, indent=1) + "\n")
-            self._install(tmp, key, name, config)
-            return True
-        except (OSError, CodegenError) as exc:
-            # The directory was writable when the compile began (CacheError otherwise); a
-            # later failure (a full disk) costs the entry, not the compile.
-            warnings.warn(f"Could not store compile cache entry {key[:16]}... in "
-                          f"{str(self.root)!r}: {exc}", CacheWarning, stacklevel=4)
-            return False
-        finally:
-            _remove(tmp)
-
-    def _install(self, tmp: Path, key: str, name: str, config: ArchConfig) -> None:
-        path = self.entry(key)
-        for _ in range(_INSTALL_ATTEMPTS):
-            try:
-                os.rename(tmp, path)
-                return
-            except OSError as exc:
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
-                    raise
-                if not os.path.lexists(path):
-                    continue  # a competitor moved a bad entry aside meanwhile: try again
-            try:
-                self._read(path, key, name, config)
-                return  # another writer got there first with a whole entry: keep theirs
-            except _BadEntry:
-                pass
-            trash = self.root / f"{_TMP_PREFIX}bad-{uuid.uuid4().hex[:8]}"
-            with contextlib.suppress(FileNotFoundError):
-                os.rename(path, trash)
-            _remove(trash)
-        raise OSError(f"entry {str(path)!r} kept changing while being replaced")
-
-    def _sweep(self) -> None:
-        """Remove temporaries of writers that died (older than an hour)."""
-        limit = time.time() - _STALE_SECONDS
-        with contextlib.suppress(OSError), os.scandir(self.root) as entries:
-            for item in entries:
-                if item.name.startswith(_TMP_PREFIX) and item.stat().st_mtime < limit:
-                    _remove(Path(item.path))
-
-    # -- the codegen directory ----------------------------------------------------------------
-
-    def materialise(self, key: str, program: DeviceProgram, codegen_dir: Path) -> None:
-        """Fill ``codegen_dir`` from the entry (hard links, else copies; program.json last),
-        or write ``program`` there when the entry is gone (removed by someone else)."""
-        source = self.entry(key)
-        files = sorted((p for p in source.rglob("*") if p.is_file() and p.name != _ENTRY_FILE),
-                       key=lambda p: (p.name == "program.json", str(p)))
-        try:
-            for file in files:
-                _place(file, codegen_dir / file.relative_to(source))
-        except FileNotFoundError as exc:
-            if exc.filename is not None and Path(exc.filename).is_relative_to(source):
-                program.save(codegen_dir)
-                return
-            raise _codegen_error(codegen_dir, exc) from None
-        except OSError as exc:
-            raise _codegen_error(codegen_dir, exc) from None
-        if not files:
-            program.save(codegen_dir)
-
-
-def _place(source: Path, target: Path) -> None:
-    """Put ``source``'s bytes at ``target`` through a temporary name and a rename."""
-    with contextlib.suppress(OSError):
-        if os.path.samefile(source, target):
-            return  # already linked by an earlier hit
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        try:
-            os.link(source, tmp)  # entries are never modified in place, so sharing is safe
-        except OSError as exc:
-            if isinstance(exc, FileNotFoundError) and not source.exists():
-                raise
-            shutil.copyfile(source, tmp)
-        os.replace(tmp, target)
-    finally:
-        # Gone after a rename, except when target was already a link to the same file (then
-        # rename(2) does nothing and leaves tmp) or the rename failed.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-
-
-def _codegen_error(codegen_dir: Path, exc: OSError) -> CodegenError:
-    where = exc.filename if exc.filename is not None else codegen_dir
-    return CodegenError(f"Cannot write the codegen directory {str(codegen_dir)!r}: {where}: "
-                        f"{exc.strerror or exc}; choose a writable directory")
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
