@@ -14,7 +14,9 @@ figures are wall-clock rates.
   conversion is simulated; the Amaranth simulator runs a few hundred cycles per second, so it
   takes it ten minutes or more; ``--big-devices`` picks the devices); a HostWrite and a
   HostRead of ``--big-kib`` over all four Groups (``--host-devices``); and the whole
-  unconstrained hand-off of ``--big-kib`` end to end (``--handoff-devices``);
+  unconstrained hand-off of ``--big-kib`` end to end (``--handoff-devices``): one row for the
+  whole flow (Context open to close: simulator start, both compiles, both calls, close), one for
+  its two calls alone, and the split of the whole flow's wall time;
 - hand-off sweep on ``--sweep-device`` (Icarus): relocation vs conversion cycles for 4 KiB to
   ``--max-kib`` (1 MiB), measured, with the conversion model beside them; drawn into ``--png``.
 
