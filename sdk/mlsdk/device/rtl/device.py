@@ -111,6 +111,10 @@ class RtlDevice(Device):
         self._port_beats: dict[str, list[list[int]]] = {}
         self._high_water = [0] * config.groups
         self._progress = _progress_printer()
+        #: Wall seconds spent, per driver operation (``write``, ``read``, ``convert``, ...) and
+        #: ``start`` (starting the simulator), summed over the session: where a flow's wall time
+        #: went on the simulator's side (``bench/bench_cosim.py`` prints it).
+        self.wall_seconds: dict[str, float] = {}
 
     @classmethod
     def create(cls, config: ArchConfig, name: str, options: Mapping[str, str]) -> Device:
@@ -131,6 +135,7 @@ class RtlDevice(Device):
             self.waves_dir.mkdir(parents=True, exist_ok=True)
             stem = f"mncore2_{self.simulator}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
             self.vcd_path = self.waves_dir / f"{stem}.vcd"
+        start = time.perf_counter()
         try:
             session = self._open_session()
         except (RuntimeError, OSError) as exc:
@@ -139,7 +144,11 @@ class RtlDevice(Device):
                               ) from None
         session.exchange.on_dropped = self._dropped
         self._session = session
+        self._add_wall("start", start)
         return session
+
+    def _add_wall(self, what: str, since: float) -> None:
+        self.wall_seconds[what] = self.wall_seconds.get(what, 0.0) + time.perf_counter() - since
 
     def _dropped(self, request: dict[str, Any], answer: dict[str, Any]) -> None:
         """An interrupted operation's late answer: nobody takes its result, but the port's
@@ -155,7 +164,9 @@ class RtlDevice(Device):
     def _request(self, msg: dict[str, Any], lw: int = 0) -> dict[str, Any]:
         self._check_open()
         session = self._start()
+        since = time.perf_counter()
         result = session.request(msg, TIMEOUT_BASE + TIMEOUT_PER_LW * lw)
+        self._add_wall(str(msg.get("op")), since)
         if "error" in result:
             raise DeviceError(f"Device {self.name!r}: {msg.get('op')} failed: {result['error']}")
         return result

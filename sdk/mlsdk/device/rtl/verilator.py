@@ -28,16 +28,18 @@ from .icarus import BUILD_ROOT, IcarusSession
 __all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "fix_vcd_scope_names"]
 
 
-def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: None) -> Path:
+def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: None,
+                    trace: bool = False) -> Path:
     """Export the testbench top for ``config`` and build its Verilator model (both cached);
-    return the build folder (cocotb's ``build_dir``)."""
+    return the build folder (cocotb's ``build_dir``). ``trace``: the model that can write
+    waves (slower; built apart, on the first session that asks for waves)."""
     from mncore_hdl.tooling.verilator import build_model
     from mncore_hdl.top.cosim_tb import TB_MODULE, export_cosim_tb, public_signals
 
     say("exporting the co-simulation top to Verilog (once per design, then cached)")
     sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
     public = public_signals(sources[1].read_text())
-    return build_model(sources, TB_MODULE, public, BUILD_ROOT / "verilator", say)
+    return build_model(sources, TB_MODULE, public, BUILD_ROOT / "verilator", say, trace=trace)
 
 
 class VerilatorSession(IcarusSession):
@@ -57,7 +59,7 @@ class VerilatorSession(IcarusSession):
         super().__init__(config, vcd, progress, say)
 
     def _build(self, say: Callable[[str], None]) -> Path:
-        return build_verilator(self.config, say)
+        return build_verilator(self.config, say, trace=self.vcd is not None)
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop the simulator; then make its VCD header readable by every VCD reader."""
