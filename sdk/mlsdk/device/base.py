@@ -245,7 +245,10 @@ class Device(ABC):
             result.bytes["host"] = command.buffer.nbytes
         elif isinstance(command, HostRead):
             self._check_buffer(command.buffer)
-            result.data, result.cycles = self._dram_read("host", command.buffer)
+            if command.layout is None:
+                result.data, result.cycles = self._dram_read("host", command.buffer)
+            else:
+                result.tensor, result.cycles = self._read_tensor(command.buffer, command.layout)
             result.bytes["host"] = command.buffer.nbytes
         elif isinstance(command, Convert):
             self._check_buffer(command.src)
@@ -296,6 +299,12 @@ class Device(ABC):
     @abstractmethod
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
         """Write ``image`` into ``buf`` through port ``path``; return the cycles taken."""
+
+    def _read_tensor(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
+        """A HostRead of ``buf`` decoded from ``layout``: a tensor the caller owns, and the
+        cycles taken (default hook: :meth:`_dram_read`, then :func:`from_device`)."""
+        image, cycles = self._dram_read("host", buf)
+        return from_device(image, layout), cycles
 
     def _load_input(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         """Read a Launch's input or constant ``buf`` through the compute port and decode it

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor, Layout, from_device
-from mncore_hdl.layout.mapping import is_dense, write_image
+from mncore_hdl.layout.mapping import check_tensor, is_dense, write_image
 
 from .base import Device, DramSnapshot
 from .commands import Buffer
@@ -76,12 +76,36 @@ class FunctionalDevice(Device):
         return self._stream_cycles(buf.lw_per_group, write=True)
 
     def _dram_store(self, path: str, buf: Buffer, tensor, layout) -> int:
+        cycles = self._stream_cycles(buf.lw_per_group, write=True)
+        span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
+        # Write-back: the tensor stands for the buffer's bytes until something looks at them
+        # (dram.py); a reader in this layout gets it without a decode, and an output freed
+        # before anyone looks is never laid out. Only a tensor nothing else can change
+        # qualifies: not a view of DRAM, and of the layout's exact shape and dtype.
+        if (check_tensor(tensor, layout, raise_error=False) and tensor.device.type == "cpu"
+                and not self.dram.holds(tensor)
+                and not tensor.is_inference()
+                and self.dram.store_deferred((buf, layout), *span, tensor.detach(), layout,
+                                             owner=buf)):
+            return cycles
         # Lays the tensor out straight into DRAM: no image in between.
-        dst = self.dram.writable(buf.group, buf.groups, buf.address, buf.lw_per_group)
+        dst = self.dram.writable(*span, covers=True)
         if not is_dense(layout):
             dst[...] = 0
         write_image(dst, tensor, layout)
-        return self._stream_cycles(buf.lw_per_group, write=True)
+        return cycles
+
+    def _read_tensor(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
+        # A tensor kept for the buffer in this layout (a Launch output, a decoded input) is
+        # what decoding the DRAM would give: the host gets a copy of it, no decode.
+        cycles = self._stream_cycles(buf.lw_per_group, write=False)
+        value = self.dram.decoded.get((buf, layout))
+        if value is not None:
+            # contiguous, as a decode would give; a copy either way
+            dense = value.contiguous()
+            return (dense if dense is not value else value.clone()), cycles
+        image = self.dram.read(buf.group, buf.groups, buf.address, buf.lw_per_group)
+        return from_device(image, layout), cycles
 
     def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
         from mncore_hdl.converter.timing import conversion_cycles
