@@ -18,6 +18,7 @@ queue what they give back, and the device takes it back at its next operation.
 from __future__ import annotations
 
 import collections
+import copy
 import gc
 import math
 import threading
@@ -140,6 +141,8 @@ class Device(ABC):
         self.lock = DeviceLock()
         # Programs (and their buffers) of collected functions, to unload at a safe point.
         self._retired: collections.deque[tuple[str, tuple[Buffer, ...]]] = collections.deque()
+        # Convert descriptors parsed, by id of the command's dict (see _descriptor).
+        self._descriptors: dict[int, list[Any]] = {}
 
     @classmethod
     def create(cls, config: ArchConfig, name: str, options: Mapping[str, str]) -> Device:
@@ -253,9 +256,12 @@ class Device(ABC):
         elif isinstance(command, Convert):
             self._check_buffer(command.src)
             self._check_buffer(command.dst)
-            descriptor = ConversionDescriptor.from_dict(command.descriptor)
+            descriptor, moved = self._descriptor(command.descriptor)
             result.cycles = self._convert(descriptor, command.src, command.dst)
-            result.bytes["converter"] = self._converter_bytes(descriptor)
+            if moved is None:
+                moved = self._converter_bytes(descriptor)
+                self._descriptors[id(command.descriptor)][3] = moved
+            result.bytes["converter"] = moved
         elif isinstance(command, Launch):
             self._launch(command, result)
         elif isinstance(command, Bind):
@@ -265,6 +271,18 @@ class Device(ABC):
         else:
             raise TypeError(f"Expected a device command, not {command!r}")
         return result
+
+    def _descriptor(self, data: dict) -> tuple[ConversionDescriptor, int | None]:
+        """The descriptor a Convert command carries, parsed once per command dict (calls
+        repeat the same Convert), and the converter bytes counted for it so far (or None).
+        A dict changed since it was parsed is parsed again."""
+        entry = self._descriptors.get(id(data))
+        if entry is None or entry[0] is not data or entry[1] != data:
+            if len(self._descriptors) >= 256:
+                self._descriptors.clear()
+            entry = [data, copy.deepcopy(data), ConversionDescriptor.from_dict(data), None]
+            self._descriptors[id(data)] = entry
+        return entry[2], entry[3]
 
     def _launch(self, command: Launch, result: CommandResult) -> None:
         program = self.programs.get(command.program)

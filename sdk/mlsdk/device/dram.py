@@ -43,6 +43,15 @@ def _lazy_zeros(groups: int, lw_per_group: int) -> tuple[np.ndarray, object]:
         except (OSError, ValueError):
             backing = None
         if backing is not None:
+            if hasattr(mmap, "MADV_HUGEPAGE"):
+                # Large pages where the OS backs them on request (as numpy asks for its own
+                # large arrays): strided copies over a buffer miss the TLB far less (16 MiB
+                # tiles -> rows: 2.4 ms with 4 KiB pages, 1.7 ms with 2 MiB ones). Memory is
+                # still taken only where written, in pieces of up to 2 MiB.
+                try:
+                    backing.madvise(mmap.MADV_HUGEPAGE)
+                except OSError:
+                    pass
             words = np.frombuffer(backing, dtype=np.uint64).reshape(groups, lw_per_group)
             return words, backing
     # np.zeros of a large size is calloc: also backed lazily by the OS.
@@ -67,6 +76,9 @@ class DramStore:
         self.groups = groups
         self.lw_per_group = lw_per_group
         self.words, self._backing = _lazy_zeros(groups, lw_per_group)
+        # The array never moves: its bounds, for holds().
+        self._start = self.words.ctypes.data
+        self._end = self._start + self.words.nbytes
         #: Per Group, the PAGE_LW pages ever written (a superset of the non-zero ones).
         self.touched: list[set[int]] = [set() for _ in range(groups)]
         #: Tensors decoded from ranges of this DRAM; every write drops the ones it overlaps.
@@ -92,6 +104,11 @@ class DramStore:
         self._check(group, groups, address, count)
         self._decoded.flush_range(group, groups, address, count)
         return self.words[group:group + groups, address:address + count]
+
+    def flush(self, group: int, groups: int, address: int, count: int) -> None:
+        """Lay out the write-back values over the range (what :meth:`view` does first)."""
+        self._check(group, groups, address, count)
+        self._decoded.flush_range(group, groups, address, count)
 
     def read(self, group: int, groups: int, address: int, count: int) -> np.ndarray:
         """A read-only view of :meth:`view` (what a read returns: no copy is made)."""
@@ -148,8 +165,7 @@ class DramStore:
 
     def holds(self, tensor: Any) -> bool:
         """Whether ``tensor``'s data lies in this DRAM (it is a view of it, not a copy)."""
-        start = self.words.ctypes.data
-        return start <= tensor.data_ptr() < start + self.words.nbytes
+        return self._start <= tensor.data_ptr() < self._end
 
     def snapshot(self, group: int) -> dict[int, np.ndarray]:
         """A copy of every non-zero page of one Group (to compare two memories)."""

@@ -36,6 +36,9 @@ class FunctionalDevice(Device):
         self.drams = [GroupDram(config.dram_lw_per_group, self.dram, g)
                       for g in range(config.groups)]
         self._stream_memo: dict[tuple[int, bool], int] = {}
+        # Launch inputs whose layout decodes as a view of DRAM (row-major): by (buffer id,
+        # layout), the buffer and the view. Cache keys use the buffer's id (never reused).
+        self._views: dict[tuple[int, Any], tuple[Buffer, Any]] = {}
 
     def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
         # A view of DRAM, no copy: the host copies what it keeps (from_device), and a Launch
@@ -50,26 +53,40 @@ class FunctionalDevice(Device):
         # a constant is decoded once, not once per Launch. The cycles are the read's either way.
         cycles = self._stream_cycles(buf.lw_per_group, write=False)
         decoded = self.dram.decoded
-        key = (buf, layout)
+        key = (buf.id, _layout_key(layout))
         value = decoded.get(key)
-        if value is None:
-            image = self.dram.view(buf.group, buf.groups, buf.address, buf.lw_per_group)
-            value = from_device(image, layout, copy=False)
-            if not self.dram.holds(value):  # a view of DRAM costs nothing to make again
-                decoded.drop_owners(self.allocator.is_live)
-                span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
-                decoded.put(key, value, span, owner=buf)
+        if value is not None:
+            return value, cycles
+        view = self._views.get(key, (None, None))[1]
+        if view is not None:
+            # A view of DRAM sees every write; write-back values over it are laid out first.
+            self.dram.flush(buf.group, buf.groups, buf.address, buf.lw_per_group)
+            return view, cycles
+        image = self.dram.view(buf.group, buf.groups, buf.address, buf.lw_per_group)
+        value = from_device(image, layout, copy=False)
+        if self.dram.holds(value):  # a view of DRAM: kept as it is, never stale
+            if len(self._views) >= 4096:
+                self._views.clear()
+            self._views[key] = (buf, value)
+        else:
+            decoded.drop_owners(self.allocator.is_live)
+            span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
+            decoded.put(key, value, span, owner=buf)
         return value, cycles
+
+    def _forget_dead(self) -> None:
+        self.dram.decoded.drop_owners(self.allocator.is_live)
+        self._views = {k: v for k, v in self._views.items() if self.allocator.is_live(v[0])}
 
     def free(self, buf: Buffer) -> None:
         with self.lock:
             super().free(buf)
-            self.dram.decoded.drop_owners(self.allocator.is_live)
+            self._forget_dead()
 
     def unload_program(self, name: str, buffers: tuple[Buffer, ...] = ()) -> None:
         with self.lock:
             super().unload_program(name, buffers)
-            self.dram.decoded.drop_owners(self.allocator.is_live)
+            self._forget_dead()
 
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
         self.dram.write(buf.group, buf.address, image)
@@ -85,8 +102,8 @@ class FunctionalDevice(Device):
         if (check_tensor(tensor, layout, raise_error=False) and tensor.device.type == "cpu"
                 and not self.dram.holds(tensor)
                 and not tensor.is_inference()
-                and self.dram.store_deferred((buf, layout), *span, tensor.detach(), layout,
-                                             owner=buf)):
+                and self.dram.store_deferred((buf.id, _layout_key(layout)), *span,
+                                             tensor.detach(), layout, owner=buf)):
             return cycles
         # Lays the tensor out straight into DRAM: no image in between.
         dst = self.dram.writable(*span, covers=True)
@@ -99,7 +116,7 @@ class FunctionalDevice(Device):
         # A tensor kept for the buffer in this layout (a Launch output, a decoded input) is
         # what decoding the DRAM would give: the host gets a copy of it, no decode.
         cycles = self._stream_cycles(buf.lw_per_group, write=False)
-        value = self.dram.decoded.get((buf, layout))
+        value = self.dram.decoded.get((buf.id, _layout_key(layout)))
         if value is not None:
             # contiguous, as a decode would give; a copy either way
             dense = value.contiguous()
@@ -138,3 +155,33 @@ class FunctionalDevice(Device):
     def dram_snapshot(self) -> DramSnapshot:
         """Every Group's non-zero pages (to compare with another backend's DRAM)."""
         return [d.snapshot() for d in self.drams]
+
+
+class _LayoutKey:
+    """A layout as a cache key whose hash is computed once (a Layout hashes its nested
+    sub-axes on every lookup); equal layouts give equal keys."""
+
+    __slots__ = ("layout", "hash")
+
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        self.hash = hash(layout)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, _LayoutKey) and self.hash == other.hash
+                                 and self.layout == other.layout)
+
+    def __repr__(self) -> str:
+        return str(self.layout)
+
+
+def _layout_key(layout: Layout) -> _LayoutKey:
+    """The layout's key, kept on the (frozen) layout itself."""
+    key = layout.__dict__.get("_cache_key")
+    if key is None:
+        key = _LayoutKey(layout)
+        object.__setattr__(layout, "_cache_key", key)
+    return key
