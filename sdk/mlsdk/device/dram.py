@@ -20,7 +20,6 @@ import sys
 from typing import Any
 
 import numpy as np
-
 from mncore_hdl.layout.mapping import is_dense, write_image
 
 from .base import PAGE_LW
