@@ -4,7 +4,8 @@ A backend is one :class:`Device` subclass in one file, named by a row of the dev
 (:data:`mlsdk.device.registry.DEVICES`). It implements the abstract hooks that touch its memory
 system: ``_dram_read``, ``_dram_write``, ``_convert``, ``_poke``, ``peek`` and
 ``dram_snapshot``. The documented default hooks (``_bind``, ``_compute_cycles``, ``counters``,
-``create``, ``compiled_function``) may be overridden. Everything else (allocation, the command
+``create``, ``compiled_function``, ``_load_input``, ``_dram_store``, ``_read_tensor``) may be
+overridden. Everything else (allocation, the command
 stream, Launch as loads -> compute -> stores, per-path byte counting, the record of what ran) is
 shared, so two backends given the same commands are comparable word for word.
 
