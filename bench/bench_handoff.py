@@ -11,6 +11,7 @@ For fp32 tensors from 4 KiB to 64 MiB, prints:
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -30,11 +31,15 @@ def consumer(inputs):
 
 
 def _wall(fn, repeat: int) -> float:
+    """Best of ``repeat`` timed calls after a warm-up: the least disturbed run (the machine is
+    shared; a mean measures the neighbours too)."""
     fn()
-    start = time.perf_counter()
+    best = float("inf")
     for _ in range(repeat):
+        start = time.perf_counter()
         fn()
-    return (time.perf_counter() - start) / repeat
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def _handoff_cycles(context, call) -> tuple[int, int]:
@@ -68,6 +73,9 @@ def main() -> None:
     parser.add_argument("--device", default="mncore2:auto")
     parser.add_argument("--max-mib", type=int, default=64)
     args = parser.parse_args()
+    # One thread for the compiled call and for eager alike, as bench_functional.py: on a
+    # shared 2-core machine more threads measure contention, not the call.
+    torch.set_num_threads(1)
     sizes = [4 << 10]
     while sizes[-1] * 4 <= args.max_mib << 20:
         sizes.append(sizes[-1] * 4)
@@ -75,7 +83,8 @@ def main() -> None:
             f"{'call+reloc':>11} {'call+conv':>11} {'compiled ms':>12} {'eager ms':>9} "
             f"{'overhead':>9}")
     print(f"device {args.device}: fp32 tensors of {COLS} columns; cycles are "
-          f"{'modeled' if args.device != 'pfvm:cpu' else 'none'}")
+          f"{'modeled' if args.device != 'pfvm:cpu' else 'none'}; torch threads 1, best of n; "
+          f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(head)
     print("-" * len(head))
     with tempfile.TemporaryDirectory() as tmp:

@@ -59,7 +59,7 @@ def _session(device: FunctionalDevice) -> tuple[list[torch.Tensor], list, dict]:
     read()
     device.poke(w, to_device(_values(4), NATIVE).copy())
     read()
-    return seen, results, {"w": w, "a": a}
+    return seen, results, {"w": w, "a": a, "y": y}
 
 
 def test_every_write_to_a_cached_buffer_is_seen_by_the_next_launch():
@@ -89,10 +89,13 @@ def test_a_freed_buffer_takes_its_decoded_tensor_with_it():
     device = FunctionalDevice(MNCORE2, "mncore2:auto")
     _, _, buffers = _session(device)
     decoded = device.dram.decoded
-    assert len(decoded) == 2 and decoded.nbytes == 2 * 64 * 64 * 4
+    # w and a as decoded by Launch, and y as the last Launch output (laid out by peek: clean)
+    assert len(decoded) == 3 and decoded.nbytes == 3 * 64 * 64 * 4
     device.free(buffers["w"])
-    assert len(decoded) == 1 and decoded.nbytes == 64 * 64 * 4
+    assert len(decoded) == 2 and decoded.nbytes == 2 * 64 * 64 * 4
     device.unload_program("write", (buffers["a"],))
+    assert len(decoded) == 1 and decoded.nbytes == 64 * 64 * 4
+    device.free(buffers["y"])
     assert len(decoded) == 0 and decoded.nbytes == 0
 
 

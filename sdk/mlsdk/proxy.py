@@ -151,7 +151,9 @@ class TensorProxy:
             raise StaleTensorError(f"{self!r} holds no data")
         with context.device.lock:
             record = context._new_record(f"{self.spec.name}.cpu()", kind="read")
-            result = context._execute(HostRead(self.buffer), record)
+            result = context._execute(HostRead(self.buffer, self.spec.layout), record)
+        if result.tensor is not None:
+            return result.tensor
         if result.data is None:
             raise DeviceError(f"The device returned no data for HostRead of {self.buffer}")
         return from_device(result.data, self.spec.layout)

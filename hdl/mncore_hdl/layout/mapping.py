@@ -20,7 +20,7 @@ from .notation import ADDRESS, GROUP, Layout, LayoutError
 
 __all__ = ["axis_coordinates", "slots", "to_device", "from_device", "image_shape",
            "to_device_reference", "from_device_reference", "write_image", "is_dense",
-           "copy_strided", "Piece", "radix_pieces"]
+           "copy_strided", "Piece", "radix_pieces", "check_tensor"]
 
 
 def axis_coordinates(layout: Layout, axis: int) -> dict[str, np.ndarray]:
@@ -458,11 +458,19 @@ def _check_image(words: Any, layout: Layout) -> np.ndarray:
     return words
 
 
-def _check_tensor(tensor: Any, layout: Layout) -> None:
+def check_tensor(tensor: Any, layout: Layout, *, raise_error: bool = True) -> bool:
+    """Whether ``tensor`` has the shape and dtype ``layout`` holds; raises LayoutError
+    instead of returning False unless ``raise_error`` is False."""
     shape = tuple(getattr(tensor, "shape", ()))
     dtype = str(getattr(tensor, "dtype", "?")).removeprefix("torch.")
-    if shape != layout.shape or dtype != layout.dtype:
+    if shape == layout.shape and dtype == layout.dtype:
+        return True
+    if raise_error:
         raise LayoutError(
             f"Layout {layout} holds a {layout.dtype} tensor of shape {layout.shape}, "
             f"not a {dtype} tensor of shape {shape}"
         )
+    return False
+
+
+_check_tensor = check_tensor

@@ -48,6 +48,8 @@ class Allocator:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._released: collections.deque[Buffer] = collections.deque()
+        # Per Group: LWs in use (the sum over _used, kept up to date).
+        self._used_total = [0] * groups
 
     @property
     def live(self) -> dict[int, Buffer]:
@@ -68,7 +70,7 @@ class Allocator:
             return self._used_lw(group)
 
     def _used_lw(self, group: int) -> int:
-        return sum(end - start for start, end in self._used[group])
+        return self._used_total[group]
 
     def allocate(self, groups: int, lw_per_group: int, owner: str = "unowned") -> Buffer:
         """A new buffer of ``lw_per_group`` LWs in each of ``groups`` consecutive Groups.
@@ -84,15 +86,19 @@ class Allocator:
         size = -(-lw_per_group // ALIGN_LW) * ALIGN_LW
         with self._lock:
             self._drain()
-            used = [self._used_lw(g) for g in range(self.groups)]
-            starts = sorted(range(self.groups - groups + 1),
-                            key=lambda g: (sum(used[g:g + groups]), g))
+            used = self._used_total
+            if groups == 1:
+                starts = sorted(range(self.groups), key=lambda g: (used[g], g))
+            else:
+                starts = sorted(range(self.groups - groups + 1),
+                                key=lambda g: (sum(used[g:g + groups]), g))
             for first in starts:
                 address = self._first_fit(range(first, first + groups), size)
                 if address is not None:
                     buf = Buffer(next(self._ids), first, groups, address, lw_per_group)
                     for g in range(first, first + groups):
                         bisect.insort(self._used[g], (address, address + size))
+                        self._used_total[g] += size
                     self._live[buf.id] = buf
                     self._owners[buf.id] = owner
                     return buf
@@ -107,7 +113,10 @@ class Allocator:
         )
 
     def _first_fit(self, groups: range, size: int) -> int | None:
-        ranges = sorted(r for g in groups for r in self._used[g])
+        if len(groups) == 1:
+            ranges = self._used[groups[0]]  # kept sorted
+        else:
+            ranges = sorted(r for g in groups for r in self._used[g])
         address = 0
         for start, end in ranges:
             if start - address >= size:
@@ -132,6 +141,10 @@ class Allocator:
                 self._lock.release()
 
     def is_live(self, buf: Buffer) -> bool:
+        if not self._released:
+            # Nothing queued to free: one dict lookup (atomic under the GIL) says it.
+            live = self._live.get(buf.id)
+            return live is buf or live == buf
         with self._lock:
             self._drain()
             return self._live.get(buf.id) == buf
@@ -151,6 +164,7 @@ class Allocator:
         size = -(-buf.lw_per_group // ALIGN_LW) * ALIGN_LW
         for g in range(buf.group, buf.group + buf.groups):
             self._used[g].remove((buf.address, buf.address + size))
+            self._used_total[g] -= size
 
     def _owner_totals(self) -> dict[str, tuple[int, int]]:
         totals: dict[str, list[int]] = {}

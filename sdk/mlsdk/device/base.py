@@ -4,7 +4,8 @@ A backend is one :class:`Device` subclass in one file, named by a row of the dev
 (:data:`mlsdk.device.registry.DEVICES`). It implements the abstract hooks that touch its memory
 system: ``_dram_read``, ``_dram_write``, ``_convert``, ``_poke``, ``peek`` and
 ``dram_snapshot``. The documented default hooks (``_bind``, ``_compute_cycles``, ``counters``,
-``create``, ``compiled_function``) may be overridden. Everything else (allocation, the command
+``create``, ``compiled_function``, ``_load_input``, ``_dram_store``, ``_read_tensor``) may be
+overridden. Everything else (allocation, the command
 stream, Launch as loads -> compute -> stores, per-path byte counting, the record of what ran) is
 shared, so two backends given the same commands are comparable word for word.
 
@@ -18,6 +19,7 @@ queue what they give back, and the device takes it back at its next operation.
 from __future__ import annotations
 
 import collections
+import copy
 import gc
 import math
 import threading
@@ -140,6 +142,8 @@ class Device(ABC):
         self.lock = DeviceLock()
         # Programs (and their buffers) of collected functions, to unload at a safe point.
         self._retired: collections.deque[tuple[str, tuple[Buffer, ...]]] = collections.deque()
+        # Convert descriptors parsed, by id of the command's dict (see _descriptor).
+        self._descriptors: dict[int, list[Any]] = {}
 
     @classmethod
     def create(cls, config: ArchConfig, name: str, options: Mapping[str, str]) -> Device:
@@ -245,14 +249,20 @@ class Device(ABC):
             result.bytes["host"] = command.buffer.nbytes
         elif isinstance(command, HostRead):
             self._check_buffer(command.buffer)
-            result.data, result.cycles = self._dram_read("host", command.buffer)
+            if command.layout is None:
+                result.data, result.cycles = self._dram_read("host", command.buffer)
+            else:
+                result.tensor, result.cycles = self._read_tensor(command.buffer, command.layout)
             result.bytes["host"] = command.buffer.nbytes
         elif isinstance(command, Convert):
             self._check_buffer(command.src)
             self._check_buffer(command.dst)
-            descriptor = ConversionDescriptor.from_dict(command.descriptor)
+            descriptor, moved = self._descriptor(command.descriptor)
             result.cycles = self._convert(descriptor, command.src, command.dst)
-            result.bytes["converter"] = self._converter_bytes(descriptor)
+            if moved is None:
+                moved = self._converter_bytes(descriptor)
+                self._descriptors[id(command.descriptor)][3] = moved
+            result.bytes["converter"] = moved
         elif isinstance(command, Launch):
             self._launch(command, result)
         elif isinstance(command, Bind):
@@ -262,6 +272,18 @@ class Device(ABC):
         else:
             raise TypeError(f"Expected a device command, not {command!r}")
         return result
+
+    def _descriptor(self, data: dict) -> tuple[ConversionDescriptor, int | None]:
+        """The descriptor a Convert command carries, parsed once per command dict (calls
+        repeat the same Convert), and the converter bytes counted for it so far (or None).
+        A dict changed since it was parsed is parsed again."""
+        entry = self._descriptors.get(id(data))
+        if entry is None or entry[0] is not data or entry[1] != data:
+            if len(self._descriptors) >= 256:
+                self._descriptors.clear()
+            entry = [data, copy.deepcopy(data), ConversionDescriptor.from_dict(data), None]
+            self._descriptors[id(data)] = entry
+        return entry[2], entry[3]
 
     def _launch(self, command: Launch, result: CommandResult) -> None:
         program = self.programs.get(command.program)
@@ -296,6 +318,12 @@ class Device(ABC):
     @abstractmethod
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
         """Write ``image`` into ``buf`` through port ``path``; return the cycles taken."""
+
+    def _read_tensor(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
+        """A HostRead of ``buf`` decoded from ``layout``: a tensor the caller owns, and the
+        cycles taken (default hook: :meth:`_dram_read`, then :func:`from_device`)."""
+        image, cycles = self._dram_read("host", buf)
+        return from_device(image, layout), cycles
 
     def _load_input(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         """Read a Launch's input or constant ``buf`` through the compute port and decode it

@@ -66,10 +66,12 @@ class HostWrite:
 
 @dataclass(frozen=True)
 class HostRead:
-    """DRAM -> host: the result is the buffer's image."""
+    """DRAM -> host: the result is the buffer's image; with ``layout`` (a host-side request,
+    not sent to the device), the result's ``tensor`` is the data decoded from it instead."""
 
     kind: ClassVar[str] = "HostRead"
     buffer: Buffer
+    layout: Any = field(default=None, repr=False, compare=False)
 
     def summary(self) -> str:
         return f"HostRead {self.buffer}"
@@ -176,10 +178,12 @@ class CommandResult:
     bytes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PATHS, 0))
     cycles: int = 0
     data: np.ndarray | None = field(default=None, repr=False)
+    #: A HostRead given a layout: the data decoded (a tensor the caller owns).
+    tensor: Any = field(default=None, repr=False)
 
     def figures(self) -> CommandResult:
         """This result without its data (what a report records)."""
-        if self.data is None:
+        if self.data is None and self.tensor is None:
             return self
         return CommandResult(self.command, self.bytes, self.cycles)
 

@@ -8,6 +8,13 @@ overlaps the buffer's LW range: the DRAM store it belongs to calls :meth:`Decode
 on every write (host writes, Launch outputs, conversion destinations, pokes), so a hit returns
 exactly what decoding the DRAM again would. It holds at most ``limit_bytes`` of tensors (least
 recently used first out), and the device drops a buffer's entries when the buffer is freed.
+
+An entry may also be *dirty* (write-back): a Launch output kept as the tensor the program
+computed, its DRAM bytes not yet laid out. The cache then owes the DRAM those bytes: before
+anything observes or partly overwrites the range, the store's ``flush`` callback lays the
+tensor out (exactly what an eager store would have written), and a dirty entry is never
+forgotten without it, except when a write covers its whole range (which an eager model would
+have overwritten anyway). Freeing the buffer keeps a dirty entry: freed DRAM keeps its bytes.
 """
 
 from __future__ import annotations
@@ -30,6 +37,10 @@ class _Entry:
     nbytes: int
     span: tuple[int, int, int, int]  # group, groups, address, LW count
     owner: Any
+    #: The DRAM range does not hold the value's bytes yet (see the module docstring).
+    dirty: bool = False
+    #: The layout a dirty value is laid out in when flushed.
+    layout: Any = None
 
 
 class DecodedCache:
@@ -39,14 +50,21 @@ class DecodedCache:
     ----------
     limit_bytes : int
         Most bytes of tensors held at once; a larger tensor is not kept. 0 disables the cache.
+    flush : callable, optional
+        ``flush(entry)`` lays a dirty entry's value out into its DRAM range; required to keep
+        dirty entries (:meth:`put` with ``dirty=True``).
     """
 
-    def __init__(self, limit_bytes: int = DEFAULT_LIMIT_BYTES):
+    def __init__(self, limit_bytes: int = DEFAULT_LIMIT_BYTES,
+                 flush: Callable[[Any], None] | None = None):
         if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes < 0:
             raise ValueError(f"The decoded-value cache limit must be a non-negative number of "
                              f"bytes, not {limit_bytes!r}")
         self.limit_bytes = limit_bytes
         self.nbytes = 0
+        self.flush = flush
+        #: Dirty entries held (a quick "nothing owed" check on every DRAM access).
+        self.dirty = 0
         self._entries: collections.OrderedDict[Hashable, _Entry] = collections.OrderedDict()
 
     def __len__(self) -> int:
@@ -58,6 +76,11 @@ class DecodedCache:
         if entry is None:
             return None
         if entry.value._version != entry.version:
+            if entry.dirty:
+                # Its bytes were never laid out: the DRAM content is lost. Programs only read
+                # their inputs, and .cpu() hands out copies, so this is a bug of the model.
+                raise RuntimeError(f"The write-back value of {key!r} was modified in place "
+                                   "before it reached DRAM")
             # Changed in place by its reader: no longer what the DRAM holds.
             self._drop(key)
             return None
@@ -65,39 +88,91 @@ class DecodedCache:
         return entry.value
 
     def put(self, key: Hashable, value: Any, span: tuple[int, int, int, int],
-            owner: Any = None) -> None:
+            owner: Any = None, *, dirty: bool = False, layout: Any = None) -> bool:
         """Keep ``value`` (a torch tensor owning its memory) decoded from the LW range ``span``
-        = (group, groups, address, count); ``owner`` is what :meth:`drop_owners` matches."""
+        = (group, groups, address, count); ``owner`` is what :meth:`drop_owners` matches.
+
+        With ``dirty``, ``value`` is what the range must hold in ``layout`` but does not yet
+        (the caller has dropped every entry overlapping it first). Returns whether the value
+        is kept: a value over the limit is not (a dirty one must then be stored at once)."""
         nbytes = value.element_size() * value.nelement()
         if key in self._entries:
-            self._drop(key)
-        if nbytes > self.limit_bytes:
-            return
+            self._drop(key, flush=True)
+        if nbytes > self.limit_bytes or (dirty and self.flush is None):
+            return False
         while self.nbytes + nbytes > self.limit_bytes:
-            self._drop(next(iter(self._entries)))
-        self._entries[key] = _Entry(value, value._version, nbytes, span, owner)
+            self._drop(next(iter(self._entries)), flush=True)
+        self._entries[key] = _Entry(value, value._version, nbytes, span, owner, dirty, layout)
         self.nbytes += nbytes
+        self.dirty += dirty
+        return True
 
-    def invalidate(self, group: int, groups: int, address: int, count: int) -> None:
-        """Forget every tensor decoded from LWs that overlap the range written."""
+    def is_dirty(self, key: Hashable) -> bool:
+        entry = self._entries.get(key)
+        return entry is not None and entry.dirty
+
+    def flush_range(self, group: int, groups: int, address: int, count: int) -> None:
+        """Lay out every dirty value overlapping the range (before the range is observed);
+        they stay, clean."""
+        if not self.dirty:
+            return
+        for entry in self._entries.values():
+            if entry.dirty and _overlap(entry.span, group, groups, address, count):
+                self._flush(entry)
+
+    def invalidate(self, group: int, groups: int, address: int, count: int, *,
+                   covers: bool = False) -> None:
+        """Forget every tensor decoded from LWs that overlap the range written.
+
+        A dirty value is laid out first, unless ``covers`` says the writer overwrites every
+        LW of the range and the value lies inside it (its bytes would all be overwritten)."""
         if not self._entries:
             return
         stale = [key for key, e in self._entries.items()
                  if _overlap(e.span, group, groups, address, count)]
         for key in stale:
-            self._drop(key)
+            entry = self._entries[key]
+            flush = not (covers and _inside(entry.span, group, groups, address, count))
+            self._drop(key, flush=flush)
 
     def drop_owners(self, keep: Callable[[Any], bool]) -> None:
-        """Forget every tensor whose owner ``keep`` rejects (say, a freed buffer)."""
-        for key in [k for k, e in self._entries.items() if not keep(e.owner)]:
+        """Forget every clean tensor whose owner ``keep`` rejects (say, a freed buffer); a
+        dirty one stays until its range is overwritten or it is laid out."""
+        for key in [k for k, e in self._entries.items() if not e.dirty and not keep(e.owner)]:
             self._drop(key)
 
     def clear(self) -> None:
+        """Forget every tensor (dirty ones laid out first)."""
+        for entry in self._entries.values():
+            if entry.dirty:
+                self._flush(entry)
         self._entries.clear()
         self.nbytes = 0
 
-    def _drop(self, key: Hashable) -> None:
-        self.nbytes -= self._entries.pop(key).nbytes
+    def _flush(self, entry: _Entry) -> None:
+        assert self.flush is not None  # put keeps no dirty entry without it
+        if entry.value._version != entry.version:
+            raise RuntimeError("A write-back value was modified in place before it reached "
+                               "DRAM")
+        self.flush(entry)
+        entry.dirty = False
+        self.dirty -= 1
+
+    def _drop(self, key: Hashable, *, flush: bool = True) -> None:
+        entry = self._entries[key]
+        if entry.dirty:
+            if flush:
+                self._flush(entry)
+            else:
+                self.dirty -= 1
+        del self._entries[key]
+        self.nbytes -= entry.nbytes
+
+
+def _inside(span: tuple[int, int, int, int], group: int, groups: int, address: int,
+            count: int) -> bool:
+    g, gs, a, c = span
+    return group <= g and g + gs <= group + groups and address <= a and a + c <= address + count
 
 
 def _overlap(span: tuple[int, int, int, int], group: int, groups: int, address: int,

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor, Layout, from_device
-from mncore_hdl.layout.mapping import is_dense, write_image
+from mncore_hdl.layout.mapping import check_tensor, is_dense, write_image
 
 from .base import Device, DramSnapshot
 from .commands import Buffer
@@ -36,6 +36,9 @@ class FunctionalDevice(Device):
         self.drams = [GroupDram(config.dram_lw_per_group, self.dram, g)
                       for g in range(config.groups)]
         self._stream_memo: dict[tuple[int, bool], int] = {}
+        # Launch inputs whose layout decodes as a view of DRAM (row-major): by (buffer id,
+        # layout), the buffer and the view. Cache keys use the buffer's id (never reused).
+        self._views: dict[tuple[int, Any], tuple[Buffer, Any]] = {}
 
     def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
         # A view of DRAM, no copy: the host copies what it keeps (from_device), and a Launch
@@ -50,38 +53,76 @@ class FunctionalDevice(Device):
         # a constant is decoded once, not once per Launch. The cycles are the read's either way.
         cycles = self._stream_cycles(buf.lw_per_group, write=False)
         decoded = self.dram.decoded
-        key = (buf, layout)
+        key = (buf.id, _layout_key(layout))
         value = decoded.get(key)
-        if value is None:
-            image = self.dram.view(buf.group, buf.groups, buf.address, buf.lw_per_group)
-            value = from_device(image, layout, copy=False)
-            if not self.dram.holds(value):  # a view of DRAM costs nothing to make again
-                decoded.drop_owners(self.allocator.is_live)
-                span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
-                decoded.put(key, value, span, owner=buf)
+        if value is not None:
+            return value, cycles
+        view = self._views.get(key, (None, None))[1]
+        if view is not None:
+            # A view of DRAM sees every write; write-back values over it are laid out first.
+            self.dram.flush(buf.group, buf.groups, buf.address, buf.lw_per_group)
+            return view, cycles
+        image = self.dram.view(buf.group, buf.groups, buf.address, buf.lw_per_group)
+        value = from_device(image, layout, copy=False)
+        if self.dram.holds(value):  # a view of DRAM: kept as it is, never stale
+            if len(self._views) >= 4096:
+                self._views.clear()
+            self._views[key] = (buf, value)
+        else:
+            decoded.drop_owners(self.allocator.is_live)
+            span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
+            decoded.put(key, value, span, owner=buf)
         return value, cycles
+
+    def _forget_dead(self) -> None:
+        self.dram.decoded.drop_owners(self.allocator.is_live)
+        self._views = {k: v for k, v in self._views.items() if self.allocator.is_live(v[0])}
 
     def free(self, buf: Buffer) -> None:
         with self.lock:
             super().free(buf)
-            self.dram.decoded.drop_owners(self.allocator.is_live)
+            self._forget_dead()
 
     def unload_program(self, name: str, buffers: tuple[Buffer, ...] = ()) -> None:
         with self.lock:
             super().unload_program(name, buffers)
-            self.dram.decoded.drop_owners(self.allocator.is_live)
+            self._forget_dead()
 
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
         self.dram.write(buf.group, buf.address, image)
         return self._stream_cycles(buf.lw_per_group, write=True)
 
     def _dram_store(self, path: str, buf: Buffer, tensor, layout) -> int:
+        cycles = self._stream_cycles(buf.lw_per_group, write=True)
+        span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
+        # Write-back: the tensor stands for the buffer's bytes until something looks at them
+        # (dram.py); a reader in this layout gets it without a decode, and an output freed
+        # before anyone looks is never laid out. Only a tensor nothing else can change
+        # qualifies: not a view of DRAM, and of the layout's exact shape and dtype.
+        if (check_tensor(tensor, layout, raise_error=False) and tensor.device.type == "cpu"
+                and not self.dram.holds(tensor)
+                and not tensor.is_inference()
+                and self.dram.store_deferred((buf.id, _layout_key(layout)), *span,
+                                             tensor.detach(), layout, owner=buf)):
+            return cycles
         # Lays the tensor out straight into DRAM: no image in between.
-        dst = self.dram.writable(buf.group, buf.groups, buf.address, buf.lw_per_group)
+        dst = self.dram.writable(*span, covers=True)
         if not is_dense(layout):
             dst[...] = 0
         write_image(dst, tensor, layout)
-        return self._stream_cycles(buf.lw_per_group, write=True)
+        return cycles
+
+    def _read_tensor(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
+        # A tensor kept for the buffer in this layout (a Launch output, a decoded input) is
+        # what decoding the DRAM would give: the host gets a copy of it, no decode.
+        cycles = self._stream_cycles(buf.lw_per_group, write=False)
+        value = self.dram.decoded.get((buf.id, _layout_key(layout)))
+        if value is not None:
+            # contiguous, as a decode would give; a copy either way
+            dense = value.contiguous()
+            return (dense if dense is not value else value.clone()), cycles
+        image = self.dram.read(buf.group, buf.groups, buf.address, buf.lw_per_group)
+        return from_device(image, layout), cycles
 
     def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
         from mncore_hdl.converter.timing import conversion_cycles
@@ -114,3 +155,33 @@ class FunctionalDevice(Device):
     def dram_snapshot(self) -> DramSnapshot:
         """Every Group's non-zero pages (to compare with another backend's DRAM)."""
         return [d.snapshot() for d in self.drams]
+
+
+class _LayoutKey:
+    """A layout as a cache key whose hash is computed once (a Layout hashes its nested
+    sub-axes on every lookup); equal layouts give equal keys."""
+
+    __slots__ = ("layout", "hash")
+
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        self.hash = hash(layout)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, _LayoutKey) and self.hash == other.hash
+                                 and self.layout == other.layout)
+
+    def __repr__(self) -> str:
+        return str(self.layout)
+
+
+def _layout_key(layout: Layout) -> _LayoutKey:
+    """The layout's key, kept on the (frozen) layout itself."""
+    key = layout.__dict__.get("_cache_key")
+    if key is None:
+        key = _LayoutKey(layout)
+        object.__setattr__(layout, "_cache_key", key)
+    return key

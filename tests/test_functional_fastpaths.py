@@ -1,0 +1,109 @@
+"""The functional model's bookkeeping shortcuts against what they replace: DRAM views kept for
+row-major Launch inputs, Convert descriptors parsed once, the allocator's running Group usage,
+and layout cache keys."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import numpy as np
+import torch
+from mlsdk.device.allocator import ALIGN_LW, Allocator
+from mlsdk.device.base import LoadedProgram
+from mlsdk.device.commands import Convert, HostRead, HostWrite, Launch
+from mlsdk.device.functional import FunctionalDevice, _layout_key
+from mncore_hdl.arch import MNCORE2
+from mncore_hdl.layout import (
+    ConversionDescriptor,
+    conversion,
+    from_device,
+    host_layout,
+    native_layout,
+    to_device,
+)
+
+SHAPE = (16, 64)
+HOST, NATIVE = host_layout(SHAPE), native_layout(SHAPE)
+
+
+def _device_with_copy_program() -> tuple[FunctionalDevice, object, object]:
+    device = FunctionalDevice(MNCORE2, "mncore2:auto")
+    device.load_program(LoadedProgram("p", None, {"x": HOST}, {"y": NATIVE}, ("x",), ("y",), (),
+                                      run=lambda v: {"y": v["x"] + 1}))
+    return device, device.allocate(HOST), device.allocate(NATIVE)
+
+
+def test_a_row_major_input_kept_as_a_dram_view_sees_every_later_write():
+    device, x, y = _device_with_copy_program()
+    seeds = iter(range(100))
+
+    def launch() -> torch.Tensor:
+        device.execute(Launch("p", {"x": x}, {"y": y}))
+        return device.execute(HostRead(y, NATIVE)).tensor
+
+    values = torch.randn(SHAPE, generator=torch.Generator().manual_seed(next(seeds)))
+    device.execute(HostWrite(x, to_device(values, HOST)))
+    assert torch.equal(launch(), values + 1)
+    assert len(device._views) == 1  # the input is a view of DRAM: kept, not copied
+    values = torch.randn(SHAPE, generator=torch.Generator().manual_seed(next(seeds)))
+    device.execute(HostWrite(x, to_device(values, HOST)))
+    assert torch.equal(launch(), values + 1)
+    values[3] = 7.0  # a partial write through the Group's DRAM, outside any command
+    row = to_device(values, HOST)[0]
+    per_row = HOST.lw_per_group // SHAPE[0]
+    device.drams[x.group].write(x.address + 3 * per_row, row[3 * per_row:4 * per_row])
+    assert torch.equal(launch(), values + 1)
+    device.free(x)
+    assert device._views == {}
+
+
+def test_a_convert_descriptor_changed_in_place_is_parsed_again():
+    device = FunctionalDevice(MNCORE2, "mncore2:auto")
+    fresh = FunctionalDevice(MNCORE2, "mncore2:auto")
+    src, dst = device.allocate(HOST), device.allocate(NATIVE)
+    assert fresh.allocate(HOST) == src and fresh.allocate(NATIVE) == dst
+    values = torch.randn(SHAPE)
+    device.poke(src, to_device(values, HOST))
+    fresh.poke(src, to_device(values, HOST))
+    data = conversion(HOST, NATIVE).to_dict()
+    command = Convert(src, str(HOST), dst, str(NATIVE), data, "float32")
+    first = device.execute(command)
+    assert device.execute(command).to_dict() == first.to_dict()  # the memo's answer
+    assert first.to_dict() == fresh.execute(copy.deepcopy(command)).to_dict()
+    assert torch.equal(from_device(device.peek(dst), NATIVE), values)
+    # The same dict object, now describing another conversion: parsed again, not served stale.
+    data.clear()
+    data.update(conversion(NATIVE, HOST).to_dict())
+    parsed, moved = device._descriptor(data)
+    assert parsed == ConversionDescriptor.from_dict(data) and moved is None
+
+
+def test_running_group_usage_matches_the_ranges_in_use():
+    rng = random.Random(1234)
+    alloc = Allocator(4, 1 << 16)
+    live = []
+    for step in range(400):
+        if live and rng.random() < 0.45:
+            alloc.free(live.pop(rng.randrange(len(live))))
+        else:
+            live.append(alloc.allocate(rng.randint(1, 4), rng.randint(1, 900)))
+        for g in range(4):
+            expected = sum(end - start for start, end in alloc._used[g])
+            assert alloc.used_lw(g) == expected, f"step {step}, Group {g} (seed 1234)"
+    assert all(b.address % ALIGN_LW == 0 for b in live)
+
+
+def test_equal_layouts_share_a_cache_key_and_hit_the_same_entry():
+    twin = copy.deepcopy(NATIVE)
+    twin.__dict__.pop("_cache_key", None)
+    assert twin is not NATIVE and _layout_key(twin) == _layout_key(NATIVE)
+    assert hash(_layout_key(twin)) == hash(_layout_key(NATIVE))
+    assert _layout_key(HOST) != _layout_key(NATIVE)
+    device, x, y = _device_with_copy_program()
+    values = torch.randn(SHAPE)
+    device.execute(HostWrite(x, to_device(values, HOST)))
+    device.execute(Launch("p", {"x": x}, {"y": y}))
+    kept = device.dram.decoded.get((y.id, _layout_key(twin)))
+    assert kept is not None and torch.equal(kept, values + 1)
+    assert np.array_equal(device.peek(y), to_device(values + 1, NATIVE))
