@@ -67,7 +67,7 @@ def image_shape(layout: Layout) -> tuple[int, int]:
 
 def to_device_reference(tensor: Any, layout: Layout) -> np.ndarray:
     """:func:`to_device` through the index of every element's slot (the golden model)."""
-    _check_tensor(tensor, layout)
+    check_tensor(tensor, layout)
     etype = layout.element
     bits = to_bits(tensor)
     flat: np.ndarray = np.zeros(layout.lw_count * etype.lanes, dtype=etype.raw)
@@ -395,7 +395,7 @@ def to_device(tensor: Any, layout: Layout) -> np.ndarray:
     Row ``g`` is what Group ``buffer.group + g`` holds from the buffer's address on. Padding
     lanes and unused LWs are zero.
     """
-    _check_tensor(tensor, layout)
+    check_tensor(tensor, layout)
     shape = image_shape(layout)
     plan = _plan(layout)
     if plan.identity and tensor.is_contiguous() and tensor.device.type == "cpu":
@@ -472,5 +472,3 @@ def check_tensor(tensor: Any, layout: Layout, *, raise_error: bool = True) -> bo
         )
     return False
 
-
-_check_tensor = check_tensor

@@ -87,11 +87,8 @@ class Allocator:
         with self._lock:
             self._drain()
             used = self._used_total
-            if groups == 1:
-                starts = sorted(range(self.groups), key=lambda g: (used[g], g))
-            else:
-                starts = sorted(range(self.groups - groups + 1),
-                                key=lambda g: (sum(used[g:g + groups]), g))
+            starts = sorted(range(self.groups - groups + 1),
+                            key=lambda g: (sum(used[g:g + groups]), g))
             for first in starts:
                 address = self._first_fit(range(first, first + groups), size)
                 if address is not None:
