@@ -1,9 +1,9 @@
-"""A training step on the RTL memory system: a tiny linear model trained a few steps on
-``mncore2:rtl`` and ``mncore2:icarus`` gives the same losses, trained parameters and optimizer
-state as on the functional model, bit for bit. Parameters and optimizer state (torch's SGD
-momentum buffers; ``MNCoreAdam``'s step counter, moments and lr tensor) are updated in place in
-DRAM (read and written through the RTL controllers' compute port) and read back only by
-synchronize()."""
+"""A training step on the RTL memory system: a tiny linear model (and an MLP with a
+BatchNorm) trained a few steps on ``mncore2:rtl`` and ``mncore2:icarus`` gives the same losses,
+trained parameters, optimizer state and running statistics as on the functional model, bit for
+bit. Parameters and optimizer state (torch's SGD momentum buffers; ``MNCoreAdam``'s step
+counter, moments and lr tensor) and the running statistics are updated in place in DRAM (read
+and written through the RTL controllers' compute port) and read back only by synchronize()."""
 
 from __future__ import annotations
 
@@ -43,17 +43,30 @@ def _adam(context: Context, model: torch.nn.Module) -> torch.optim.Optimizer:
     return opt
 
 
-#: name -> (optimizer set-up, in/out features, batch, steps, seed, the state tensors it keeps)
+def _linear(fan_in: int, fan_out: int) -> torch.nn.Module:
+    return torch.nn.Linear(fan_in, fan_out)
+
+
+def _batch_norm_mlp(fan_in: int, fan_out: int) -> torch.nn.Module:
+    """Linear, BatchNorm1d with a cumulative average (momentum=None), Linear: running
+    statistics and num_batches_tracked updated on the device at every step."""
+    return torch.nn.Sequential(torch.nn.Linear(fan_in, 3), torch.nn.BatchNorm1d(3, momentum=None),
+                               torch.nn.Linear(3, fan_out))
+
+
+#: name -> (model, optimizer set-up, in/out features, batch, steps, seed, the state tensors
+#: the optimizer keeps)
 CASES = {
-    "sgd": (_sgd, (4, 2), 4, 3, 3, 2),         # a momentum buffer per parameter
-    "adam": (_adam, (3, 2), 2, 2, 4, 2 * 3),   # step, exp_avg, exp_avg_sq per parameter
+    "sgd": (_linear, _sgd, (4, 2), 4, 3, 3, 2),         # a momentum buffer per parameter
+    "adam": (_linear, _adam, (3, 2), 2, 2, 4, 2 * 3),   # step, exp_avg, exp_avg_sq per parameter
+    "batchnorm": (_batch_norm_mlp, _sgd, (4, 2), 4, 2, 5, 6),
 }
 
 
 def _train(device: str, tmp: Path, case: str) -> tuple[list[float], list[torch.Tensor], int]:
-    setup, (fan_in, fan_out), batch, steps, seed, _ = CASES[case]
+    make, setup, (fan_in, fan_out), batch, steps, seed, _ = CASES[case]
     torch.manual_seed(seed)
-    model = torch.nn.Linear(fan_in, fan_out)
+    model = make(fan_in, fan_out)
     context = Context(MNDevice(device))
     context.registry.register("model", model)
     opt = setup(context, model)
@@ -75,6 +88,7 @@ def _train(device: str, tmp: Path, case: str) -> tuple[list[float], list[torch.T
     context.synchronize()
     trained = [p.detach().clone() for p in model.parameters()]
     trained += [t.detach().clone() for s in opt.state.values() for t in s.values()]
+    trained += [b.detach().clone() for b in model.buffers()]  # running statistics, if any
     context.close()
     return losses, trained, state_bytes
 
@@ -86,7 +100,9 @@ def test_training_on_rtl_matches_model(device: str, case: str, tmp_path: Path) -
     losses, trained, state_bytes = _train(device, tmp_path / "rtl", case)
     want_losses, want_trained, _ = _train("mncore2:auto", tmp_path / "model", case)
     assert losses == want_losses  # the same ops on the same DRAM words: bit for bit
-    assert len(trained) == len(want_trained) == 2 + CASES[case][-1]
+    parameters = sum(1 for _ in CASES[case][0](*CASES[case][2]).parameters())
+    buffers = sum(1 for _ in CASES[case][0](*CASES[case][2]).buffers())
+    assert len(trained) == len(want_trained) == parameters + CASES[case][-1] + buffers
     for got, want in zip(trained, want_trained, strict=True):
         assert torch.equal(got, want)
     assert state_bytes == 0  # later steps never re-upload the state

@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from mlsdk import Context, MNDevice, set_tensor_name, storage
-from mncore_compiler.errors import CaptureError, UnsupportedOperationError
+from mncore_compiler.errors import CaptureError
 
 RTOL, ATOL = 1e-5, 1e-6
 DEVICES = ["mncore2:auto", "pfvm:cpu"]
@@ -69,10 +69,11 @@ def context(request):
         yield ctx
 
 
-def _train(context: Context, tmp_path, affine: bool = True):
+def _train(context: Context, tmp_path, affine: bool = True,
+           momentum: float | None = 0.1):
     """Train a BatchNorm MLP 20 steps on the device and in torch, checking every loss."""
     torch.manual_seed(3)
-    model = _bn_mlp(affine)
+    model = _bn_mlp(affine, momentum)
     reference = copy.deepcopy(model)
     names = context.registry.register("model", model)
     assert {"model.1.running_mean", "model.1.running_var",
@@ -171,7 +172,8 @@ def test_frozen_batchnorm_in_eval_mode_trains_the_rest(context, tmp_path):
 @pytest.mark.parametrize("shape,bn", [
     ((8, 4, 5), lambda: torch.nn.BatchNorm1d(4)),
     ((4, 3, 5, 6), lambda: torch.nn.BatchNorm2d(3, momentum=0.3)),
-], ids=["1d-NCL", "2d-NCHW"])
+    ((4, 3, 5, 6), lambda: torch.nn.BatchNorm2d(3, momentum=None)),
+], ids=["1d-NCL", "2d-NCHW", "2d-cumulative"])
 def test_batchnorm_of_rank_3_and_4(tmp_path, shape, bn):
     with Context(MNDevice("mncore2:auto")) as context:
         torch.manual_seed(5)
@@ -254,17 +256,20 @@ def test_unregistered_running_statistics_are_a_clear_error(tmp_path):
         torch.testing.assert_close(y, model(x).detach(), rtol=RTOL, atol=ATOL)
 
 
-def test_momentum_none_in_train_mode_is_a_clear_error(tmp_path):
+def test_momentum_none_is_a_cumulative_average_on_the_device(context, tmp_path):
+    # momentum=None: running statistics = the plain average of every batch's statistics, the
+    # factor 1 / num_batches_tracked changing at every step. One compiled step must follow it
+    # (a factor baked in at trace time would give step 1's factor, 1.0, at every step).
+    # _train compares every loss and, after synchronize(), the running statistics with torch.
+    model, _, _, _ = _train(context, tmp_path, momentum=None)
+    assert model[1].momentum is None
+    assert "forward" not in vars(model[1])  # its own forward is back after compiling
+
+
+def test_momentum_none_in_eval_mode_reads_the_running_statistics(tmp_path):
     with Context(MNDevice("mncore2:auto")) as context:
-        model = _bn_mlp(momentum=None)
-        context.registry.register("model", model)
-        opt = _sgd(model, context)
-        batch = _batches(1)[0]
-        with pytest.raises(UnsupportedOperationError,
-                           match=r"model\.1 is a BatchNorm1d with momentum=None.*momentum="):
-            context.compile(_step(model, opt), batch, storage.path(tmp_path / "f"))
-        model.eval()  # eval mode reads the running statistics only: fine
-        x = batch["x"]
+        model = _bn_mlp(momentum=None).eval()
+        x = _batches(1)[0]["x"]
         y = context.compile(lambda d: {"y": model(d["x"])}, {"x": x},
                             storage.path(tmp_path / "g"))({"x": x})["y"].cpu()
         torch.testing.assert_close(y, model(x).detach(), rtol=RTOL, atol=ATOL)

@@ -6,7 +6,8 @@ both modes. In train mode (``training=True``) it normalises with the batch stati
 updates ``running_mean`` and ``running_var`` in place, a write its schema does not declare;
 the handler does that write itself (through the functionaliser), so a registered buffer's new
 value becomes a state write like an optimizer's. ``num_batches_tracked += 1`` is an ordinary
-traced ``add_``.
+traced ``add_``. A BatchNorm with ``momentum=None`` (a cumulative average) is traced through
+:func:`cumulative_batch_norms` instead, whose update factor is a tensor.
 
 Each handler follows torch's CPU kernel (``batch_norm_cpu`` / ``batch_norm_backward_cpu``):
 
@@ -25,17 +26,18 @@ differs by an ulp or so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import functools
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol, cast
 
 import torch
 from torch import fx
 
 from ._aten import Unavailable, _Builder, _on, _tensor, _unsupported
-from .errors import UnsupportedOperationError
 from .functionalize import Functionalizer
 
-__all__ = ["check_batch_norm_modules"]
+__all__ = ["cumulative_batch_norms"]
 
 
 class _StateBuilder(_Builder, Protocol):
@@ -46,29 +48,72 @@ class _StateBuilder(_Builder, Protocol):
     def coerce(self, node: fx.Node, value: str, target: str) -> str: ...
 
 
-def check_batch_norm_modules(objects: Mapping[str, object]) -> None:
-    """Raise for a BatchNorm the compiled function cannot update right.
+@contextlib.contextmanager
+def cumulative_batch_norms(objects: Mapping[str, object]) -> Iterator[None]:
+    """While tracing, run every BatchNorm in train mode with ``momentum=None`` (a cumulative
+    moving average) through :func:`_cumulative_forward`, whose update factor is a tensor.
 
-    A BatchNorm in train mode with ``momentum=None`` (a cumulative average) updates its running
-    statistics with the factor ``1 / num_batches_tracked``, which torch computes as a Python
-    number: the trace would bake in the factor of the step it traced.
+    torch computes that factor, ``1 / num_batches_tracked``, as a Python number at every call:
+    traced as it is, the compiled step would keep the factor of the step it traced. Each
+    module's own ``forward`` is back in place when this exits.
     """
+    patched: list[tuple[torch.nn.Module, object]] = []
+    try:
+        for module in _batch_norms(objects):
+            if (module.training and module.track_running_stats and module.momentum is None
+                    and module.num_batches_tracked is not None):
+                patched.append((module, module.__dict__.get("forward", _NO_FORWARD)))
+                module.forward = functools.partial(_cumulative_forward, module)
+        yield
+    finally:
+        for module, forward in patched:
+            if forward is _NO_FORWARD:
+                del module.forward
+            else:
+                setattr(module, "forward", forward)  # noqa: B010 (an object, not a method)
+
+
+_NO_FORWARD = object()
+
+
+def _batch_norms(objects: Mapping[str, object]) -> Iterator[Any]:
+    """Every BatchNorm module reachable from ``objects``, once each."""
     seen: set[int] = set()
-    for var, obj in objects.items():
+    for obj in objects.values():
         if not isinstance(obj, torch.nn.Module):
             continue
-        for sub, module in obj.named_modules():
-            if id(module) in seen or not isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
-                continue
-            seen.add(id(module))
-            if module.training and module.track_running_stats and module.momentum is None:
-                where = f"{var}.{sub}" if sub else var
-                raise UnsupportedOperationError(
-                    f"{where} is a {type(module).__name__} with momentum=None (a cumulative "
-                    "moving average) in train() mode; its update factor 1/num_batches_tracked "
-                    "is a Python number torch computes at every call, which a compiled step "
-                    "cannot follow. Give it a momentum (e.g. momentum=0.1), or call eval()"
-                )
+        for module in obj.modules():
+            if id(module) not in seen and isinstance(module,
+                                                      torch.nn.modules.batchnorm._BatchNorm):
+                seen.add(id(module))
+                yield module
+
+
+def _cumulative_forward(module: Any, input: torch.Tensor) -> torch.Tensor:
+    """``module(input)`` for a BatchNorm in train mode with ``momentum=None``, with the running
+    statistics' update factor ``1 / num_batches_tracked`` computed as a tensor (torch's own
+    forward computes it as a Python number).
+
+    The output is ``F.batch_norm`` with the batch statistics and no running statistics; the
+    running statistics are then updated as torch's kernel does:
+    ``factor * batch + (1 - factor) * running``, the variance unbiased.
+    """
+    module._check_input_dim(input)
+    module.num_batches_tracked.add_(1)
+    factor = torch.reciprocal(module.num_batches_tracked.to(torch.float32))
+    out = torch.nn.functional.batch_norm(input, None, None, module.weight, module.bias,
+                                         True, 0.0, module.eps)
+    with torch.no_grad():
+        x = input.detach()
+        dims = [0, *range(2, x.dim())]
+        count = x.numel() // x.shape[1]
+        mean = x.mean(dims)
+        centered = x - mean.reshape((1, -1) + (1,) * (x.dim() - 2))
+        unbiased = (centered * centered).sum(dims) / (count - 1)
+        keep = 1.0 - factor
+        module.running_mean.copy_(factor * mean + keep * module.running_mean)
+        module.running_var.copy_(factor * unbiased + keep * module.running_var)
+    return out
 
 
 def _optional(n: fx.Node, value: Any) -> str | None:

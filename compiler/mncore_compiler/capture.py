@@ -15,7 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from ._aten import HANDLERS as _HANDLERS
 from ._aten import Deferred, Unavailable
-from ._aten_norm import check_batch_norm_modules
+from ._aten_norm import cumulative_batch_norms
 from ._training import state_writes, unsupported_op
 from .errors import CaptureError, CompilerError, UnsupportedOperationError
 from .functionalize import (
@@ -159,10 +159,10 @@ def capture_step(
     names, tensors = _check_sample_inputs(sample_inputs)
     # A wrapper (functools.wraps, mlsdk's pytree adapter) names constants after what it wraps.
     objects = closure_objects(inspect.unwrap(fn))
-    check_batch_norm_modules(objects)
     # Also for training=False: a BatchNorm in train() mode updates its buffers under no_grad.
     snapshot = StateSnapshot.take(objects)
-    module, out_names = _trace(fn, names, tensors, snapshot, training)
+    with cumulative_batch_norms(objects):
+        module, out_names = _trace(fn, names, tensors, snapshot, training)
     converter = _Converter(module, names, _closure_tensor_names(objects), registered)
     graph = converter.run(out_names)
     writes = state_writes(converter, graph, snapshot, dict(registered or {}), training)
