@@ -5,6 +5,7 @@ and layout cache keys."""
 from __future__ import annotations
 
 import copy
+import pickle
 import random
 
 import numpy as np
@@ -92,6 +93,14 @@ def test_running_group_usage_matches_the_ranges_in_use():
             expected = sum(end - start for start, end in alloc._used[g])
             assert alloc.used_lw(g) == expected, f"step {step}, Group {g} (seed 1234)"
     assert all(b.address % ALIGN_LW == 0 for b in live)
+
+
+def test_a_layout_key_from_another_process_is_not_trusted():
+    # The key is kept on the layout; a layout unpickled (the compile cache) or copied carries
+    # the number another process gave some layout, which must not alias a different layout.
+    foreign = pickle.loads(pickle.dumps(HOST))
+    object.__setattr__(foreign, "_cache_key", (_layout_key(NATIVE), object()))
+    assert _layout_key(foreign) == _layout_key(HOST) != _layout_key(NATIVE)
 
 
 def test_equal_layouts_share_a_cache_key_and_hit_the_same_entry():

@@ -217,6 +217,26 @@ def test_reads_keep_no_data_in_the_report(context, tmp_path):
     assert held < 4 << 20, f"100 reads of 1 MiB hold {held} bytes"
 
 
+def test_folded_totals_equal_the_totals_of_a_full_history(tmp_path):
+    # Records dropped from a bounded history are folded into its totals: every figure must
+    # equal what the unbounded history of the same session adds up to.
+    totals = []
+    for history in (None, 3):
+        with Context(MNDevice("mncore2:auto"), history=history) as ctx:
+            f = ctx.compile(lambda d: {"y": d["x"] * 3}, {"x": torch.zeros(8, 8)},
+                            storage.path(tmp_path / f"f{history}"))
+            g = ctx.compile(lambda d: {"z": d["y"] + 1}, {"y": torch.zeros(8, 8)},
+                            storage.path(tmp_path / f"g{history}"))
+            for i in range(7):
+                y = f({"x": torch.full((8, 8), float(i))})["y"]
+                g({"y": y})["z"].cpu()
+            report = ctx.report()
+            totals.append(report.totals)
+    full, folded = totals
+    assert folded == full
+    assert full["bytes"]["host"] > 0 and full["cycles"] > 0 and full["relocations"] == 7
+
+
 def test_report_history_is_bounded_and_keeps_totals(tmp_path):
     with Context(MNDevice("mncore2:auto"), history=5) as ctx:
         f = ctx.compile(lambda d: {"y": d["x"] * 3}, {"x": torch.zeros(8, 8)},

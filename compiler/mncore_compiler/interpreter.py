@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import torch
 
-from .ir import Graph, TensorType
+from .ir import Graph
 from .ops import get_op
 
 __all__ = ["check_inputs", "interpret"]
@@ -46,7 +46,8 @@ def check_inputs(graph: Graph, inputs: Mapping[str, object]) -> None:
 
 
 def interpret(graph: Graph, inputs: Mapping[str, torch.Tensor], *,
-              copy_outputs: bool = True) -> dict[str, torch.Tensor]:
+              copy_outputs: bool = True,
+              constants: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """Run ``graph`` on ``inputs`` by evaluating each node's torch reference, in order.
 
     Parameters
@@ -58,6 +59,9 @@ def interpret(graph: Graph, inputs: Mapping[str, torch.Tensor], *,
     copy_outputs : bool
         False returns the outputs as computed, possibly views of the inputs or constants (for
         a caller that copies them anyway, like the device storing them to DRAM).
+    constants : dict of str to torch.Tensor, optional
+        Values for the graph's constants in place of ``graph.constants`` (the device passes
+        the tensors it read back from DRAM), of the same names, shapes and dtypes.
 
     Returns
     -------
@@ -75,18 +79,20 @@ def interpret(graph: Graph, inputs: Mapping[str, torch.Tensor], *,
     """
     check_inputs(graph, inputs)
     env: dict[str, torch.Tensor] = {name: inputs[name] for name in graph.inputs}
-    env.update(graph.constants)
-    for node in graph.nodes:
-        operands = [env[name] for name in node.operands]
-        with torch.no_grad():
-            result = get_op(node.op).reference(operands, node.attrs)
-        actual = TensorType(tuple(result.shape), node.type.dtype)
-        if actual != node.type or result.dtype != node.type.torch_dtype:
-            raise RuntimeError(
-                f"reference of %{node.name} ({node.op}) gave {tuple(result.shape)} "
-                f"{result.dtype}, but the node declares {node.type}"
-            )
-        env[node.name] = result
+    env.update(graph.constants if constants is None else constants)
+    # One no_grad for the whole graph, and each result checked against its node's declared
+    # shape and dtype without building a TensorType: this loop runs on every device call.
+    with torch.no_grad():
+        for node in graph.nodes:
+            result = get_op(node.op).reference([env[name] for name in node.operands],
+                                               node.attrs)
+            declared = node.type
+            if result.shape != declared.shape or result.dtype != declared.torch_dtype:
+                raise RuntimeError(
+                    f"reference of %{node.name} ({node.op}) gave {tuple(result.shape)} "
+                    f"{result.dtype}, but the node declares {declared}"
+                )
+            env[node.name] = result
     if not copy_outputs:
         return {out: env[value] for out, value in graph.outputs.items()}
     # Copies: an output may be a view of an input or a constant (e.g. a permute of one).

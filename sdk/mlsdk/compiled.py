@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -311,11 +310,10 @@ def _runner(graph, name: str, state_outputs: tuple[str, ...] = ()):
     """The PE array, functionally: run the graph with constants as read back from DRAM."""
     def run(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         inputs = {n: values[n] for n in graph.inputs}
-        # Without constants there is nothing to swap in: the graph runs as it is.
-        bound = (replace(graph, constants={n: values[n] for n in graph.constants})
-                 if graph.constants else graph)
-        # No output copies: the device lays each output out into DRAM, which copies it.
-        outputs = interpret(bound, inputs, copy_outputs=False)
+        # The constants as read back from DRAM stand in for the graph's own; no output
+        # copies: the device lays each output out into DRAM, which copies it.
+        constants = {n: values[n] for n in graph.constants}
+        outputs = interpret(graph, inputs, copy_outputs=False, constants=constants)
         # Except state updates, which may be views of what the Launch read from DRAM and is
         # about to overwrite in place (a state updated to another state's old value).
         for out in state_outputs:

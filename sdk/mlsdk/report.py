@@ -100,12 +100,19 @@ def _empty_totals() -> dict[str, Any]:
 
 
 def _fold(totals: dict[str, Any], record: CallRecord) -> None:
+    # CallRecord.bytes and .cycles, summed in one pass without their temporaries: a full
+    # History folds a record on every call.
     totals["records"] += 1
     totals[record.kind] = totals.get(record.kind, 0) + 1
-    totals["commands"] += len(record.commands)
-    for path, n in record.bytes.items():
-        totals["bytes"][path] += n
-    totals["cycles"] += record.cycles
+    commands = record.commands
+    totals["commands"] += len(commands)
+    paths = totals["bytes"]
+    cycles = 0
+    for result in commands:
+        cycles += result.cycles
+        for path, n in result.bytes.items():
+            paths[path] += n
+    totals["cycles"] += cycles
     totals["conversions"] += record.conversions
     totals["relocations"] += record.relocations
     totals["state_bytes"] = totals.get("state_bytes", 0) + record.state_bytes

@@ -128,8 +128,11 @@ class DecodedCache:
         LW of the range and the value lies inside it (its bytes would all be overwritten)."""
         if not self._entries:
             return
+        # _overlap inlined: this runs on every DRAM write, over every entry.
+        top, end = group + groups, address + count
         stale = [key for key, e in self._entries.items()
-                 if _overlap(e.span, group, groups, address, count)]
+                 if e.span[0] < top and group < e.span[0] + e.span[1]
+                 and e.span[2] < end and address < e.span[2] + e.span[3]]
         for key in stale:
             entry = self._entries[key]
             flush = not (covers and _inside(entry.span, group, groups, address, count))

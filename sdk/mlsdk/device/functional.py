@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -157,31 +158,21 @@ class FunctionalDevice(Device):
         return [d.snapshot() for d in self.drams]
 
 
-class _LayoutKey:
-    """A layout as a cache key whose hash is computed once (a Layout hashes its nested
-    sub-axes on every lookup); equal layouts give equal keys."""
-
-    __slots__ = ("layout", "hash")
-
-    def __init__(self, layout: Layout):
-        self.layout = layout
-        self.hash = hash(layout)
-
-    def __hash__(self) -> int:
-        return self.hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, _LayoutKey) and self.hash == other.hash
-                                 and self.layout == other.layout)
-
-    def __repr__(self) -> str:
-        return str(self.layout)
+#: Every layout a device has keyed a tensor by, and its number: equal layouts, one number.
+_LAYOUT_NUMBERS: dict[Layout, int] = {}
+_NEXT_NUMBER = itertools.count()
+#: Marks a number given in this process: a layout copied or unpickled carries another
+#: process's (or a stale) mark, and is looked up again.
+_THIS_PROCESS = object()
 
 
-def _layout_key(layout: Layout) -> _LayoutKey:
-    """The layout's key, kept on the (frozen) layout itself."""
-    key = layout.__dict__.get("_cache_key")
-    if key is None:
-        key = _LayoutKey(layout)
-        object.__setattr__(layout, "_cache_key", key)
-    return key
+def _layout_key(layout: Layout) -> int:
+    """The layout as a cache key: a small int, equal for equal layouts, kept on the (frozen)
+    layout itself. A Layout hashes its nested sub-axes on every lookup, and a key object with
+    a Python ``__hash__`` costs a call per lookup; an int costs neither."""
+    kept = layout.__dict__.get("_cache_key")
+    if kept is not None and kept[1] is _THIS_PROCESS:
+        return kept[0]
+    number = _LAYOUT_NUMBERS.setdefault(layout, next(_NEXT_NUMBER))
+    object.__setattr__(layout, "_cache_key", (number, _THIS_PROCESS))
+    return number
