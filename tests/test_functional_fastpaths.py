@@ -103,6 +103,18 @@ def test_a_layout_key_from_another_process_is_not_trusted():
     assert _layout_key(foreign) == _layout_key(HOST) != _layout_key(NATIVE)
 
 
+def test_layout_numbers_stay_bounded_and_never_alias(monkeypatch):
+    import mlsdk.device.functional as functional
+
+    monkeypatch.setattr(functional, "_MAX_LAYOUT_NUMBERS", 2)
+    monkeypatch.setattr(functional, "_LAYOUT_NUMBERS", {})
+    layouts = [copy.deepcopy(layout) for layout in (HOST, NATIVE, HOST, NATIVE)]
+    keys = [_layout_key(layout) for layout in layouts]
+    assert len(functional._LAYOUT_NUMBERS) <= 2
+    # HOST and NATIVE never share a number, whenever each was numbered.
+    assert not {keys[0], keys[2]} & {keys[1], keys[3]}
+
+
 def test_equal_layouts_share_a_cache_key_and_hit_the_same_entry():
     twin = copy.deepcopy(NATIVE)
     twin.__dict__.pop("_cache_key", None)

@@ -161,6 +161,7 @@ class FunctionalDevice(Device):
 #: Every layout a device has keyed a tensor by, and its number: equal layouts, one number.
 _LAYOUT_NUMBERS: dict[Layout, int] = {}
 _NEXT_NUMBER = itertools.count()
+_MAX_LAYOUT_NUMBERS = 1 << 16
 #: Marks a number given in this process: a layout copied or unpickled carries another
 #: process's (or a stale) mark, and is looked up again.
 _THIS_PROCESS = object()
@@ -173,6 +174,10 @@ def _layout_key(layout: Layout) -> int:
     kept = layout.__dict__.get("_cache_key")
     if kept is not None and kept[1] is _THIS_PROCESS:
         return kept[0]
+    if len(_LAYOUT_NUMBERS) >= _MAX_LAYOUT_NUMBERS:
+        # Bounded for long sessions: numbers are never reused, so a layout numbered again
+        # after this gets a fresh number (a cache miss at worst, never another's entry).
+        _LAYOUT_NUMBERS.clear()
     number = _LAYOUT_NUMBERS.setdefault(layout, next(_NEXT_NUMBER))
     object.__setattr__(layout, "_cache_key", (number, _THIS_PROCESS))
     return number
