@@ -28,8 +28,8 @@ from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
 from .icarus import BUILD_ROOT, SERVER_MODULE, IcarusSession
 
-__all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "cocotb_gpi_env",
-           "fix_vcd_scope_names"]
+__all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "train_model",
+           "cocotb_gpi_env", "fix_vcd_scope_names", "TRAINING"]
 
 
 def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: None,
@@ -43,7 +43,43 @@ def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: N
     say("exporting the co-simulation top to Verilog (once per design, then cached)")
     sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
     public = public_signals(sources[1].read_text())
-    return build_model(sources, TB_MODULE, public, BUILD_ROOT / "verilator", say, trace=trace)
+    # The untraced model (every long flow's) is built with profile-guided optimisation; the
+    # traced one, for waves, is not worth the second compile.
+    train = None if trace else functools.partial(train_model, config)
+    return build_model(sources, TB_MODULE, public, BUILD_ROOT / "verilator", say, trace=trace,
+                       train=train, train_id=TRAINING)
+
+
+#: The training workload of the profile-guided build (part of the build's cache key).
+TRAINING = "v1: 256 KiB HostWrite + HostRead over 4 Groups, conversion, HostRead"
+#: Tensor size of the training workload.
+TRAINING_KIB = 256
+
+
+def train_model(config: ArchConfig, folder: Path) -> None:
+    """Run the training workload on the instrumented model in ``folder`` (see
+    :data:`TRAINING`): the paths a flow spends its time in, the DMA engines through the host
+    ports of every Group and the layout converter. The model writes its profile as it exits.
+    """
+    import numpy as np
+    from mncore_hdl.layout import conversion, host_layout, native_layout
+
+    from ..commands import Convert, HostRead, HostWrite
+
+    shape = (TRAINING_KIB * 1024 // 4 // 64, 64)
+    src, dst = native_layout(shape, "float32", config), host_layout(shape, "float32")
+    device = _TrainingDevice(config, folder)
+    try:
+        a, b = device.allocate(src), device.allocate(dst)
+        image = np.random.default_rng(0).integers(0, 1 << 63, (a.groups, a.lw_per_group),
+                                                  dtype=np.uint64)
+        device.execute(HostWrite(a, image))
+        device.execute(HostRead(a))
+        device.execute(Convert(a, str(src), b, str(dst), conversion(src, dst).to_dict(),
+                               "float32"))
+        device.execute(HostRead(b))
+    finally:
+        device.close()
 
 
 class VerilatorSession(IcarusSession):
@@ -134,6 +170,32 @@ def fix_vcd_scope_names(vcd: Path) -> None:
             dst.write(line)
         shutil.copyfileobj(src, dst, 1 << 20)
     os.replace(tmp, vcd)
+
+
+class _TrainingSession(VerilatorSession):
+    """A session on the instrumented model of a profile-guided build (never cached)."""
+
+    kind = "verilator-training"
+
+    def __init__(self, config: ArchConfig, folder: Path):
+        self.folder = folder
+        super().__init__(config)
+
+    def _build(self, say: Callable[[str], None]) -> Path:
+        return self.folder
+
+
+class _TrainingDevice(RtlDevice):
+    """``mncore2:verilator`` on the instrumented model in ``folder`` (see :func:`train_model`)."""
+
+    simulator = "verilator-training"
+
+    def __init__(self, config: ArchConfig, folder: Path):
+        self.folder = folder
+        super().__init__(config, "mncore2:verilator (profile training)")
+
+    def _open_session(self) -> VerilatorSession:
+        return _TrainingSession(self.config, self.folder)
 
 
 class VerilatorDevice(RtlDevice):
