@@ -54,7 +54,7 @@ OPT_FAST = "-O2"
 _MAIN = Path(__file__).with_name("verilator_main.cpp")
 #: g++ options of a profile-guided build (see ``build_model(train=...)``): the instrumented
 #: model, then the model compiled with the profile its training run wrote. On this machine it
-#: ran the 1 MiB conversion about 20% faster and host transfers 10-15% faster.
+#: ran the 1 MiB conversion 6-20% faster and host transfers 10-20% faster (docs/cosim.md).
 PGO_GENERATE = "-fprofile-generate -fprofile-update=single"
 PGO_USE = "-fprofile-use -fprofile-partial-training -fprofile-correction -Wno-missing-profile"
 #: Seconds between progress lines while building.
