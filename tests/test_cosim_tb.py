@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from mncore_hdl.arch import MNCORE2_SIM
@@ -78,3 +79,49 @@ def test_control_file_rejects_an_unknown_access():
 def test_missing_tools_is_a_list_of_instructions():
     for item in missing_tools():
         assert "install" in item
+
+
+def _fake_profiled_build(tmp_path, write_profile: bool):
+    from mncore_hdl.tooling import verilator as vt
+
+    build = tmp_path / "cosim_tb-key"
+    build.mkdir()
+    (build / "Vtop.mk").write_text("# verilated\n")
+    (build / "build.log").write_text("")
+    steps: list[tuple[str, list[str]]] = []
+    trained: list = []
+
+    def step(what, cmd):
+        steps.append((what, cmd))
+        folder = Path(cmd[0])
+        (folder / "cosim_tb").write_text("exe")
+
+    def compile_(folder, opt, ldflags=""):
+        return [str(folder), opt, ldflags]
+
+    def train(folder):
+        trained.append(folder)
+        assert (folder / "Vtop.mk").exists() and not (folder / "build.log").exists()
+        if write_profile:
+            (folder / "Vtop__ALL.gcda").write_text("profile")
+
+    with open(build / "build.log", "w") as log:
+        vt._build_with_profile(build, train, step, compile_, log, lambda s: None)
+    return build, steps, trained
+
+
+def test_profile_guided_build_trains_the_instrumented_model_then_uses_its_profile(tmp_path):
+    from mncore_hdl.tooling.verilator import PGO_GENERATE, PGO_USE
+
+    build, steps, trained = _fake_profiled_build(tmp_path, write_profile=True)
+    assert trained == [build / "pgo"]
+    (_, gen), (_, use) = steps
+    assert gen == [str(build / "pgo"), f"-O2 {PGO_GENERATE}", PGO_GENERATE]
+    assert use == [str(build), f"-O2 {PGO_USE}", ""]
+    assert (build / "Vtop__ALL.gcda").read_text() == "profile"
+    assert not (build / "pgo").exists()  # the instrumented model never sits at build/cosim_tb
+
+
+def test_profile_guided_build_refuses_a_training_run_that_wrote_no_profile(tmp_path):
+    with pytest.raises(RuntimeError, match="wrote no profile"):
+        _fake_profiled_build(tmp_path, write_profile=False)

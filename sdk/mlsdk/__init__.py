@@ -9,8 +9,9 @@ for torch and the compiler.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 
 #: Public name -> the module (relative to this package) that defines it.
 _EXPORTS = {
@@ -51,19 +52,8 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    if name == "storage":
-        return importlib.import_module(".storage", __name__)
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mlsdk' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, {**_EXPORTS, "storage": ".storage"}, __all__,
+                                   globals())
 
 
 if TYPE_CHECKING:

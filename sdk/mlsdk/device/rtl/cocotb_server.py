@@ -23,6 +23,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Edge, RisingEdge, with_timeout
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.contracts.cosim import TB_DUT_INSTANCE, backing_store, top_inputs
+from mncore_hdl.top.cosim_tb import MEMFILE_DEFAULT
 
 from mlsdk.device.rtl.driver import Driver
 
@@ -44,7 +45,8 @@ class CocotbBus:
         self._settled = False  # woken by the back door, not by a clock edge
         bulk = os.environ.get("MNCORE_COSIM_DMA", "1") != "0" and self.has("mem_go")
         # cosim_tb's default back-door file, relative to the simulator's working folder
-        self.memfile = Path.cwd() / "cosim_mem.hex" if bulk else None
+        self.memfile = Path.cwd() / MEMFILE_DEFAULT if bulk else None
+        self.mem_binary = bulk and self.get("mem_binary") == 1
 
     def has(self, name: str) -> bool:
         try:

@@ -7,8 +7,8 @@ which adds a host DMA engine per Group and a file-based back door. With them:
   the staging memories, one ``dma_go``, one wait for ``dma_done`` and, for a read, one bulk
   dump: no Python per cycle, and the same cycles as the driver's beat-by-beat loop because the
   engines implement that loop in hardware;
-- ``poke``/``peek`` of a DRAM image is one ``$readmemh``/``$writememh`` per Group, with no
-  clock edge.
+- ``poke``/``peek`` of a DRAM image is one file load or dump per Group, with no clock edge
+  (raw words on Verilator, hex lines on Icarus: ``mem_binary``).
 
 Everything here is written against :class:`BulkBus`, the driver's bus plus a scratch file and a
 wait for a signal to change.
@@ -33,6 +33,8 @@ class BulkBus(Protocol):
     """What the DMA path needs from a simulator binding (a superset of the driver's bus)."""
 
     memfile: Path
+    #: The file's format (``cosim_tb``'s ``mem_binary``): raw 64-bit words, or hex lines.
+    mem_binary: bool
 
     def set(self, name: str, value: int) -> None: ...
 
@@ -54,15 +56,25 @@ def has_dma(bus: object) -> TypeGuard[BulkBus]:
                 and has("dma_go") and has("mem_go"))
 
 
-def _write_hex(path: Path, words: np.ndarray) -> None:
-    data = np.ascontiguousarray(words, dtype=">u8").tobytes().hex()
-    text = "\n".join(data[i:i + 16] for i in range(0, len(data), 16))
+def _write_words(path: Path, words: np.ndarray, binary: bool) -> None:
+    """The back-door file for a load: raw big-endian words (``$fread``) or hex lines."""
+    data = np.ascontiguousarray(words, dtype=">u8").tobytes()
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n")
+    if binary:
+        tmp.write_bytes(data)
+    else:  # one 16-digit word per line
+        tmp.write_text(data.hex("\n", 8) + "\n")
     os.replace(tmp, path)
 
 
-def _read_hex(path: Path, count: int) -> np.ndarray:
+def _read_words(path: Path, count: int, binary: bool) -> np.ndarray:
+    """The words of a dump: raw little-endian words (``%u``) or ``$writememh`` lines."""
+    if binary:
+        data = path.read_bytes()
+        if len(data) != 8 * count:
+            raise RuntimeError(f"the simulator dumped {len(data)} bytes into {path}, "
+                               f"expected {8 * count}")
+        return np.frombuffer(data, dtype="<u8").astype(np.uint64)
     words = []
     for line in path.read_text().splitlines():
         line = line.split("//", 1)[0].strip()
@@ -94,7 +106,7 @@ async def load_words(bus: BulkBus, sel: int, lo: int, words: np.ndarray) -> None
     ``groups + g``: its staging memory), with no clock edge."""
     if len(words) == 0:
         return
-    _write_hex(bus.memfile, words)
+    _write_words(bus.memfile, words, bus.mem_binary)
     await _mem(bus, sel, lo, len(words), dump=False)
 
 
@@ -103,7 +115,7 @@ async def dump_words(bus: BulkBus, sel: int, lo: int, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros(0, dtype=np.uint64)
     await _mem(bus, sel, lo, count, dump=True)
-    return _read_hex(bus.memfile, count)
+    return _read_words(bus.memfile, count, bus.mem_binary)
 
 
 async def dma_transfer(bus: BulkBus, groups: int, path: str, buf: dict[str, int],

@@ -35,12 +35,15 @@ from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
 from .protocol import Exchange
 
-__all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "build_icarus"]
+__all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "SERVER_MODULE",
+           "build_icarus"]
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 BUILD_ROOT = Path(os.environ.get("MNCORE_BUILD_DIR", REPO_ROOT / "build")) / "cosim"
 #: Seconds the simulator may take from launch to its first answer.
 START_TIMEOUT = 120.0
+#: The cocotb test module every simulator runs.
+SERVER_MODULE = "mlsdk.device.rtl.cocotb_server"
 
 
 def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None) -> Path:
@@ -200,6 +203,16 @@ class IcarusSession:
         """The cocotb build folder of the testbench top (built on first use)."""
         return build_icarus(self.config, say)
 
+    def _command(self, build_dir: Path, vcd: Path | None) -> tuple[list[str], dict[str, str]]:
+        """The simulator's command line and the environment it needs beside the session's.
+
+        Here the launcher script, which runs the cocotb server through cocotb's runner.
+        """
+        return [sys.executable, str(Path(__file__).parent / self.launcher)], {
+            "MNCORE_COSIM_LAUNCH": json.dumps({
+                "toplevel": TB_MODULE, "module": SERVER_MODULE, "build_dir": str(build_dir),
+                "test_dir": str(self.test_dir), "vcd": str(vcd) if vcd else None})}
+
     def __init__(self, config: ArchConfig, vcd: Path | None = None,
                  progress: Callable[[int, int], None] | None = None,
                  say: Callable[[str], None] = lambda s: None):
@@ -219,15 +232,12 @@ class IcarusSession:
             [str(sdk_root), str(hdl_root), env.get("PYTHONPATH", "")])
         env["MNCORE_COSIM_PORT"] = str(server.getsockname()[1])
         env["MNCORE_COSIM_CONFIG"] = config.to_json()
-        env["MNCORE_COSIM_LAUNCH"] = json.dumps({
-            "toplevel": TB_MODULE, "module": "mlsdk.device.rtl.cocotb_server",
-            "build_dir": str(build_dir), "test_dir": str(self.test_dir),
-            "vcd": str(Path(vcd).resolve()) if vcd else None})
+        argv, extra = self._command(build_dir, Path(vcd).resolve() if vcd else None)
+        env.update(extra)
         say(f"starting the {self.label} simulator")
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__).parent / self.launcher)],
-                env=env, cwd=self.test_dir, stdin=subprocess.DEVNULL, stdout=log,
+                argv, env=env, cwd=self.test_dir, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True)
         self.sock: socket.socket | None = None
         self._finalizer = weakref.finalize(self, _terminate, self.proc, None)

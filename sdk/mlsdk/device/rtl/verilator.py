@@ -14,8 +14,11 @@ transfer through the DMA engines, a bulk poke or peek) run at the model's own sp
 
 from __future__ import annotations
 
+import functools
+import importlib.machinery
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,9 +26,10 @@ from mncore_hdl.arch import ArchConfig
 
 from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
-from .icarus import BUILD_ROOT, IcarusSession
+from .icarus import BUILD_ROOT, SERVER_MODULE, IcarusSession
 
-__all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "fix_vcd_scope_names"]
+__all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "train_model",
+           "cocotb_gpi_env", "fix_vcd_scope_names", "TRAINING"]
 
 
 def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: None,
@@ -39,7 +43,43 @@ def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: N
     say("exporting the co-simulation top to Verilog (once per design, then cached)")
     sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
     public = public_signals(sources[1].read_text())
-    return build_model(sources, TB_MODULE, public, BUILD_ROOT / "verilator", say, trace=trace)
+    # The untraced model (every long flow's) is built with profile-guided optimisation; the
+    # traced one, for waves, is not worth the second compile.
+    train = None if trace else functools.partial(train_model, config)
+    return build_model(sources, TB_MODULE, public, BUILD_ROOT / "verilator", say, trace=trace,
+                       train=train, train_id=TRAINING)
+
+
+#: The training workload of the profile-guided build (part of the build's cache key).
+TRAINING = "v1: 256 KiB HostWrite + HostRead over 4 Groups, conversion, HostRead"
+#: Tensor size of the training workload.
+TRAINING_KIB = 256
+
+
+def train_model(config: ArchConfig, folder: Path) -> None:
+    """Run the training workload on the instrumented model in ``folder`` (see
+    :data:`TRAINING`): the paths a flow spends its time in, the DMA engines through the host
+    ports of every Group and the layout converter. The model writes its profile as it exits.
+    """
+    import numpy as np
+    from mncore_hdl.layout import conversion, host_layout, native_layout
+
+    from ..commands import Convert, HostRead, HostWrite
+
+    shape = (TRAINING_KIB * 1024 // 4 // 64, 64)
+    src, dst = native_layout(shape, "float32", config), host_layout(shape, "float32")
+    device = _TrainingDevice(config, folder)
+    try:
+        a, b = device.allocate(src), device.allocate(dst)
+        image = np.random.default_rng(0).integers(0, 1 << 63, (a.groups, a.lw_per_group),
+                                                  dtype=np.uint64)
+        device.execute(HostWrite(a, image))
+        device.execute(HostRead(a))
+        device.execute(Convert(a, str(src), b, str(dst), conversion(src, dst).to_dict(),
+                               "float32"))
+        device.execute(HostRead(b))
+    finally:
+        device.close()
 
 
 class VerilatorSession(IcarusSession):
@@ -50,7 +90,6 @@ class VerilatorSession(IcarusSession):
 
     kind = "verilator"
     label = "Verilator"
-    launcher = "verilator_launch.py"
 
     def __init__(self, config: ArchConfig, vcd: Path | None = None,
                  progress: Callable[[int, int], None] | None = None,
@@ -61,11 +100,50 @@ class VerilatorSession(IcarusSession):
     def _build(self, say: Callable[[str], None]) -> Path:
         return build_verilator(self.config, say, trace=self.vcd is not None)
 
+    def _command(self, build_dir: Path, vcd: Path | None) -> tuple[list[str], dict[str, str]]:
+        """The model's executable itself, with the environment cocotb's runner would give it.
+
+        Starting it through the runner (a Python process that imports cocotb's tooling, then
+        waits for the model) cost about 0.25 s per session. The model's loop generates the
+        clock (``+mncore_clock_half=1``: a period of 2 time units), so the server starts no
+        cocotb Clock; waves go to ``vcd`` (the traced model).
+        """
+        from mncore_hdl.top.cosim_tb import TB_MODULE
+
+        argv = [str(build_dir / TB_MODULE)]
+        if vcd is not None:
+            argv += ["--trace", "--trace-file", str(vcd)]
+        return argv + ["+mncore_clock_half=1"], {
+            **cocotb_gpi_env(), "COCOTB_TOPLEVEL": TB_MODULE, "TOPLEVEL_LANG": "verilog",
+            "COCOTB_TEST_MODULES": SERVER_MODULE, "COCOTB_TRUST_INERTIAL_WRITES": "1",
+            "COCOTB_RESULTS_FILE": str(self.test_dir / "results.xml"),
+            "MNCORE_COSIM_CLOCK": "simulator"}
+
     def close(self, timeout: float = 30.0) -> None:
         """Stop the simulator; then make its VCD header readable by every VCD reader."""
         super().close(timeout)
         if self.vcd is not None and self.vcd.exists():
             fix_vcd_scope_names(self.vcd)
+
+
+@functools.cache
+def cocotb_gpi_env() -> dict[str, str]:
+    """What a simulator needs to load cocotb's Python (as cocotb's runner sets it), once.
+
+    ``GPI_USERS``: libpython, then cocotb's entry point (its ``simulator`` extension) without
+    importing cocotb here; ``PYGPI_PYTHON_BIN``: this interpreter (its environment's packages).
+    """
+    import cocotb_tools.config
+    import find_libpython
+
+    libpython = find_libpython.find_libpython()
+    if libpython is None:
+        raise RuntimeError("cannot find libpython, which cocotb loads into the simulator")
+    entry = Path(cocotb_tools.config.libs_dir).parent / (
+        "simulator" + importlib.machinery.EXTENSION_SUFFIXES[0])
+    gpi_entry = (f"{entry},initialize" if entry.exists()
+                 else cocotb_tools.config.pygpi_entry_point())
+    return {"GPI_USERS": f"{libpython};{gpi_entry}", "PYGPI_PYTHON_BIN": sys.executable}
 
 
 def fix_vcd_scope_names(vcd: Path) -> None:
@@ -92,6 +170,32 @@ def fix_vcd_scope_names(vcd: Path) -> None:
             dst.write(line)
         shutil.copyfileobj(src, dst, 1 << 20)
     os.replace(tmp, vcd)
+
+
+class _TrainingSession(VerilatorSession):
+    """A session on the instrumented model of a profile-guided build (never cached)."""
+
+    kind = "verilator-training"
+
+    def __init__(self, config: ArchConfig, folder: Path):
+        self.folder = folder
+        super().__init__(config)
+
+    def _build(self, say: Callable[[str], None]) -> Path:
+        return self.folder
+
+
+class _TrainingDevice(RtlDevice):
+    """``mncore2:verilator`` on the instrumented model in ``folder`` (see :func:`train_model`)."""
+
+    simulator = "verilator-training"
+
+    def __init__(self, config: ArchConfig, folder: Path):
+        self.folder = folder
+        super().__init__(config, "mncore2:verilator (profile training)")
+
+    def _open_session(self) -> VerilatorSession:
+        return _TrainingSession(self.config, self.folder)
 
 
 class VerilatorDevice(RtlDevice):
