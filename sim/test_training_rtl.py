@@ -100,9 +100,10 @@ def test_training_on_rtl_matches_model(device: str, case: str, tmp_path: Path) -
     losses, trained, state_bytes = _train(device, tmp_path / "rtl", case)
     want_losses, want_trained, _ = _train("mncore2:auto", tmp_path / "model", case)
     assert losses == want_losses  # the same ops on the same DRAM words: bit for bit
-    parameters = sum(1 for _ in CASES[case][0](*CASES[case][2]).parameters())
-    buffers = sum(1 for _ in CASES[case][0](*CASES[case][2]).buffers())
-    assert len(trained) == len(want_trained) == parameters + CASES[case][-1] + buffers
+    make, _, features, *_, optimizer_state = CASES[case]
+    model = make(*features)
+    expected = len(list(model.parameters())) + optimizer_state + len(list(model.buffers()))
+    assert len(trained) == len(want_trained) == expected
     for got, want in zip(trained, want_trained, strict=True):
         assert torch.equal(got, want)
     assert state_bytes == 0  # later steps never re-upload the state

@@ -73,15 +73,21 @@ class CallRecord:
     @property
     def bytes(self) -> dict[str, int]:
         """Bytes moved per path: ``host``, ``compute``, ``converter``."""
-        total = dict.fromkeys(PATHS, 0)
-        for result in self.commands:
-            for path, n in result.bytes.items():
-                total[path] += n
-        return total
+        return self.sums()[0]
 
     @property
     def cycles(self) -> int:
         return sum(r.cycles for r in self.commands)
+
+    def sums(self) -> tuple[dict[str, int], int]:
+        """:attr:`bytes` and :attr:`cycles` in one pass over the commands."""
+        total = dict.fromkeys(PATHS, 0)
+        cycles = 0
+        for result in self.commands:
+            cycles += result.cycles
+            for path, n in result.bytes.items():
+                total[path] += n
+        return total, cycles
 
     def to_dict(self) -> dict[str, Any]:
         return {"function": self.function, "kind": self.kind,
@@ -100,18 +106,13 @@ def _empty_totals() -> dict[str, Any]:
 
 
 def _fold(totals: dict[str, Any], record: CallRecord) -> None:
-    # CallRecord.bytes and .cycles, summed in one pass without their temporaries: a full
-    # History folds a record on every call.
     totals["records"] += 1
     totals[record.kind] = totals.get(record.kind, 0) + 1
-    commands = record.commands
-    totals["commands"] += len(commands)
-    paths = totals["bytes"]
-    cycles = 0
-    for result in commands:
-        cycles += result.cycles
-        for path, n in result.bytes.items():
-            paths[path] += n
+    totals["commands"] += len(record.commands)
+    # One pass over the commands: a full History folds a record on every call.
+    nbytes, cycles = record.sums()
+    for path, n in nbytes.items():
+        totals["bytes"][path] += n
     totals["cycles"] += cycles
     totals["conversions"] += record.conversions
     totals["relocations"] += record.relocations

@@ -116,8 +116,8 @@ class DecodedCache:
         they stay, clean."""
         if not self.dirty:
             return
-        for entry in self._entries.values():
-            if entry.dirty and _overlap(entry.span, group, groups, address, count):
+        for _, entry in self._overlapping(group, groups, address, count):
+            if entry.dirty:
                 self._flush(entry)
 
     def invalidate(self, group: int, groups: int, address: int, count: int, *,
@@ -128,15 +128,18 @@ class DecodedCache:
         LW of the range and the value lies inside it (its bytes would all be overwritten)."""
         if not self._entries:
             return
-        # _overlap inlined: this runs on every DRAM write, over every entry.
-        top, end = group + groups, address + count
-        stale = [key for key, e in self._entries.items()
-                 if e.span[0] < top and group < e.span[0] + e.span[1]
-                 and e.span[2] < end and address < e.span[2] + e.span[3]]
-        for key in stale:
-            entry = self._entries[key]
+        for key, entry in self._overlapping(group, groups, address, count):
             flush = not (covers and _inside(entry.span, group, groups, address, count))
             self._drop(key, flush=flush)
+
+    def _overlapping(self, group: int, groups: int, address: int,
+                     count: int) -> list[tuple[Hashable, _Entry]]:
+        """The entries whose LW range overlaps the range (the test written out: this runs on
+        every DRAM write and observation, over every entry)."""
+        top, end = group + groups, address + count
+        return [(key, e) for key, e in self._entries.items()
+                if e.span[0] < top and group < e.span[0] + e.span[1]
+                and e.span[2] < end and address < e.span[2] + e.span[3]]
 
     def drop_owners(self, keep: Callable[[Any], bool]) -> None:
         """Forget every clean tensor whose owner ``keep`` rejects (say, a freed buffer); a
@@ -176,9 +179,3 @@ def _inside(span: tuple[int, int, int, int], group: int, groups: int, address: i
             count: int) -> bool:
     g, gs, a, c = span
     return group <= g and g + gs <= group + groups and address <= a and a + c <= address + count
-
-
-def _overlap(span: tuple[int, int, int, int], group: int, groups: int, address: int,
-             count: int) -> bool:
-    g, gs, a, c = span
-    return g < group + groups and group < g + gs and a < address + count and address < a + c
