@@ -123,3 +123,56 @@ def test_cache_key_changes_with_any_source_and_the_tools(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "version",
                         lambda tool: "0.0-other" if tool == "amaranth" else version(tool))
     assert verilog.design_digest(MemoryController) != base
+
+
+# -- one clocked block per module ---------------------------------------------------------------
+
+_TWO_MODULES = """\
+module \\top.a (clk, d, q);
+  always @(posedge clk)
+    r0 <= \\$1 ;
+  always @* begin
+    \\$1  = d;
+  end
+  always @(posedge clk) begin
+    if (we)
+      mem[addr] <= d;
+  end
+  always @(posedge clk)
+    r1 <= \\$2 ;
+  always @(posedge fast)
+    r2 <= r1;
+  always @(posedge clk)
+    q <= r0;
+endmodule
+module \\top.b (clk, q);
+  always @(posedge clk)
+    q <= \\$3 ;
+endmodule
+"""
+
+
+def test_merge_clocked_blocks_keeps_every_assignment_in_one_block_per_clock():
+    from mncore_hdl.tooling.verilog import _merge_clocked_blocks
+
+    text = _merge_clocked_blocks(_TWO_MODULES)
+    a, b = text.split("endmodule\n")[:2]
+    assert a.count("always @(posedge clk) begin") == 2        # the merged one and the memory's
+    assert ("  always @(posedge clk) begin\n    r0 <= \\$1 ;\n    r1 <= \\$2 ;\n    q <= r0;\n"
+            "  end\n") in a
+    assert "  always @(posedge fast) begin\n    r2 <= r1;\n  end\n" in a
+    assert "    if (we)\n      mem[addr] <= d;\n" in a             # multi-line blocks stay
+    assert "always @* begin\n    \\$1  = d;\n  end" in a
+    assert b == "module \\top.b (clk, q);\n  always @(posedge clk)\n    q <= \\$3 ;\n"  # alone
+
+
+def test_exported_modules_have_one_block_for_their_flip_flops(tmp_path):
+    """Icarus wakes every clocked block at every edge: the export writes one per module."""
+    text = export_memctrl(TINY, 2, build_dir=tmp_path, name="mc_merged").read_text()
+    modules = text.split("\nendmodule")
+    single = re.compile(r"^  always @\(posedge clk\)\n    [^\n;]+ <= [^\n;]+;$", re.MULTILINE)
+    merged = [m for m in modules if "always @(posedge clk) begin\n    " in m]
+    assert len(merged) > 5
+    for module in modules:
+        if "always @(posedge clk) begin" in module and single.search(module):
+            raise AssertionError(f"a flip-flop left in its own block:\n{module[:400]}")
