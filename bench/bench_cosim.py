@@ -13,10 +13,11 @@ figures are wall-clock rates.
   1 MiB: the hand-off's native -> host conversion, source staged by back door so only the
   conversion is simulated; the Amaranth simulator runs a few hundred cycles per second, so it
   takes it ten minutes or more; ``--big-devices`` picks the devices); a HostWrite and a
-  HostRead of ``--big-kib`` over all four Groups (``--host-devices``); and the whole
-  unconstrained hand-off of ``--big-kib`` end to end (``--handoff-devices``): one row for the
-  whole flow (Context open to close: simulator start, both compiles, both calls, close), one for
-  its two calls alone, and the split of the whole flow's wall time;
+  HostRead of ``--big-kib`` over all four Groups (``--host-devices``; on Icarus also the
+  same two transfers with no cocotb at all, the simulator's own speed: ``icarus_kernel.py``);
+  and the whole unconstrained hand-off of ``--big-kib`` end to end (``--handoff-devices``): one
+  row for the whole flow (Context open to close: simulator start, both compiles, both calls,
+  close), one for its two calls alone, and the split of the whole flow's wall time;
 - hand-off sweep on ``--sweep-device`` (Icarus): relocation vs conversion cycles for 4 KiB to
   ``--max-kib`` (1 MiB), measured, with the conversion model beside them; drawn into ``--png``.
 
@@ -240,6 +241,11 @@ def main() -> None:
         if device in args.host_devices.split(","):
             for label, cycles, wall in host_transfer_speed(device, big):
                 row(device, label, cycles, wall)
+            if device == "mncore2:icarus":  # the bound: the same transfers with no cocotb
+                from icarus_kernel import kernel_transfer_speed
+
+                for label, cycles, wall in kernel_transfer_speed(big):
+                    row(device, label, cycles, wall)
         if device in args.handoff_devices.split(","):
             split: dict[str, float] = {}
             conv, wall, total = handoff(device, big, False, tmp, split)
