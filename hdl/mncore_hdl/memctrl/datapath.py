@@ -113,23 +113,32 @@ class DataEngine(wiring.Component):
         # -- read beats: read now, deliver CL cycles after the command ------------------------
         m.d.comb += [rd.addr.eq(addr), rd.en.eq(1)]
         rbeat = self.active & ~self.write
-        # stage 0 is aligned with the store's registered output (one cycle after the read)
+        # Stage 0 is aligned with the store's registered output (one cycle after the read);
+        # stages 1 .. CL-2 follow it in one wide shift register, stage ``i`` in the ``i``-th
+        # field from the bottom: one register instead of four per stage, which event-driven
+        # simulators (Icarus) update once per cycle instead of forty times.
         stages = cfg.timing.cl - 1
-        v = [Signal(name=f"rv{i}") for i in range(stages)]
-        p = [Signal(range(self.ports), name=f"rp{i}") for i in range(stages)]
-        e = [Signal(name=f"re{i}") for i in range(stages)]
-        d = [Signal(cfg.lw_bits, name=f"rd{i}") for i in range(stages)]
-        m.d.sync += [v[0].eq(rbeat), p[0].eq(port), e[0].eq(self.oow)]
-        m.d.comb += d[0].eq(rd.data)
-        for i in range(1, stages):
-            m.d.sync += [v[i].eq(v[i - 1]), p[i].eq(p[i - 1]), e[i].eq(e[i - 1])]
-            m.d.sync += d[i].eq(d[i - 1])
-        out_v, out_p, out_e, out_d = v[-1], p[-1], e[-1], d[-1]
+        v0 = Signal(name="rv0")
+        p0 = Signal(range(self.ports), name="rp0")
+        e0 = Signal(name="re0")
+        m.d.sync += [v0.eq(rbeat), p0.eq(port), e0.eq(self.oow)]
+        head = Cat(v0, p0, e0, rd.data)
+        width = len(head)
+        valid = [v0]
+        if stages > 1:
+            tail = Signal(width * (stages - 1), name="cas_pipe")
+            m.d.sync += tail.eq(Cat(head, tail[:-width]))
+            out = tail[-width:]
+            valid += [tail[i * width] for i in range(stages - 1)]
+        else:
+            out = head
+        pw = len(p0)
+        out_v, out_p, out_e, out_d = out[0], out[1:1 + pw], out[1 + pw], out[2 + pw:]
         for i in range(self.ports):
             m.d.comb += self.rpush[i].eq(out_v & (out_p == i))
         m.d.comb += [
             self.rpush_data.eq(out_d & ~out_e.replicate(cfg.lw_bits)),
             self.rpush_error.eq(out_e),
-            self.pipe_busy.eq(Cat(*v).any()),
+            self.pipe_busy.eq(Cat(*valid).any()),
         ]
         return m
