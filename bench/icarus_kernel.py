@@ -23,12 +23,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from mlsdk.device.rtl.icarus import BUILD_ROOT
 from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
 from mncore_hdl.top.cosim_tb import RESET_EDGES, TB_MODULE, export_cosim_tb
 
 __all__ = ["kernel_transfer_speed"]
-
-ROOT = Path(__file__).resolve().parent.parent
 
 _TOP = """\
 `timescale 1ns/1ps
@@ -88,20 +87,19 @@ def kernel_transfer_speed(nbytes: int, config: ArchConfig = MNCORE2_SIM,
     for g in range(groups):
         _hex_file(work / f"image{g}.hex", image[g])
         load.append(f'    $readmemh("image{g}.hex", tb.dma{g}.stage, 0, {lw - 1});')
-    transfers = "".join(_TRANSFER.format(write=w, mask=(1 << groups) - 1, lw=lw, what=what)
-                        for w, what in ((1, "HostWrite"), (0, "HostRead")))
-    # the read lands in the staging memories again: clear them first, so a read that moved
-    # nothing cannot pass the comparison
-    transfers = transfers.replace(
-        '    tb.dma_write = 0;', "".join(
-            f"    for (i = 0; i < {lw}; i = i + 1) tb.dma{g}.stage[i] = 0;\n"
-            for g in range(groups)) + '    tb.dma_write = 0;', 1)
+    mask = (1 << groups) - 1
+    # The read lands in the staging memories the write came from: they are cleared between
+    # the two, so a read that moved nothing cannot pass the comparison.
+    clear = "".join(f"    for (i = 0; i < {lw}; i = i + 1) tb.dma{g}.stage[i] = 0;\n"
+                    for g in range(groups))
     dumps = "".join(f'    $writememh("read{g}.hex", tb.dma{g}.stage, 0, {lw - 1});\n'
                     for g in range(groups))
+    transfers = (_TRANSFER.format(write=1, mask=mask, lw=lw, what="HostWrite") + clear
+                 + _TRANSFER.format(write=0, mask=mask, lw=lw, what="HostRead") + dumps)
     top = _TOP.format(tb=TB_MODULE, load="\n".join(load), reset=RESET_EDGES + 2,
-                      transfers=transfers + dumps)
+                      transfers=transfers)
     (work / "kernel_bench.v").write_text(top)
-    sources = export_cosim_tb(config, ROOT / "build" / "cosim" / "verilog")
+    sources = export_cosim_tb(config, BUILD_ROOT / "verilog")  # the devices' cached export
     vvp = work / "kernel.vvp"
     subprocess.run(["iverilog", "-g2012", "-s", "kernel_bench", "-o", str(vvp),
                     str(work / "kernel_bench.v"), *map(str, sources)], check=True)
