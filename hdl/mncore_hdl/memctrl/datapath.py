@@ -116,7 +116,7 @@ class DataEngine(wiring.Component):
         # Stage 0 is aligned with the store's registered output (one cycle after the read);
         # stages 1 .. CL-2 follow it in one wide shift register, stage ``i`` in the ``i``-th
         # field from the bottom: one register instead of four per stage, so an event-driven
-        # simulator (Icarus) runs one register update per cycle for the line, not 36.
+        # simulator (Icarus) runs one register update per cycle for the line, not 40.
         stages = cfg.timing.cl - 1
         v0 = Signal(name="rv0")
         p0 = Signal(range(self.ports), name="rp0")
