@@ -8,7 +8,7 @@
 
 The RTL builds its registers, ports and decoders from these declarations; the RTL driver, the
 cocotb benches, the waveform groups and the benches name registers and ports through them.
-``tests/test_contracts.py`` elaborates the design and fails if the two disagree.
+``tests/hdl/test_contracts.py`` elaborates the design and fails if the two disagree.
 """
 
 from . import converter, cosim, memctrl

@@ -2,7 +2,7 @@
 
 Pure Python: the RTL driver, the cocotb server, the Amaranth-simulator backend, the waveform
 groups and the benches name the tops' ports and back doors through these declarations;
-``tests/test_contracts.py`` compares them with the elaborated designs' signatures.
+``tests/hdl/test_contracts.py`` compares them with the elaborated designs' signatures.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The memory controller's seams: requester ports, request payloads, DRAM commands and CSRs.
 
 Pure Python: the RTL (``mncore_hdl.memctrl``, ``mncore_hdl.top.system``), the RTL driver, the
-cocotb benches and the tests all read these declarations; ``tests/test_contracts.py`` holds
+cocotb benches and the tests all read these declarations; ``tests/hdl/test_contracts.py`` holds
 the elaborated design to them.
 """
 

@@ -19,7 +19,7 @@ from mncore_compiler.ops import OpTypeError, infer_type
 from mncore_compiler.passes import Compilation, CompileOptions, mixed_precision, run_pipeline
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEVICES = ["mncore2:auto", "pfvm:cpu"]
 MIXED = {"float_dtype": "mixed"}
 

@@ -22,7 +22,7 @@ from mlsdk.errors import StaleTensorError
 from mlsdk.testing.examples import run_example
 from mncore_hdl.layout import native_layout, to_device
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEVICES = ["mncore2:auto", "pfvm:cpu"]
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 

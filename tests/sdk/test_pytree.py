@@ -21,7 +21,7 @@ from mlsdk import (
 )
 from mlsdk.testing.examples import run_example
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEVICES = ["mncore2:auto", "pfvm:cpu"]
 
 

@@ -1,7 +1,7 @@
 """BatchNorm on the device: train() and eval() semantics, running statistics as registered
 buffers updated by a compiled training step.
 
-Tolerance: as ``tests/test_training.py``, ``rtol=1e-5, atol=1e-6`` (float32) for losses,
+Tolerance: as ``tests/sdk/test_training.py``, ``rtol=1e-5, atol=1e-6`` (float32) for losses,
 parameters and running statistics at every step of a 20-step run. The device follows torch's
 CPU batch-norm kernel, but torch keeps a few per-channel scalars (the inverse standard
 deviation, the running-statistics update) in double, where the device computes in float32.

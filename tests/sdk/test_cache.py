@@ -20,7 +20,7 @@ from mlsdk.testing.examples import run_example
 from mncore_compiler.capture import capture
 from mncore_hdl.arch import MNCORE2
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("sdk", "compiler",
                                                                            "hdl"))}
 

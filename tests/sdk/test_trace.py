@@ -20,7 +20,7 @@ import mlsdk.tracer  # noqa: E402
 from mlsdk import Context, MNDevice, storage, trace_event, trace_scope  # noqa: E402
 from mlsdk.trace import DEVICE_TRACKS, annotate_current  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHAPE = (32, 64)
 BEGIN, END = 1, 2  # TrackEvent.TYPE_SLICE_BEGIN / TYPE_SLICE_END
 

@@ -23,7 +23,7 @@ from mlsdk import (
 from mlsdk.optim import _one_minus_pow
 from mlsdk.testing.examples import run_example
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Same gradients every step: the only difference left is rounding. Torch fuses ``p - lr * g``
 # (and lerp, addcmul, add with alpha) into one fma; these steps round the product apart, and
 # Adam's bias corrections come from the step tensor in float32. Observed: <= 1e-7 after 25

@@ -15,7 +15,7 @@ from mlsdk import CodegenError, storage
 from mlsdk.storage import StoragePath
 from mlsdk.testing.examples import run_example
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("sdk", "compiler",
                                                                            "hdl"))}
 
