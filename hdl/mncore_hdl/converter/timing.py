@@ -36,7 +36,8 @@ The replay as written (:func:`block_traffic`, one block after another) is kept a
 (:func:`block_traffic_fast`: blocks carry Groups and LW counts only, so a conversion has a few
 distinct ones) and skips whole periods once the replay's state repeats, shifted in time, with
 the same blocks ahead: every rule is a max, a sum or a comparison of times, so a shifted state
-evolves shifted, and the result is the reference's exactly (tests/hdl/test_converter_timing_fast.py).
+evolves shifted, and the result is the reference's exactly
+(tests/hdl/test_converter_timing_fast.py).
 
 Checked against the RTL with ``bench/bench_converter.py``: worst row 7.1% (a 4 KiB conversion
 that met a refresh), mean 1.9%; padded native->host fp32 (33, 65) +2.5% (``--pairs odd``).
