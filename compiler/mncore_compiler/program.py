@@ -142,6 +142,10 @@ class DeviceProgram:
         root = Path(directory)
         try:
             return self._save(root)
+        except RecursionError:  # pathlib creates parents recursively
+            raise CodegenError(f"Cannot write the codegen directory {str(root)[:200]!r}...: "
+                               f"it is {len(root.parts)} levels deep; choose a shallower "
+                               "directory") from None
         except OSError as exc:
             where = exc.filename if exc.filename is not None else root
             raise CodegenError(

@@ -203,7 +203,8 @@ def _compile(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
         return program, "off", None, optimizers
     key = cache_key(graph, name=name, float_dtype=float_dtype, options=options,
                     constraints=constraints, config=config, state=state, state_writes=writes)
-    found = store.lookup(key, name, config, graph=graph_hash(graph))
+    inputs = tuple((n, str(t)) for n, t in graph.inputs.items())
+    found = store.lookup(key, name, config, graph=graph_hash(graph), inputs=inputs)
     status = "hit" if found is not None else "miss"
     if found is not None:
         program, in_place = found, True

@@ -63,6 +63,10 @@ class CacheWarning(UserWarning):
     """A cache entry was ignored (corrupt, truncated or foreign) and is being rebuilt."""
 
 
+#: A program's inputs, in order: (name, type as text) pairs.
+Inputs = tuple[tuple[str, str], ...]
+
+
 class _BadEntry(Exception):
     """Why an entry cannot be used."""
 
@@ -102,8 +106,10 @@ class CacheDir:
                 root.mkdir()
                 os.chmod(root, 0o755)  # not the umask's: a group-writable cache is refused
             info = os.stat(root)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            if isinstance(exc, RecursionError):
+                reason = f"it is {len(root.parts)} levels deep"
             raise CacheError(f"Cannot create the compile cache directory {str(root)!r}: "
                              f"{reason}{hint}") from None
         problem = _untrusted(info, "it")
@@ -121,15 +127,16 @@ class CacheDir:
     # -- reading ------------------------------------------------------------------------------
 
     def lookup(self, key: str, name: str, config: ArchConfig,
-               graph: str | None = None) -> DeviceProgram | None:
+               graph: str | None = None, inputs: Inputs | None = None) -> DeviceProgram | None:
         """The entry's program, or None when absent or unusable (with a CacheWarning).
-        ``graph`` is the captured graph's hash, which the entry must have been stored with.
+        ``graph`` is the captured graph's hash, which the entry must have been stored with,
+        and ``inputs`` its inputs (name, type) in order, which the program must take.
         A hit marks the entry as just used (for :func:`prune`)."""
         path = self.entry(key)
         if not os.path.lexists(path):
             return None
         try:
-            program = self._read(path, key, name, config, graph)
+            program = self._read(path, key, name, config, graph, inputs)
         except _BadEntry as exc:
             warnings.warn(f"Ignoring compile cache entry {str(path)!r}: {exc}; recompiling and "
                           "replacing it", CacheWarning, stacklevel=4)
@@ -140,11 +147,14 @@ class CacheDir:
         return program
 
     def _read(self, path: Path, key: str, name: str, config: ArchConfig,
-              graph: str | None = None) -> DeviceProgram:
+              graph: str | None = None, inputs: Inputs | None = None) -> DeviceProgram:
         try:
-            return self._read_checked(path, key, name, config, graph)
+            program = self._read_checked(path, key, name, config, graph)
         except OSError as exc:  # a file named by the entry vanished or cannot be read
             raise _BadEntry(f"{exc.filename or path}: {exc.strerror or exc}") from None
+        if inputs is not None and program_inputs(program) != inputs:
+            raise _BadEntry(f"its program takes {program_inputs(program)}, not {inputs}")
+        return program
 
     def _read_checked(self, path: Path, key: str, name: str, config: ArchConfig,
                       graph: str | None) -> DeviceProgram:
@@ -199,7 +209,7 @@ class CacheDir:
                     "created": time.time()}
             (tmp / _ENTRY_FILE).write_text(json.dumps(meta, indent=1) + "\n")
             os.chmod(tmp / _ENTRY_FILE, 0o644)
-            self._install(tmp, key, name, config, meta.get("graph"))
+            self._install(tmp, key, name, config, meta.get("graph"), program_inputs(program))
             return True
         except (OSError, CodegenError) as exc:
             # The directory was writable when the compile began (CacheError otherwise); a
@@ -211,7 +221,7 @@ class CacheDir:
             _remove(tmp)
 
     def _install(self, tmp: Path, key: str, name: str, config: ArchConfig,
-                 graph: str | None) -> None:
+                 graph: str | None, inputs: Inputs | None) -> None:
         path = self.entry(key)
         for _ in range(_INSTALL_ATTEMPTS):
             try:
@@ -223,7 +233,7 @@ class CacheDir:
                 if not os.path.lexists(path):
                     continue  # a competitor moved a bad entry aside meanwhile: try again
             try:
-                self._read(path, key, name, config, graph)
+                self._read(path, key, name, config, graph, inputs)
                 return  # another writer got there first with a whole entry: keep theirs
             except _BadEntry:
                 pass
@@ -345,6 +355,12 @@ def check_max_bytes(value: Any, what: str) -> None:
         raise TypeError(f"{what} must be an int number of bytes, not {value!r}")
     if value < 0:
         raise ValueError(f"{what} must be >= 0 bytes, not {value}")
+
+
+def program_inputs(program: DeviceProgram) -> Inputs:
+    """The inputs a program takes, in order: (name, type as text) pairs."""
+    types = program.graph.inputs
+    return tuple((name, str(types[name]) if name in types else "?") for name in program.inputs)
 
 
 def _untrusted(info: os.stat_result, what: str) -> str | None:
