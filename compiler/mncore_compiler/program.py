@@ -279,9 +279,11 @@ class DeviceProgram:
                 raise CodegenError(f"Constant file {entry['file']!r} in {root / _PROGRAM_FILE} "
                                    "is not a constants/ file; recompile")
             file = root / entry["file"]
-            if not file.is_file():
-                raise _ConstantChanged(f"Constant file {str(file)!r} is missing; recompile")
-            raw = file.read_bytes()  # read once: checksummed, then parsed from memory
+            try:
+                raw = file.read_bytes()  # read once: checksummed, then parsed from memory
+            except (FileNotFoundError, IsADirectoryError):
+                raise _ConstantChanged(f"Constant file {str(file)!r} is missing; "
+                                       "recompile") from None
             if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
                 raise _ConstantChanged(f"Constant file {str(file)!r} is corrupt (checksum "
                                        "mismatch); recompile")

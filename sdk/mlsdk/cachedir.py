@@ -399,8 +399,9 @@ def _size(entry: Path) -> int:
     total = 0
     for file in entry.rglob("*"):
         with contextlib.suppress(OSError):
-            if file.is_file():
-                total += file.stat().st_size
+            info = file.lstat()  # a planted symlink counts as itself, not as its target
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
     return total
 
 
