@@ -24,7 +24,8 @@ from mncore_hdl.arch import MNCORE2
 from mncore_hdl.layout import Layout, LayoutError
 
 #: ``MNCORE_FUZZ_EXAMPLES=5000`` for a long run; the default keeps each test to about a second.
-FUZZ = settings(max_examples=int(os.environ.get("MNCORE_FUZZ_EXAMPLES", "120")), deadline=None, derandomize=True, database=None,
+FUZZ = settings(max_examples=int(os.environ.get("MNCORE_FUZZ_EXAMPLES", "120")),
+                deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
 WEIGHT = torch.linspace(-1.0, 1.0, 16)
 
