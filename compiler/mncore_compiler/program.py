@@ -6,7 +6,9 @@ A codegen directory holds:
   graph, the layout and byte size of every input, output and constant, the FLOP count, which
   constants are registered module state (``state``), and a SHA-256 of all of it plus every
   constant file (to detect corruption);
-- ``constants/<index>.npy``: each constant's raw element bits, C order;
+- ``constants/<sha256>.npy``: each constant's raw element bits, C order, named by the SHA-256
+  of the file's bytes (content-addressed: a recompile never overwrites a file the previous
+  program uses, so a reader sees the old program or the new one, never a mix);
 - ``program.txt``: the same program for people to read (IR and layouts).
 """
 
@@ -19,6 +21,8 @@ import json
 import os
 import re
 import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,15 +32,23 @@ import torch
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import Layout, from_bits, to_bits
 
-from .errors import CodegenError
+from .errors import CodegenError, CompilerError
 from .ir import Graph, TensorType
 from .ops import get_op
 
-__all__ = ["DeviceProgram", "PROGRAM_FORMAT", "PROGRAM_VERSION", "graph_flops"]
+__all__ = ["DeviceProgram", "PROGRAM_FORMAT", "PROGRAM_VERSION", "codegen_files",
+           "graph_flops", "replacing_program"]
 
 PROGRAM_FORMAT = "mncore-cosim-program"
 PROGRAM_VERSION = 1
 _PROGRAM_FILE = "program.json"
+_TEXT_FILE = "program.txt"
+_STALE_SECONDS = 3600.0  # an unreferenced file this old belongs to a writer that died
+#: Reads of a codegen directory a concurrent recompile changed under the reader, before giving up.
+_LOAD_ATTEMPTS = 5
+# What a hostile program.json can make the parsers raise; reported as a corrupt program.
+_PARSE_ERRORS = (KeyError, TypeError, ValueError, OSError, AttributeError, IndexError,
+                 OverflowError, RecursionError, MemoryError, CompilerError)
 
 
 def graph_flops(graph: Graph) -> int:
@@ -120,13 +132,20 @@ class DeviceProgram:
         """Write the program into ``directory`` (created if needed); return the JSON's path.
 
         Every file is written under a temporary name and renamed into place, constants first
-        and ``program.json`` last, so a reader never sees a partly written file: it finds the
-        previous program or the new one. Raises CodegenError, naming the path, when the
-        directory cannot be written.
+        (under names of their content, so the previous program's files stay as they were) and
+        ``program.json`` last, so a reader finds the previous program or the new one, never a
+        mix, and a kill at any point leaves the previous program loadable. The previous
+        program's files the new one does not use are removed afterwards (see
+        :func:`replacing_program`). Raises CodegenError, naming the path, when the directory
+        cannot be written or its ``constants/`` is not a plain directory (a symlink, say).
         """
         root = Path(directory)
         try:
             return self._save(root)
+        except RecursionError:  # pathlib creates parents recursively
+            raise CodegenError(f"Cannot write the codegen directory {str(root)[:200]!r}...: "
+                               f"it is {len(root.parts)} levels deep; choose a shallower "
+                               "directory") from None
         except OSError as exc:
             where = exc.filename if exc.filename is not None else root
             raise CodegenError(
@@ -135,18 +154,24 @@ class DeviceProgram:
             ) from None
 
     def _save(self, root: Path) -> Path:
-        (root / "constants").mkdir(parents=True, exist_ok=True)
+        with replacing_program(root) as written:
+            return self._write(root, written)
+
+    def _write(self, root: Path, written: set[str]) -> Path:
         constants = []
         digest = hashlib.sha256()
-        for index, (name, tensor) in enumerate(self.graph.constants.items()):
-            rel = f"constants/{index:04d}.npy"
+        _constants_dir(root)
+        for name, tensor in self.graph.constants.items():
             stream = io.BytesIO()
             np.save(stream, to_bits(tensor), allow_pickle=False)
             raw = stream.getvalue()
+            sha = hashlib.sha256(raw).hexdigest()
+            rel = f"constants/{sha}.npy"
             _atomic_write(root / rel, raw)
+            written.add(rel)
             entry = self._io_entry(name, TensorType.of(tensor))
             entry["file"] = rel
-            entry["sha256"] = hashlib.sha256(raw).hexdigest()
+            entry["sha256"] = sha
             constants.append(entry)
         body = {
             "format": PROGRAM_FORMAT,
@@ -166,8 +191,9 @@ class DeviceProgram:
         digest.update(_canonical(body))
         body["sha256"] = digest.hexdigest()
         path = root / _PROGRAM_FILE
-        _atomic_write(root / "program.txt", (self.describe() + "\n").encode())
+        _atomic_write(root / _TEXT_FILE, (self.describe() + "\n").encode())
         _atomic_write(path, (json.dumps(body, indent=1) + "\n").encode())
+        written.update((_TEXT_FILE, _PROGRAM_FILE))
         return path
 
     def describe(self) -> str:
@@ -193,7 +219,8 @@ class DeviceProgram:
 
     @classmethod
     def load(cls, directory: str | Path) -> DeviceProgram:
-        """Read a program back; CodegenError says what is missing, stale or corrupt."""
+        """Read a program back; CodegenError says what is missing, stale, corrupt, or larger
+        than the chip's DRAM (``arch.groups * arch.dram_bytes_per_group``)."""
         root = Path(directory)
         path = root / _PROGRAM_FILE
         if not root.is_dir():
@@ -202,10 +229,25 @@ class DeviceProgram:
         if not path.is_file():
             raise CodegenError(f"Codegen directory {str(root)!r} holds no {_PROGRAM_FILE}; "
                                "it was not written by Context.compile")
+        for _ in range(_LOAD_ATTEMPTS):
+            raw = _read_program_json(path)
+            try:
+                return cls._parse(root, path, raw)
+            except _ConstantChanged:
+                # A recompile replaced the program while this read its constants: read the
+                # new program.json when there is one, else the constant is really gone.
+                if _read_program_json(path) == raw:
+                    raise
+        raise CodegenError(f"{path} kept changing while being read (recompiled "
+                           f"{_LOAD_ATTEMPTS} times meanwhile); load it again")
+
+    @classmethod
+    def _parse(cls, root: Path, path: Path, raw: bytes) -> DeviceProgram:
         try:
-            body = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CodegenError(f"{path} is corrupt (not valid JSON: {exc}); recompile") from None
+            body = json.loads(raw.decode())
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            what = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise CodegenError(f"{path} is corrupt (not valid JSON: {what}); recompile") from None
         if not isinstance(body, dict) or body.get("format") != PROGRAM_FORMAT:
             raise CodegenError(f"{path} is not an {PROGRAM_FORMAT} file; recompile")
         if body.get("version") != PROGRAM_VERSION:
@@ -214,12 +256,14 @@ class DeviceProgram:
                 f"{PROGRAM_VERSION}. Recompile the function with this kit."
             )
         try:
-            return cls._from_body(root, body)
+            program = cls._from_body(root, body)
         except CodegenError:
             raise
-        except (KeyError, TypeError, ValueError, OSError) as exc:
+        except _PARSE_ERRORS as exc:
             raise CodegenError(f"{path} is corrupt ({type(exc).__name__}: {exc}); "
                                "recompile") from None
+        _check_fits(program, path)
+        return program
 
     @classmethod
     def _from_body(cls, root: Path, body: dict[str, Any]) -> DeviceProgram:
@@ -231,13 +275,18 @@ class DeviceProgram:
         output_layouts: dict[str, Layout] = {}
         constants: dict[str, torch.Tensor] = {}
         for entry in body["constants"]:
+            if not isinstance(entry["file"], str) or not _safe_rel(entry["file"]):
+                raise CodegenError(f"Constant file {entry['file']!r} in {root / _PROGRAM_FILE} "
+                                   "is not a constants/ file; recompile")
             file = root / entry["file"]
-            if not _safe_rel(entry["file"]) or not file.is_file():
-                raise CodegenError(f"Constant file {str(file)!r} is missing; recompile")
-            raw = file.read_bytes()  # read once: checksummed, then parsed from memory
+            try:
+                raw = file.read_bytes()  # read once: checksummed, then parsed from memory
+            except (FileNotFoundError, IsADirectoryError):
+                raise _ConstantChanged(f"Constant file {str(file)!r} is missing; "
+                                       "recompile") from None
             if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
-                raise CodegenError(f"Constant file {str(file)!r} is corrupt (checksum "
-                                   "mismatch); recompile")
+                raise _ConstantChanged(f"Constant file {str(file)!r} is corrupt (checksum "
+                                       "mismatch); recompile")
             bits = np.load(io.BytesIO(raw), allow_pickle=False)
             constants[entry["name"]] = from_bits(bits, entry["dtype"])
         for entry in body["inputs"] + body["constants"]:
@@ -256,10 +305,125 @@ class DeviceProgram:
                    state_writes=_writes_entry(writes, graph))
 
 
+class _ConstantChanged(CodegenError):
+    """A constant file program.json names is missing or differs (maybe a recompile's doing)."""
+
+
+def _read_program_json(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise CodegenError(f"{path} cannot be read ({exc.strerror or exc}); recompile") from None
+
+
+def _check_fits(program: DeviceProgram, path: Path) -> None:
+    """Refuse a program whose buffers, or any one value it computes, exceed the chip's DRAM:
+    it could not run on the device, and running it here would ask the host for that much."""
+    arch = program.arch
+    capacity = arch.groups * arch.dram_bytes_per_group
+    buffers = sum(layout.nbytes for layout in program.layouts.values())
+    buffers += sum(layout.nbytes for layout in program.output_layouts.values())
+    if buffers > capacity:
+        raise CodegenError(f"{path}: the program's inputs, outputs and constants take "
+                           f"{buffers} bytes of DRAM; the chip has {capacity} "
+                           f"({arch.groups} Groups of {arch.dram_bytes_per_group}); recompile")
+    for name, ttype in program.graph.value_types().items():
+        size = ttype.numel * ttype.torch_dtype.itemsize
+        if buffers + size > capacity:
+            raise CodegenError(f"{path}: value %{name} ({ttype}) takes {size} bytes, beside "
+                               f"{buffers} bytes of buffers; the chip's DRAM holds "
+                               f"{capacity}; recompile")
+
+
+def codegen_files(root: Path) -> set[str]:
+    """The files (relative paths) the program in ``root`` consists of, as its program.json
+    names them: empty when there is no readable program there. Never follows what the JSON
+    says outside ``constants/``."""
+    try:
+        body = json.loads((root / _PROGRAM_FILE).read_bytes().decode())
+        rels = {entry["file"] for entry in body["constants"]}
+    except (*_PARSE_ERRORS, UnicodeDecodeError):
+        return set()
+    if not all(isinstance(rel, str) and _safe_rel(rel) for rel in rels):
+        return set()
+    return rels | {_PROGRAM_FILE, _TEXT_FILE}
+
+
+@contextlib.contextmanager
+def replacing_program(root: Path) -> Iterator[set[str]]:
+    """Replace the program in codegen directory ``root`` (created if needed).
+
+    The caller writes the new program's files through temporary names and renames (constants
+    under content names, ``program.json`` last) and adds each one's relative path to the set
+    this yields. On a normal exit the previous program's files that the new one does not use
+    are removed, with files nothing names that are older than an hour and temporaries of
+    writers that died. Raises CodegenError when ``root/constants`` is not a plain directory.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(root / "constants"):
+        _constants_dir(root)
+    previous = codegen_files(root)
+    written: set[str] = set()
+    yield written
+    _tidy(root, previous - written, written | previous)
+
+
+def _constants_dir(root: Path) -> Path:
+    """``root/constants``, created if needed; CodegenError when it is a symlink or a file."""
+    constants = root / "constants"
+    with contextlib.suppress(FileExistsError):
+        constants.mkdir()
+    if constants.is_symlink() or not constants.is_dir():
+        raise CodegenError(f"{str(constants)!r} is not a plain directory (a symlink, or a "
+                           "file); it would make the compile write elsewhere. Remove it, or "
+                           "choose another codegen directory")
+    return constants
+
+
+def _tidy(root: Path, drop: set[str], keep: set[str]) -> None:
+    limit = time.time() - _STALE_SECONDS
+    for rel in drop:
+        with contextlib.suppress(OSError):
+            (root / rel).unlink()
+    for folder in (root, root / "constants"):
+        with contextlib.suppress(OSError), os.scandir(folder) as items:
+            for item in items:
+                rel = os.path.relpath(item.path, root)
+                if rel in keep or not item.is_file(follow_symlinks=False):
+                    continue
+                if _stale(item, limit, orphan=folder != root or rel.endswith(".tmp")):
+                    with contextlib.suppress(OSError):
+                        os.unlink(item.path)
+
+
+def _stale(item: os.DirEntry[str], limit: float, orphan: bool) -> bool:
+    """A temporary of a writer that died (its pid gone, or an hour old), or (``orphan``) a
+    constant file nothing names for an hour (left by a kill between constants and
+    program.json)."""
+    if item.name.startswith(".") and item.name.endswith(".tmp"):
+        match = re.fullmatch(r"\..+\.(\d+)\.[^.]+\.tmp", item.name)
+        if match and not _alive(int(match.group(1))):
+            return True
+        return item.stat().st_mtime < limit
+    return orphan and item.name.endswith(".npy") and item.stat().st_mtime < limit
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and a rename
-    (atomic on POSIX): the old content stays whole until the new one is complete."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    (atomic on POSIX): the old content stays whole until the new one is complete. The pid in
+    the temporary's name lets a later save remove it when this process was killed."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                               dir=path.parent)
     try:
         os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the program from other users
         with os.fdopen(fd, "wb") as handle:
@@ -276,7 +440,8 @@ def _canonical(body: dict[str, Any]) -> bytes:
 
 
 def _safe_rel(rel: str) -> bool:
-    return bool(re.fullmatch(r"constants/\d{4}\.npy", rel))
+    # Content names, and the index names programs of earlier saves used.
+    return bool(re.fullmatch(r"constants/(?:[0-9a-f]{64}|\d{4})\.npy", rel))
 
 
 def _state_entry(state: Any, graph: Graph) -> dict[str, str]:

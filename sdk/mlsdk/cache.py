@@ -203,7 +203,8 @@ def _compile(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
         return program, "off", None, optimizers
     key = cache_key(graph, name=name, float_dtype=float_dtype, options=options,
                     constraints=constraints, config=config, state=state, state_writes=writes)
-    found = store.lookup(key, name, config)
+    inputs = tuple((n, str(t)) for n, t in graph.inputs.items())
+    found = store.lookup(key, name, config, graph=graph_hash(graph), inputs=inputs)
     status = "hit" if found is not None else "miss"
     if found is not None:
         program, in_place = found, True
@@ -211,7 +212,8 @@ def _compile(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
         program = compile_graph(graph, constraints=constraints, config=config, options=options,
                                 name=name, float_dtype=float_dtype, state=state,
                                 state_writes=writes)
-        in_place = store.store(key, program, name, config, {"kit": kit_version()})
+        in_place = store.store(key, program, name, config,
+                               {"kit": kit_version(), "graph": graph_hash(graph)})
         if in_place and max_bytes is not None:
             _prune_after_store(store, max_bytes, key)
     if in_place:
@@ -280,6 +282,16 @@ def cache_key(graph: Graph, *, name: str, float_dtype: str, options: Mapping[str
     part("state", dict(state or {}))  # which constants are registered module state
     if state_writes:  # which registered tensors a training step updates, from which output
         part("state_writes", dict(state_writes))
+    return digest.hexdigest()
+
+
+def graph_hash(graph: Graph) -> str:
+    """The hex SHA-256 of the captured graph and its constants' bits, which an entry stores
+    and a hit re-checks: an entry holding another graph's program is a miss."""
+    digest = hashlib.sha256(_canonical(graph.to_json()))
+    for cname, tensor in graph.constants.items():
+        digest.update(_canonical([cname, list(tensor.shape), str(tensor.dtype)]))
+        digest.update(np.ascontiguousarray(to_bits(tensor)).data)
     return digest.hexdigest()
 
 

@@ -10,16 +10,24 @@ An entry's last use is the modification time of its ``entry.json``: a store sets
 touches it, and :func:`prune` (or ``CacheOptions(max_bytes=...)`` after each store) removes the
 entries used longest ago first. Entries are never modified in place otherwise, which is why a
 codegen directory may share their files by hard links.
+
+Nothing read from the directory is trusted: it must be the user's own and writable by no one
+else (:class:`CacheError` otherwise); an entry is used only when every file of it is a plain
+file or directory of the user's (never a symlink, checked with ``lstat``), only the files its
+``program.json`` names are copied out, and its ``entry.json`` binds it to its key, to the
+captured graph's hash and to the SHA-256 of its ``program.json`` (a swapped program is a miss).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import logging
 import os
 import shutil
+import stat
 import time
 import uuid
 import warnings
@@ -27,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mncore_compiler.program import DeviceProgram
+from mncore_compiler.program import DeviceProgram, codegen_files, replacing_program
 from mncore_hdl.arch import ArchConfig
 
 from .errors import CodegenError
@@ -47,11 +55,16 @@ _INSTALL_ATTEMPTS = 10
 
 
 class CacheError(CodegenError):
-    """The compile cache directory cannot be used (it cannot be created or written)."""
+    """The compile cache directory cannot be used (it cannot be created or written, or it is
+    another user's or writable by others)."""
 
 
 class CacheWarning(UserWarning):
     """A cache entry was ignored (corrupt, truncated or foreign) and is being rebuilt."""
+
+
+#: A program's inputs, in order: (name, type as text) pairs.
+Inputs = tuple[tuple[str, str], ...]
 
 
 class _BadEntry(Exception):
@@ -88,10 +101,22 @@ class CacheDir:
         hint = ("; give CacheOptions a writable directory, or pass cache_options=None to "
                 "compile without a cache")
         try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
+            root.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                root.mkdir()
+                os.chmod(root, 0o755)  # not the umask's: a group-writable cache is refused
+            info = os.stat(root)
+        except (OSError, ValueError, RecursionError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            if isinstance(exc, RecursionError):
+                reason = f"it is {len(root.parts)} levels deep"
             raise CacheError(f"Cannot create the compile cache directory {str(root)!r}: "
-                             f"{exc.strerror or exc}{hint}") from None
+                             f"{reason}{hint}") from None
+        problem = _untrusted(info, "it")
+        if problem:
+            raise CacheError(f"Refusing the compile cache directory {str(root)!r}: {problem}; "
+                             "another user could plant programs in it. Use a directory of "
+                             f"your own that only you can write (chmod go-w){hint}")
         if not os.access(root, os.W_OK | os.X_OK):
             raise CacheError(f"The compile cache directory {str(root)!r} is not writable{hint}")
         return cls(root)
@@ -101,14 +126,17 @@ class CacheDir:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def lookup(self, key: str, name: str, config: ArchConfig) -> DeviceProgram | None:
+    def lookup(self, key: str, name: str, config: ArchConfig,
+               graph: str | None = None, inputs: Inputs | None = None) -> DeviceProgram | None:
         """The entry's program, or None when absent or unusable (with a CacheWarning).
+        ``graph`` is the captured graph's hash, which the entry must have been stored with,
+        and ``inputs`` its inputs (name, type) in order, which the program must take.
         A hit marks the entry as just used (for :func:`prune`)."""
         path = self.entry(key)
         if not os.path.lexists(path):
             return None
         try:
-            program = self._read(path, key, name, config)
+            program = self._read(path, key, name, config, graph, inputs)
         except _BadEntry as exc:
             warnings.warn(f"Ignoring compile cache entry {str(path)!r}: {exc}; recompiling and "
                           "replacing it", CacheWarning, stacklevel=4)
@@ -118,20 +146,43 @@ class CacheDir:
             os.utime(path / _ENTRY_FILE)
         return program
 
-    def _read(self, path: Path, key: str, name: str, config: ArchConfig) -> DeviceProgram:
-        if not path.is_dir():
-            raise _BadEntry("it is not a directory (not written by this cache)")
+    def _read(self, path: Path, key: str, name: str, config: ArchConfig,
+              graph: str | None = None, inputs: Inputs | None = None) -> DeviceProgram:
         try:
+            program = self._read_checked(path, key, name, config, graph)
+        except OSError as exc:  # a file named by the entry vanished or cannot be read
+            raise _BadEntry(f"{exc.filename or path}: {exc.strerror or exc}") from None
+        if inputs is not None and program_inputs(program) != inputs:
+            raise _BadEntry(f"its program takes {program_inputs(program)}, not {inputs}")
+        return program
+
+    def _read_checked(self, path: Path, key: str, name: str, config: ArchConfig,
+                      graph: str | None) -> DeviceProgram:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            raise _BadEntry("it is not a directory (a symlink, or not written by this cache)")
+        _check_plain(path, "it")
+        try:
+            _check_plain(path / _ENTRY_FILE, f"its {_ENTRY_FILE}")
             meta = json.loads((path / _ENTRY_FILE).read_text())
         except FileNotFoundError:
             raise _BadEntry(f"it holds no {_ENTRY_FILE} (not written by this cache)") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise _BadEntry(f"its {_ENTRY_FILE} is unreadable ({exc})") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise _BadEntry(f"its {_ENTRY_FILE} is unreadable ({why})") from None
         if (not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT
                 or meta.get("version") != CACHE_VERSION):
             raise _BadEntry(f"its {_ENTRY_FILE} is not a {CACHE_FORMAT} v{CACHE_VERSION} entry")
         if meta.get("key") != key:
             raise _BadEntry(f"it was stored under another key ({str(meta.get('key'))[:16]}...)")
+        if graph is not None and meta.get("graph") != graph:
+            raise _BadEntry("it was stored for another captured graph")
+        files = codegen_files(path)
+        if len(files) > 2:
+            _check_plain(path / "constants", "its constants/")
+        for rel in sorted(files):
+            _check_plain(path / rel, f"its {rel}")
+        if meta.get("program") != _file_sha256(path / "program.json"):
+            raise _BadEntry(f"its program.json is not the one stored with its {_ENTRY_FILE}")
         try:
             program = DeviceProgram.load(path)
         except CodegenError as exc:
@@ -151,10 +202,14 @@ class CacheDir:
         tmp = self.root / f"{_TMP_PREFIX}{key[:16]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
             program.save(tmp)
+            for folder in (tmp, tmp / "constants"):
+                os.chmod(folder, 0o755)  # not the umask's: entries others can write are refused
             meta = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "key": key,
-                    "name": name, **meta, "created": time.time()}
+                    "name": name, **meta, "program": _file_sha256(tmp / "program.json"),
+                    "created": time.time()}
             (tmp / _ENTRY_FILE).write_text(json.dumps(meta, indent=1) + "\n")
-            self._install(tmp, key, name, config)
+            os.chmod(tmp / _ENTRY_FILE, 0o644)
+            self._install(tmp, key, name, config, meta.get("graph"), program_inputs(program))
             return True
         except (OSError, CodegenError) as exc:
             # The directory was writable when the compile began (CacheError otherwise); a
@@ -165,7 +220,8 @@ class CacheDir:
         finally:
             _remove(tmp)
 
-    def _install(self, tmp: Path, key: str, name: str, config: ArchConfig) -> None:
+    def _install(self, tmp: Path, key: str, name: str, config: ArchConfig,
+                 graph: str | None, inputs: Inputs | None) -> None:
         path = self.entry(key)
         for _ in range(_INSTALL_ATTEMPTS):
             try:
@@ -177,7 +233,7 @@ class CacheDir:
                 if not os.path.lexists(path):
                     continue  # a competitor moved a bad entry aside meanwhile: try again
             try:
-                self._read(path, key, name, config)
+                self._read(path, key, name, config, graph, inputs)
                 return  # another writer got there first with a whole entry: keep theirs
             except _BadEntry:
                 pass
@@ -234,13 +290,21 @@ class CacheDir:
 
     def materialise(self, key: str, program: DeviceProgram, codegen_dir: Path) -> None:
         """Fill ``codegen_dir`` from the entry (hard links, else copies; program.json last),
-        or write ``program`` there when the entry is gone (removed by someone else)."""
+        or write ``program`` there when the entry is gone (removed by someone else). Only the
+        files the entry's program.json names are placed, never through a symlink."""
         source = self.entry(key)
-        files = sorted((p for p in source.rglob("*") if p.is_file() and p.name != _ENTRY_FILE),
-                       key=lambda p: (p.name == "program.json", str(p)))
+        files = sorted(codegen_files(source), key=lambda rel: (rel == "program.json", rel))
         try:
-            for file in files:
-                _place(file, codegen_dir / file.relative_to(source))
+            if len(files) > 2:
+                _check_plain(source / "constants", "constants/")
+            with replacing_program(codegen_dir) as written:
+                for rel in files:
+                    _check_plain(source / rel, rel)
+                    _place(source / rel, codegen_dir / rel)
+                    written.add(rel)
+        except _BadEntry:
+            program.save(codegen_dir)
+            return
         except FileNotFoundError as exc:
             if exc.filename is not None and Path(exc.filename).is_relative_to(source):
                 program.save(codegen_dir)
@@ -293,6 +357,36 @@ def check_max_bytes(value: Any, what: str) -> None:
         raise ValueError(f"{what} must be >= 0 bytes, not {value}")
 
 
+def program_inputs(program: DeviceProgram) -> Inputs:
+    """The inputs a program takes, in order: (name, type as text) pairs."""
+    types = program.graph.inputs
+    return tuple((name, str(types[name]) if name in types else "?") for name in program.inputs)
+
+
+def _untrusted(info: os.stat_result, what: str) -> str | None:
+    """Why a file or directory with this ``lstat`` is not the user's alone, or None."""
+    if info.st_uid != os.geteuid():
+        return f"{what} belongs to uid {info.st_uid}, not to you (uid {os.geteuid()})"
+    if info.st_mode & 0o022:
+        return f"{what} is writable by group or others (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def _check_plain(path: Path, what: str) -> None:
+    """Raise _BadEntry unless ``path`` is a plain file or directory (a symlink is not) that
+    only the user can write; FileNotFoundError when it is absent."""
+    info = os.lstat(path)
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        raise _BadEntry(f"{what} is not a plain file or directory (a symlink?)")
+    problem = _untrusted(info, what)
+    if problem:
+        raise _BadEntry(problem)
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def _last_use(entry: Path) -> float | None:
     """When the entry was stored or last hit; None for what is not a whole entry."""
     try:
@@ -305,8 +399,9 @@ def _size(entry: Path) -> int:
     total = 0
     for file in entry.rglob("*"):
         with contextlib.suppress(OSError):
-            if file.is_file():
-                total += file.stat().st_size
+            info = file.lstat()  # a planted symlink counts as itself, not as its target
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
     return total
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ class IOSpec:
         if not isinstance(self.layout, Layout):
             raise TypeError(f"IOSpec {self.name!r}: layout must be a Layout, not "
                             f"{type(self.layout).__name__}")
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "shape", _shape(self.name, self.shape))
         if self.layout.dtype != self.dtype_name:
             raise ValueError(
                 f"IOSpec {self.name!r}: dtype {self.dtype_name} disagrees with its layout's "
@@ -123,12 +124,36 @@ class IOSpec:
     # -- serialization ----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
+        """The spec as JSON-able values (name, shape, dtype, layout, nbytes, location)."""
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype_name,
                 "layout": str(self.layout), "nbytes": self.nbytes, "location": self.location}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IOSpec:
-        dtype = getattr(torch, data["dtype"])
+        """Inverse of :meth:`to_dict`; ValueError or TypeError naming what is missing or
+        wrong."""
+        if not isinstance(data, dict):
+            raise TypeError(f"IOSpec.from_dict takes a dict, not {type(data).__name__}")
+        missing = [key for key in ("name", "shape", "dtype", "layout") if key not in data]
+        if missing:
+            raise ValueError(f"IOSpec dict lacks {missing}; it has {sorted(map(str, data))}")
+        dtype = getattr(torch, data["dtype"], None) if isinstance(data["dtype"], str) else None
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"IOSpec dict 'dtype' must name a torch dtype (e.g. 'float32'), "
+                             f"not {data['dtype']!r}")
+        if not isinstance(data["layout"], str):
+            raise TypeError(f"IOSpec dict 'layout' must be a layout string, not "
+                            f"{data['layout']!r}")
         layout = Layout.parse(data["layout"], data["dtype"])
-        return cls(data["name"], tuple(data["shape"]), dtype, layout,
-                   data.get("location", "DRAM"))
+        return cls(data["name"], data["shape"], dtype, layout, data.get("location", "DRAM"))
+
+
+def _shape(name: str, shape: object) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints; TypeError for a string, floats or bools."""
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise TypeError(f"IOSpec {name!r}: shape must be a tuple of ints, not {shape!r}")
+    dims = tuple(shape)
+    if not all(isinstance(d, int) or hasattr(d, "__index__") for d in dims) or any(
+            isinstance(d, bool) for d in dims):
+        raise TypeError(f"IOSpec {name!r}: shape must be a tuple of ints, not {shape!r}")
+    return tuple(operator.index(d) for d in dims)

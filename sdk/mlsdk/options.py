@@ -107,6 +107,9 @@ def read_option_json(path: str | os.PathLike[str]) -> dict[str, Any]:
                          f"column {exc.colno}") from None
     except _RepeatedKey as exc:
         raise ValueError(f"The {where} gives option {exc.args[0]!r} more than once") from None
+    except RecursionError:
+        raise ValueError(f"The {where} is nested too deeply to be an object of compile "
+                         "options") from None
     if not isinstance(value, dict):
         raise ValueError(f"The {where} must hold a JSON object of options, e.g. "
                          f'{{"float_dtype": "mixed"}}, not a JSON {type(value).__name__}')

@@ -48,11 +48,11 @@ class StoragePath:
 
     def __truediv__(self, other: str | os.PathLike[str]) -> StoragePath:
         """``storage.path(outdir) / "train_step"``: the same location joined with ``other``."""
-        return StoragePath(self.path / _part(other))
+        return StoragePath(_checked(self.path / _part(other)))
 
     def joinpath(self, *others: str | os.PathLike[str]) -> StoragePath:
         """This location joined with every one of ``others``, in order."""
-        return StoragePath(self.path.joinpath(*(_part(o) for o in others)))
+        return StoragePath(_checked(self.path.joinpath(*(_part(o) for o in others))))
 
     @property
     def name(self) -> str:
@@ -90,9 +90,21 @@ def path(location: str | os.PathLike[str]) -> StoragePath:
     ------
     TypeError
         When ``location`` is not a non-empty str or path-like.
+    ValueError
+        When it holds a NUL byte, or starts with ``~user`` for a user this machine lacks.
     """
     if isinstance(location, StoragePath):
         return location
     if not isinstance(location, (str, os.PathLike)) or not os.fspath(location):
         raise TypeError(f"storage.path() takes a non-empty path string, not {location!r}")
-    return StoragePath(Path(location).expanduser())
+    try:
+        return StoragePath(_checked(Path(location).expanduser()))
+    except RuntimeError as exc:  # pathlib's "Could not determine home directory"
+        raise ValueError(f"storage.path({os.fspath(location)!r}): {exc} (is the user after "
+                         "'~' known here?)") from None
+
+
+def _checked(location: Path) -> Path:
+    if "\0" in str(location):
+        raise ValueError(f"A storage path cannot hold a NUL byte, as {str(location)!r} does")
+    return location

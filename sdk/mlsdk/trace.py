@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import warnings
 from collections.abc import Callable, Mapping
 from typing import IO, Any, ParamSpec, TypeVar
 
@@ -66,7 +67,9 @@ class trace_scope:
         ``filename`` is not a str, path-like or None.
     OSError
         On entering the scope: the file cannot be created (its directory is missing or not
-        writable, or it names a directory); on leaving it: the trace could not be written.
+        writable, or it names a directory); on leaving it: the trace could not be written
+        (the message names the file). When the block itself raised, its exception goes on
+        and the failed write is a ``RuntimeWarning`` instead.
     ValueError
         On entering the scope: an enclosing scope is already writing this file.
     ModuleNotFoundError
@@ -141,13 +144,24 @@ class trace_scope:
         tracer, file = self.tracer, self._file
         if tracer is None or file is None:
             return
+        error = tracer.error
         try:
             tracer.close()
-        finally:
-            file.close()
-        if tracer.error is not None and exc_type is None:
-            raise OSError(tracer.error.errno, f"trace_scope() could not write the trace file "
-                          f"{self.path!r}: {tracer.error}") from tracer.error
+        except OSError as failure:  # never let it replace the exception the block raised
+            error = error or failure
+        try:
+            file.close()  # flushes its buffer: a full disk or a file-size limit shows here
+        except OSError as failure:
+            error = error or failure
+        error = tracer.error or error
+        if error is None:
+            return
+        message = (f"trace_scope() could not write the trace file {self.path!r}: "
+                   f"{error.strerror or error}")
+        if exc_type is None:
+            raise OSError(error.errno, message) from error
+        # The block's own exception goes on; the trace's failure is only a warning beside it.
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
 
 
 class trace_event:

@@ -28,6 +28,11 @@ class LayoutError(ValueError):
     """A layout that is malformed, or does not fit its shape or element type."""
 
 
+#: Bound on extents, strides and shape entries: far beyond any DRAM, and small enough that
+#: every size computed from a layout stays exact in int64 and float arithmetic.
+_MAX_EXTENT = 1 << 48
+
+
 @dataclass(frozen=True)
 class SubAxis:
     """One sub-axis: ``extent`` digits placed on ``level`` with ``stride``."""
@@ -45,6 +50,9 @@ class SubAxis:
             raise LayoutError(f"Sub-axis extent must be a positive integer, not {self.extent}")
         if self.stride < 0:
             raise LayoutError(f"Sub-axis stride must be a non-negative integer, not {self.stride}")
+        if max(self.extent, self.stride) >= _MAX_EXTENT:
+            raise LayoutError(f"Sub-axis {self.extent}:{self.stride}: extents and strides must "
+                              f"be below 2**48, not {max(self.extent, self.stride)}")
         if self.level not in LEVELS:
             raise LayoutError(
                 f"Sub-axis level must be one of {', '.join(LEVELS)} (A = address), "
@@ -139,6 +147,8 @@ class Layout:
         for d in self.shape:
             if isinstance(d, bool) or not isinstance(d, int) or d <= 0:
                 raise LayoutError(f"Shape entries must be positive integers, not {self.shape}")
+            if d >= _MAX_EXTENT:
+                raise LayoutError(f"Shape entries must be below 2**48, not {d}")
         if len(self.axes) != len(self.shape):
             raise LayoutError(
                 f"Layout {self}: the shape has {len(self.shape)} axes but {len(self.axes)} "
