@@ -13,10 +13,7 @@ from mncore_hdl.layout import ElementRangeError, check_representable
 from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ._aten import HANDLERS as _HANDLERS
-from ._aten import Deferred, Unavailable
-from ._aten_norm import cumulative_batch_norms
-from ._training import state_writes, unsupported_op
+from .aten import HANDLERS, Deferred, Unavailable, cumulative_batch_norms
 from .errors import CaptureError, CompilerError, UnsupportedOperationError
 from .functionalize import (
     Functionalizer,
@@ -28,9 +25,11 @@ from .functionalize import (
     optimizer_state_names,
     returns_alias,
 )
-from .ir import DTYPES, Graph, Node, TensorType, dtype_to_torch, fresh_name
-from .ops import OpTypeError, infer_type
+from .ir import Graph, GraphBuilder
+from .ops import OpTypeError
 from .retarget import retarget
+from .training import explain_trace_error, state_writes, unsupported_op
+from .types import DTYPES, TensorType, dtype_to_torch
 
 __all__ = ["FLOAT_DTYPES", "Captured", "capture", "capture_step",
            "supported_torch_ops"]
@@ -165,7 +164,8 @@ def capture_step(
         module, out_names = _trace(fn, names, tensors, snapshot, training)
     converter = _Converter(module, names, _closure_tensor_names(objects), registered)
     graph = converter.run(out_names)
-    writes = state_writes(converter, graph, snapshot, dict(registered or {}), training)
+    writes = state_writes(graph, converter.fz.written_constants(), converter.constant_tensors(),
+                          snapshot, dict(registered or {}), training)
     compute = FLOAT_DTYPES[float_dtype]
     if compute != "float32":
         if writes:
@@ -181,7 +181,7 @@ def capture_step(
 
 def supported_torch_ops() -> list[str]:
     """Return the aten overloads capture translates, e.g. ``"aten.add.Tensor"``, sorted."""
-    return sorted(_HANDLERS)
+    return sorted(HANDLERS)
 
 
 # -- calling convention -------------------------------------------------------------------------
@@ -248,8 +248,6 @@ def _trace(
             module = make_fx(flat, tracing_mode="real")(*tensors)
         created = snapshot.created_state()
     except RuntimeError as exc:
-        from ._training import explain_trace_error
-
         raise explain_trace_error(exc, training) from exc
     finally:
         snapshot.restore()
@@ -282,21 +280,21 @@ def _closure_tensor_names(found: Mapping[str, object]) -> dict[int, str]:
 
 
 class _Converter:
-    """Walks a make_fx graph and emits IR nodes through the handlers below; in-place updates
-    are functionalised on the way (:class:`~mncore_compiler.functionalize.Functionalizer`)."""
+    """Walks a make_fx graph and emits IR nodes through the aten handlers (it is their
+    :class:`~mncore_compiler.aten.Builder`); in-place updates are functionalised on the way
+    (:class:`~mncore_compiler.functionalize.Functionalizer`)."""
 
     def __init__(self, module: fx.GraphModule, input_names: list[str], hints: dict[int, str],
                  registered: Mapping[int, str] | None = None):
         self.module = module
-        self.graph = Graph()
+        self.builder = GraphBuilder(reserved=input_names)
+        self.graph = self.builder.graph
         self.hints = hints
         self.registered = dict(registered or {})
         #: Constant name -> registered name, for constants that are registered tensors.
         self.state: dict[str, str] = {}
-        self.used: set[str] = set(input_names)
         self.values: dict[fx.Node, Any] = {}
         self.constant_ids: dict[int, tuple[torch.Tensor, str]] = {}
-        self.types: dict[str, TensorType] = {}
         self.input_names = input_names
         self.fz = Functionalizer()
 
@@ -305,7 +303,7 @@ class _Converter:
         for node in self.module.graph.nodes:
             if node.op == "placeholder":
                 name = next(placeholders)
-                self.graph.inputs[name] = self.types[name] = TensorType.of(node.meta["val"])
+                self.builder.add_input(name, TensorType.of(node.meta["val"]))
                 self.values[node] = name
                 self.fz.define(node, name)
                 self.fz.inputs[node] = name
@@ -324,7 +322,11 @@ class _Converter:
         return self.graph
 
     def fresh(self, base: str) -> str:
-        return fresh_name(base, self.used)
+        return self.builder.fresh(base)
+
+    def constant_tensors(self) -> dict[str, torch.Tensor]:
+        """Constant name -> the user's tensor it was captured from (not the graph's copy)."""
+        return {name: tensor for tensor, name in self.constant_ids.values()}
 
     def constant(self, tensor: torch.Tensor, fallback: str) -> str:
         # make_fx emits one get_attr per use of a parameter; keep one constant per tensor.
@@ -340,8 +342,7 @@ class _Converter:
             check_representable(tensor)
         except ElementRangeError as exc:
             raise UnsupportedOperationError(f"constant {name!r}: {exc}") from None
-        self.graph.constants[name] = tensor.detach().clone()
-        self.types[name] = TensorType.of(tensor)
+        self.builder.add_constant(name, tensor.detach().clone())
         if id(tensor) in self.registered:
             self.state[name] = self.registered[id(tensor)]
         # Holding the tensor keeps its id from being reused by a later temporary (a factory).
@@ -349,19 +350,16 @@ class _Converter:
         return name
 
     def emit(self, op: str, operands: list[str], **attrs: Any) -> str:
-        types = [self.types[o] for o in operands]
-        frozen = Node("", op, (), attrs, TensorType((), "float32")).attrs  # lists -> tuples
         try:
-            result = infer_type(op, types, frozen)
+            return self.builder.emit(op, operands, **attrs)
         except OpTypeError as exc:
             raise CompilerError(f"internal error building {op}: {exc}") from exc
-        name = self.fresh(op)
-        self.graph.nodes.append(Node(name, op, tuple(operands), frozen, result))
-        self.types[name] = result
-        return name
 
     def type(self, name: str) -> TensorType:
-        return self.types[name]
+        return self.builder.type(name)
+
+    def write_state(self, node: fx.Node, target: Any, current: str, value: str) -> None:
+        self.fz.write(node, target, self.coerce(node, value, current), same_storage=False)
 
     def resolve(self, arg: Any) -> Any:
         if isinstance(arg, fx.Node):
@@ -386,9 +384,9 @@ class _Converter:
         if key.startswith("profiler."):  # record_function markers of optimizer.step()
             return None
         mutated = mutated_args(node.target)
-        handler = _HANDLERS.get(key)
+        handler = HANDLERS.get(key)
         if handler is None and mutated and key.startswith("aten."):
-            handler = _HANDLERS.get(functional_name(key))
+            handler = HANDLERS.get(functional_name(key))
         if handler is None:
             raise unsupported_op(key, supported_torch_ops())
         args = _bind(node.target, self.resolve(node.args), self.resolve(node.kwargs))

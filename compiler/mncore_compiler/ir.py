@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from .errors import IRVerificationError
+from .ops import OpTypeError, get_op, infer_type
+from .types import DTYPES, FLOAT_IR_DTYPES, TensorType, dtype_from_torch, dtype_to_torch
 
 __all__ = [
     "DTYPES",
@@ -16,105 +18,17 @@ __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "Graph",
+    "GraphBuilder",
     "Node",
     "TensorType",
     "dtype_from_torch",
     "dtype_to_torch",
+    "freeze_attrs",
     "fresh_name",
 ]
 
 FORMAT_NAME = "mncore-ir"
 FORMAT_VERSION = 1
-
-_TORCH_DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "int32": torch.int32,
-    "int64": torch.int64,
-    "bool": torch.bool,
-}
-DTYPES: tuple[str, ...] = tuple(_TORCH_DTYPES)
-"""The element types an IR value may have."""
-FLOAT_IR_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
-"""The floating-point ones among :data:`DTYPES`."""
-
-
-def dtype_to_torch(dtype: str) -> torch.dtype:
-    """Return the torch dtype of an IR dtype name such as ``"float32"``."""
-    try:
-        return _TORCH_DTYPES[dtype]
-    except KeyError:
-        raise ValueError(f"IR dtype must be one of {list(DTYPES)}, not {dtype!r}") from None
-
-
-def dtype_from_torch(dtype: torch.dtype) -> str:
-    """Return the IR dtype name of a torch dtype; ``TypeError`` when it has none."""
-    for name, candidate in _TORCH_DTYPES.items():
-        if candidate == dtype:
-            return name
-    raise TypeError(f"dtype must be one of {list(DTYPES)}, not {str(dtype).replace('torch.', '')}")
-
-
-@dataclass(frozen=True)
-class TensorType:
-    """Static type of an IR value.
-
-    Parameters
-    ----------
-    shape : tuple of int
-        Sizes of each dimension; ``()`` for a 0-d tensor.
-    dtype : str
-        One of :data:`DTYPES`.
-    """
-
-    shape: tuple[int, ...]
-    dtype: str
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.shape, tuple) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in self.shape
-        ):
-            raise ValueError(
-                f"TensorType shape must be a tuple of non-negative ints, not {self.shape!r}"
-            )
-        if self.dtype not in DTYPES:
-            raise ValueError(f"TensorType dtype must be one of {list(DTYPES)}, not {self.dtype!r}")
-
-    @classmethod
-    def of(cls, tensor: torch.Tensor) -> TensorType:
-        """Return the type of a torch tensor (``TypeError`` for a dtype not in DTYPES)."""
-        return cls(tuple(int(d) for d in tensor.shape), dtype_from_torch(tensor.dtype))
-
-    @property
-    def rank(self) -> int:
-        """Number of dimensions."""
-        return len(self.shape)
-
-    @property
-    def numel(self) -> int:
-        """Number of elements."""
-        count = 1
-        for d in self.shape:
-            count *= d
-        return count
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        """The matching torch dtype."""
-        return dtype_to_torch(self.dtype)
-
-    def to_json(self) -> dict[str, Any]:
-        """Return ``{"shape": [...], "dtype": ...}``."""
-        return {"shape": list(self.shape), "dtype": self.dtype}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TensorType:
-        """Inverse of :meth:`to_json`."""
-        return cls(tuple(data["shape"]), data["dtype"])
-
-    def __str__(self) -> str:
-        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
 
 
 def _freeze(value: Any) -> Any:
@@ -161,8 +75,7 @@ class Node:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "operands", tuple(self.operands))
-        frozen = {str(k): _freeze(v) for k, v in sorted(dict(self.attrs).items())}
-        object.__setattr__(self, "attrs", frozen)
+        object.__setattr__(self, "attrs", freeze_attrs(self.attrs))
 
     def to_json(self) -> dict[str, Any]:
         """Return the node as a JSON-able dict."""
@@ -266,8 +179,6 @@ class Graph:
             from the op's shape rule, bad attributes, a non-float constant, or an output naming
             an unknown value.
         """
-        from .ops import OpTypeError, get_op
-
         types: dict[str, TensorType] = {}
         for name, ttype in self.inputs.items():
             _check_name(name, "input")
@@ -383,6 +294,88 @@ class Graph:
         lines.append(f"  return {{{outs}}}")
         lines.append("}")
         return "\n".join(lines)
+
+
+class GraphBuilder:
+    """Appends type-checked nodes to a graph: the one way capture and the passes emit IR.
+
+    Each emitted node's type comes from its op's type rule over the operands' types, and its
+    name is the one asked for or a fresh one (never a name in use or reserved).
+
+    Parameters
+    ----------
+    graph : Graph, optional
+        The graph to extend (a new empty one by default). Its inputs, constants and nodes so far
+        are known values; values added later go through :meth:`add_input`,
+        :meth:`add_constant`, :meth:`emit` or :meth:`append`.
+    reserved : iterable of str
+        Names no fresh name may take, beyond the graph's own values (e.g. the values of the
+        graph being rewritten, so that a new name never shadows an old one).
+    """
+
+    def __init__(self, graph: Graph | None = None, reserved: Iterable[str] = ()):
+        self.graph = Graph() if graph is None else graph
+        self.types: dict[str, TensorType] = self.graph.value_types()
+        self.taken: set[str] = set(self.types) | set(reserved)
+
+    def fresh(self, base: str) -> str:
+        """Return an unused value name starting with ``base``, and reserve it."""
+        return fresh_name(base, self.taken)
+
+    def type(self, name: str) -> TensorType:
+        """Return the type of a value of the graph; ``KeyError`` naming an unknown value."""
+        try:
+            return self.types[name]
+        except KeyError:
+            raise KeyError(f"graph has no value named {name!r}") from None
+
+    def add_input(self, name: str, ttype: TensorType) -> str:
+        """Declare the next input of the graph (its name reserved) and return its name."""
+        self.graph.inputs[name] = self.types[name] = ttype
+        self.taken.add(name)
+        return name
+
+    def add_constant(self, name: str, tensor: torch.Tensor) -> str:
+        """Add a constant under ``name`` (its name reserved) and return the name."""
+        self.graph.constants[name] = tensor
+        self.types[name] = TensorType.of(tensor)
+        self.taken.add(name)
+        return name
+
+    def emit(self, op: str, operands: Iterable[str], name: str | None = None,
+             **attrs: Any) -> str:
+        """Append ``op(operands, attrs)``, named ``name`` or a fresh name after ``op``.
+
+        Raises
+        ------
+        OpTypeError
+            When the op's type rule rejects the operands or attributes.
+        KeyError
+            For an unknown op or operand.
+        """
+        operands = tuple(operands)
+        frozen = freeze_attrs(attrs)
+        result = infer_type(op, [self.type(o) for o in operands], frozen)
+        node = Node(name or self.fresh(op), op, operands, frozen, result)
+        return self.append(node)
+
+    def append(self, node: Node) -> str:
+        """Append an already typed node as it is and return its name."""
+        self.graph.nodes.append(node)
+        self.types[node.name] = node.type
+        self.taken.add(node.name)
+        return node.name
+
+
+def freeze_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Return node attributes as a :class:`Node` stores them: sorted, lists made tuples.
+
+    Raises
+    ------
+    TypeError
+        For a value that is not None, bool, int, float, str or a list of them.
+    """
+    return {str(k): _freeze(v) for k, v in sorted(dict(attrs).items())}
 
 
 def fresh_name(base: str, taken: set[str]) -> str:

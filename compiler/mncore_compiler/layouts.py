@@ -9,7 +9,8 @@ from mncore_hdl.arch import MNCORE2, ArchConfig
 from mncore_hdl.layout import Layout, host_layout, native_layout
 
 from .errors import CompilerError
-from .ir import Graph, TensorType
+from .ir import Graph
+from .types import TensorType
 
 __all__ = ["LayoutPlan", "assign_layouts", "ConstraintError"]
 

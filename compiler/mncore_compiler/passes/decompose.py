@@ -3,55 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from ..ir import Graph, Node, fresh_name
-from ..ops import infer_type
+from ..ir import Graph, GraphBuilder, Node
 
-__all__ = ["GraphRewriter", "decompose"]
+__all__ = ["Rule", "decompose", "rewrite"]
+
+Rule = Callable[[GraphBuilder, Node], None]
+"""``rule(builder, node)``: emit ``node``'s replacement through ``builder``; its last node
+takes ``node.name``, so that its users and the graph's outputs need no renaming."""
 
 
-class GraphRewriter:
-    """Rebuilds a graph node by node, letting a rule replace one node with several.
+def rewrite(graph: Graph, rules: dict[str, Rule]) -> Graph:
+    """Rebuild ``graph`` node by node: copy each node, or let ``rules[node.op]`` replace it.
 
-    A replacement's last node takes the replaced node's name, so its users and the graph's
-    outputs need no renaming; the nodes before it get fresh names.
+    The nodes a rule adds before its last one get fresh names (never one of ``graph``'s).
+    ``graph`` itself is not modified.
     """
-
-    def __init__(self, graph: Graph):
-        self.source = graph
-        self.result = graph.copy()
-        self.result.nodes = []
-        self.taken = set(graph.value_types())
-
-    def fresh(self, base: str) -> str:
-        """Return an unused value name starting with ``base``."""
-        return fresh_name(base, self.taken)
-
-    def emit(self, op: str, operands: list[str], name: str | None = None, **attrs: Any) -> str:
-        """Append ``op(operands, attrs)`` (named ``name`` or a fresh name) and return its name."""
-        types = [self.result.type_of(o) for o in operands]
-        result_type = infer_type(op, types, attrs)
-        node = Node(name or self.fresh(op), op, tuple(operands), attrs, result_type)
-        self.result.nodes.append(node)
-        return node.name
-
-    def type(self, name: str) -> str:
-        """Return the dtype of a value already in the result graph."""
-        return self.result.type_of(name).dtype
-
-    def rewrite(self, rules: dict[str, Callable[[GraphRewriter, Node], None]]) -> Graph:
-        """Copy each node, or call ``rules[node.op](self, node)`` to emit its replacement."""
-        for node in self.source.nodes:
-            rule = rules.get(node.op)
-            if rule is None:
-                self.result.nodes.append(node)
-            else:
-                rule(self, node)
-        return self.result
+    result = graph.copy()
+    result.nodes = []
+    builder = GraphBuilder(result, reserved=graph.value_types())
+    for node in graph.nodes:
+        rule = rules.get(node.op)
+        if rule is None:
+            builder.append(node)
+        else:
+            rule(builder, node)
+    return result
 
 
-def _addmm(rw: GraphRewriter, node: Node) -> None:
+def _addmm(rw: GraphBuilder, node: Node) -> None:
     # addmm(bias, a, b) = beta * bias + alpha * (a @ b); torch ignores bias when beta == 0.
     bias, a, b = node.operands
     alpha, beta = node.attrs["alpha"], node.attrs["beta"]
@@ -66,17 +46,17 @@ def _addmm(rw: GraphRewriter, node: Node) -> None:
     rw.emit("add", [product, bias], node.name)
 
 
-def _explicit_casts(rw: GraphRewriter, node: Node) -> None:
+def _explicit_casts(rw: GraphBuilder, node: Node) -> None:
     # Mixed-dtype operands are promoted by torch; make that a cast so every compute op
     # sees operands of its result dtype.
     operands = [
-        o if rw.type(o) == node.type.dtype else rw.emit("cast", [o], dtype=node.type.dtype)
+        o if rw.type(o).dtype == node.type.dtype else rw.emit("cast", [o], dtype=node.type.dtype)
         for o in node.operands
     ]
     rw.emit(node.op, operands, node.name, **node.attrs)
 
 
-_RULES: dict[str, Callable[[GraphRewriter, Node], None]] = {
+_RULES: dict[str, Rule] = {
     "addmm": _addmm,
     "add": _explicit_casts,
     "sub": _explicit_casts,
@@ -93,4 +73,4 @@ def decompose(graph: Graph) -> Graph:
     ``softmax``, ``log_softmax``, ``gelu`` and ``mean`` stay single ops: the device executes
     them as such. ``graph`` itself is not modified.
     """
-    return GraphRewriter(graph).rewrite(_RULES)
+    return rewrite(graph, _RULES)

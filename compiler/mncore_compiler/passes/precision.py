@@ -13,15 +13,13 @@ commutes with those layout ops, and rounding twice is rounding once.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import torch
 
-from ..ir import Graph, Node, dtype_to_torch
-from ..ops import MIXED_OPERAND_DTYPES, infer_type
-
-if TYPE_CHECKING:
-    from . import Compilation
+from ..ir import Graph, GraphBuilder, Node
+from ..ops import MIXED_OPERAND_DTYPES
+from ..types import dtype_to_torch
+from .compilation import Compilation
 
 __all__ = ["MIXED_OPERAND_DTYPE", "mixed_precision", "mixed_precision_pass"]
 
@@ -64,14 +62,13 @@ def mixed_precision(graph: Graph, operand_dtype: str = MIXED_OPERAND_DTYPE) -> G
     result.nodes = []
     for name in narrow:
         result.constants[name] = graph.constants[name].to(dtype_to_torch(operand_dtype))
+    builder = GraphBuilder(result)
     for node in graph.nodes:
         op, attrs = node.op, dict(node.attrs)
         if op == "matmul" and node.type.dtype == "float32":
             op, attrs = "mixed_matmul", {"operand_dtype": operand_dtype}
-        types = [result.type_of(o) for o in node.operands]
         # Retyped: a layout op on a narrowed constant now yields the 16-bit dtype.
-        result.nodes.append(Node(node.name, op, node.operands, attrs,
-                                 infer_type(op, types, attrs)))
+        builder.emit(op, node.operands, node.name, **attrs)
     return result
 
 

@@ -7,24 +7,38 @@ Called by :func:`mncore_compiler.capture.capture_step` once the trace is convert
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .errors import CaptureError, UnsupportedOperationError
-from .functionalize import RANDOM_OPS
+from .functionalize import RANDOM_OPS, StateSnapshot
 from .ir import Graph, fresh_name
-
-if TYPE_CHECKING:
-    from .functionalize import StateSnapshot
 
 __all__ = ["explain_trace_error", "state_writes", "unsupported_op"]
 
 
-def state_writes(converter: Any, graph: Graph, snapshot: StateSnapshot,
-                 registered: Mapping[int, str], training: bool | None) -> dict[str, str]:
+def state_writes(graph: Graph, written: Mapping[str, str], tensors: Mapping[str, torch.Tensor],
+                 snapshot: StateSnapshot, registered: Mapping[int, str],
+                 training: bool | None) -> dict[str, str]:
     """Turn every constant the step updated into a state write, adding its value to the
     graph's outputs; return registered name -> that output's name.
+
+    Parameters
+    ----------
+    graph : Graph
+        The converted trace; its outputs gain one entry per state write.
+    written : dict of str to str
+        Constant name -> the IR value it holds after the step, for each constant the step
+        updated in place (:meth:`~mncore_compiler.functionalize.Functionalizer.written_constants`).
+    tensors : dict of str to torch.Tensor
+        Constant name -> the user's tensor it was captured from (to tell registered state,
+        by ``id``, from a gradient or an unregistered tensor).
+    snapshot : StateSnapshot
+        The state taken before tracing (which tensors are gradients).
+    registered : dict of int to str
+        ``id`` of each registered tensor -> its registered name.
+    training : bool or None
+        The caller's ``training`` option.
 
     Raises
     ------
@@ -32,11 +46,10 @@ def state_writes(converter: Any, graph: Graph, snapshot: StateSnapshot,
         For an updated tensor that is not registered, a gradient accumulated into a ``.grad``
         the function did not zero, ``training=False`` with updates, ``training=True`` without.
     """
-    tensors = {name: tensor for tensor, name in converter.constant_ids.values()}
     read = {o for node in graph.nodes for o in node.operands} | set(graph.outputs.values())
     writes: dict[str, str] = {}
     taken = set(graph.outputs)
-    for constant, value in converter.fz.written_constants().items():
+    for constant, value in written.items():
         tensor = tensors[constant]
         name = registered.get(id(tensor))
         if name is not None:

@@ -1,4 +1,4 @@
-"""The IR: TensorType checks, every verifier error, and the JSON round trip."""
+"""The IR (``ir.py``): every verifier error, the JSON round trip, the graph builder."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import torch.nn.functional as F
 from mncore_compiler.capture import capture
 from mncore_compiler.errors import IRVerificationError
 from mncore_compiler.interpreter import interpret
-from mncore_compiler.ir import Graph, Node, TensorType
-from mncore_compiler.ops import OPS, get_op
+from mncore_compiler.ir import Graph, GraphBuilder, Node, freeze_attrs
+from mncore_compiler.ops import OpTypeError
+from mncore_compiler.types import TensorType
 from torch import nn
 
 SEED = 7
@@ -34,19 +35,6 @@ def small_graph() -> Graph:
         ],
         outputs={"y": "y"},
     )
-
-
-def test_tensor_type_checks() -> None:
-    assert t(2, 3).numel == 6 and t().numel == 1 and t(2, 3).rank == 2
-    assert str(t(2, 3, dtype="bfloat16")) == "bfloat16[2, 3]"
-    with pytest.raises(ValueError, match="dtype must be one of .*, not 'float64'"):
-        TensorType((2,), "float64")
-    with pytest.raises(ValueError, match="shape must be a tuple of non-negative ints"):
-        TensorType((2, -1), F32)
-    with pytest.raises(ValueError, match="shape must be a tuple"):
-        TensorType([2, 3], F32)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="not int8"):
-        TensorType.of(torch.ones(2, dtype=torch.int8))
 
 
 def test_valid_graph_verifies_and_prints() -> None:
@@ -103,46 +91,6 @@ def _broken(mutate) -> Graph:  # type: ignore[no-untyped-def]
 def test_verifier_errors(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(IRVerificationError, match=message):
         _broken(mutate).verify()
-
-
-@pytest.mark.parametrize(
-    ("op", "operands", "attrs", "message"),
-    [
-        ("add", [t(2, 3), t(4)], {}, r"shapes \[2, 3\] and \[4\] do not broadcast"),
-        ("reshape", [t(2, 3)], {"shape": (4, 2)}, "cannot reshape"),
-        ("permute", [t(2, 3)], {"dims": (0, 0)}, "must be a permutation"),
-        ("expand", [t(2, 3)], {"shape": (4, 3)}, "cannot expand"),
-        ("sum", [t(2, 3)], {"dims": (1, 0), "keepdim": False}, "sorted list of distinct"),
-        ("sum", [t(2, 3)], {"dims": (2,), "keepdim": False}, r"dims must be an int in \[0, 2\)"),
-        ("softmax", [t(2, 3)], {"dim": -1}, "dim must be an int in"),
-        ("cat", [t(2, 3), t(3, 3)], {"dim": 1}, "differ outside dim 1"),
-        ("cast", [t(2)], {"dtype": "int8"}, "dtype must be one of"),
-        ("gelu", [t(2)], {"approximate": "erf"}, "approximate must be 'none' or 'tanh'"),
-        ("mul_scalar", [t(2)], {"scalar": True}, "scalar must be an int or float"),
-        ("matmul", [t(2, 3), t(3, 4, dtype="float16")], {}, "must have one dtype"),
-        ("addmm", [t(5), t(2, 3), t(3, 4)], {"alpha": 1.0, "beta": 1.0}, "does not broadcast"),
-    ],
-)  # fmt: skip
-def test_op_rules_reject(op: str, operands: list[TensorType], attrs: dict, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        get_op(op).infer(operands, attrs)
-
-
-def test_op_table_is_complete() -> None:
-    for name, opdef in OPS.items():
-        assert opdef.name == name
-        assert opdef.kind in {
-            "elementwise",
-            "matmul",
-            "reduction",
-            "normalization",
-            "layout",
-            "cast",
-        }
-    assert get_op("matmul").flops([t(2, 3, 5), t(2, 5, 4)], {}) == 2 * 2 * 3 * 4 * 5
-    assert get_op("reshape").flops([t(2, 3)], {"shape": (6,)}) == 0
-    with pytest.raises(KeyError, match="unknown IR op 'nope'"):
-        get_op("nope")
 
 
 def test_attrs_are_frozen_and_sorted() -> None:
@@ -218,3 +166,34 @@ def test_graph_queries() -> None:
     assert len(graph.nodes) == 3
     with pytest.raises(KeyError, match="no value named 'nope'"):
         graph.type_of("nope")
+
+
+# -- the graph builder --------------------------------------------------------------------------
+
+
+def test_builder_types_names_and_freezes() -> None:
+    b = GraphBuilder(reserved={"relu"})
+    b.add_input("x", t(2, 3))
+    b.add_constant("w", torch.ones(3, 4))
+    mm = b.emit("matmul", ["x", "w"])
+    y = b.emit("relu", [mm])
+    total = b.emit("sum", [y], "total", dims=[0, 1], keepdim=False)
+    assert (mm, y, total) == ("matmul", "relu_1", "total")  # "relu" was reserved
+    assert b.type(y) == t(2, 4) and b.type(total) == t()
+    assert b.graph.nodes[-1].attrs == {"dims": (0, 1), "keepdim": False}
+    assert b.fresh("x") == "x_1"
+    b.graph.outputs = {"y": total}
+    b.graph.verify()
+
+
+def test_builder_extends_a_graph_and_rejects_bad_nodes() -> None:
+    graph = small_graph()
+    b = GraphBuilder(graph)
+    assert b.type("add") == t(2, 4)
+    assert b.emit("neg", ["y"]) == "neg" and graph.nodes[-1].op == "neg"
+    with pytest.raises(OpTypeError, match="do not broadcast"):
+        b.emit("add", ["x", "w"])
+    with pytest.raises(KeyError, match="graph has no value named 'nope'"):
+        b.emit("relu", ["nope"])
+    with pytest.raises(TypeError, match="IR attribute values must be"):
+        freeze_attrs({"scalar": object()})

@@ -1,5 +1,5 @@
-"""Aten handlers of batch normalisation: ``native_batch_norm`` (train and eval mode), its
-backward, and the running statistics it updates on the device.
+"""Handlers of normalisations: softmax, log-softmax and batch normalisation (train and eval
+mode), its backward, and the running statistics it updates on the device.
 
 ``make_fx`` traces an ``nn.BatchNorm1d`` / ``BatchNorm2d`` as ``aten.native_batch_norm`` in
 both modes. In train mode (``training=True``) it normalises with the batch statistics and
@@ -29,23 +29,31 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import torch
 from torch import fx
 
-from ._aten import Unavailable, _Builder, _on, _tensor, _unsupported
-from .functionalize import Functionalizer
+from .args import cast_to, norm_dim, tensor_arg, unsupported
+from .registry import Builder, Handler, Unavailable, on
 
 __all__ = ["cumulative_batch_norms"]
 
 
-class _StateBuilder(_Builder, Protocol):
-    """The converter, as the batch-norm handler writes the running statistics through it."""
+def _softmax(op: str) -> Handler:
+    def handler(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+        if a.get("half_to_float"):
+            raise unsupported(n, "half_to_float=True")
+        x = cast_to(b, n, tensor_arg(n, a["self"]), a.get("dtype"))
+        return b.emit(op, [x], dim=norm_dim(a["dim"], b.type(x).rank))
 
-    fz: Functionalizer
+    return handler
 
-    def coerce(self, node: fx.Node, value: str, target: str) -> str: ...
+
+on("_softmax.default", "softmax.int")(_softmax("softmax"))
+
+
+on("_log_softmax.default", "log_softmax.int")(_softmax("log_softmax"))
 
 
 @contextlib.contextmanager
@@ -117,21 +125,21 @@ def _cumulative_forward(module: Any, input: torch.Tensor) -> torch.Tensor:
 
 
 def _optional(n: fx.Node, value: Any) -> str | None:
-    return None if value is None else _tensor(n, value)
+    return None if value is None else tensor_arg(n, value)
 
 
-def _channel_view(b: _Builder, v: str, rank: int) -> str:
+def _channel_view(b: Builder, v: str, rank: int) -> str:
     """A per-channel vector [C] as [1, C, 1, ...], to broadcast against an [N, C, ...] input."""
     c = b.type(v).shape[0]
     shape = (1, c) + (1,) * (rank - 2)
     return v if rank == 1 else b.emit("reshape", [v], shape=shape)
 
 
-def _stat_dims(b: _Builder, n: fx.Node, x: str) -> tuple[tuple[int, ...], int]:
+def _stat_dims(b: Builder, n: fx.Node, x: str) -> tuple[tuple[int, ...], int]:
     """The dims batch norm reduces over (all but dim 1) and how many values each channel has."""
     shape = b.type(x).shape
     if len(shape) < 2:
-        raise _unsupported(n, f"an input of shape {list(shape)} (give [N, C] or [N, C, ...])")
+        raise unsupported(n, f"an input of shape {list(shape)} (give [N, C] or [N, C, ...])")
     dims = (0,) + tuple(range(2, len(shape)))
     count = 1
     for d in dims:
@@ -139,12 +147,12 @@ def _stat_dims(b: _Builder, n: fx.Node, x: str) -> tuple[tuple[int, ...], int]:
     return dims, count
 
 
-def _inv_std(b: _Builder, var: str, eps: float) -> str:
+def _inv_std(b: Builder, var: str, eps: float) -> str:
     # 1 / sqrt(var + eps), as torch's kernel computes it (not rsqrt).
     return b.emit("reciprocal", [b.emit("sqrt", [b.emit("add_scalar", [var], scalar=eps)])])
 
 
-def _normalise(b: _Builder, x: str, mean: str, invstd: str, weight: str | None,
+def _normalise(b: Builder, x: str, mean: str, invstd: str, weight: str | None,
                bias: str | None) -> str:
     rank = b.type(x).rank
     alpha = invstd if weight is None else b.emit("mul", [invstd, weight])
@@ -154,25 +162,24 @@ def _normalise(b: _Builder, x: str, mean: str, invstd: str, weight: str | None,
     return b.emit("add", [scaled, _channel_view(b, beta, rank)])
 
 
-def _running(b: _Builder, old: str, batch: str, momentum: float) -> str:
+def _running(b: Builder, old: str, batch: str, momentum: float) -> str:
     # momentum * batch + (1 - momentum) * old
     new = b.emit("mul_scalar", [batch], scalar=momentum)
     return b.emit("add", [new, b.emit("mul_scalar", [old], scalar=1.0 - momentum)])
 
 
-def _write(b: _Builder, n: fx.Node, arg: str, current: str, value: str) -> None:
+def _write(b: Builder, n: fx.Node, arg: str, current: str, value: str) -> None:
     """Store ``value`` into the tensor ``n`` received as argument ``arg`` (now ``current``)."""
     raw = n.args[_ARG_INDEX[arg]] if len(n.args) > _ARG_INDEX[arg] else n.kwargs[arg]
-    sb = cast(_StateBuilder, b)
-    sb.fz.write(n, raw, sb.coerce(n, value, current), same_storage=False)
+    b.write_state(n, raw, current, value)
 
 
 _ARG_INDEX = {"running_mean": 3, "running_var": 4}
 
 
-@_on("native_batch_norm.default")
-def _native_batch_norm(b: _Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, str, str]:
-    x = _tensor(n, a["input"])
+@on("native_batch_norm.default")
+def _native_batch_norm(b: Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, str, str]:
+    x = tensor_arg(n, a["input"])
     weight, bias = _optional(n, a["weight"]), _optional(n, a["bias"])
     running_mean, running_var = _optional(n, a["running_mean"]), _optional(n, a["running_var"])
     eps, momentum = float(a["eps"]), float(a["momentum"])
@@ -180,7 +187,7 @@ def _native_batch_norm(b: _Builder, a: dict[str, Any], n: fx.Node) -> tuple[str,
     rank = b.type(x).rank
     if not a["training"]:
         if running_mean is None or running_var is None:
-            raise _unsupported(n, "training=False and no running statistics")
+            raise unsupported(n, "training=False and no running statistics")
         invstd = _inv_std(b, running_var, eps)
         out = _normalise(b, x, running_mean, invstd, weight, bias)
         # torch returns empty tensors for these in eval mode; the backward reads the running
@@ -200,22 +207,22 @@ def _native_batch_norm(b: _Builder, a: dict[str, Any], n: fx.Node) -> tuple[str,
     return out, mean, invstd
 
 
-@_on("_native_batch_norm_legit_no_training.default")
-def _batch_norm_no_training(b: _Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, str, str]:
+@on("_native_batch_norm_legit_no_training.default")
+def _batch_norm_no_training(b: Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, str, str]:
     return cast(tuple[str, str, str], _native_batch_norm(b, {**a, "training": False}, n))
 
 
-@_on("native_batch_norm_backward.default")
-def _native_batch_norm_backward(b: _Builder, a: dict[str, Any], n: fx.Node) -> tuple[Any, ...]:
-    dy, x = _tensor(n, a["grad_out"]), _tensor(n, a["input"])
+@on("native_batch_norm_backward.default")
+def _native_batch_norm_backward(b: Builder, a: dict[str, Any], n: fx.Node) -> tuple[Any, ...]:
+    dy, x = tensor_arg(n, a["grad_out"]), tensor_arg(n, a["input"])
     weight = _optional(n, a["weight"])
     dims, count = _stat_dims(b, n, x)
     rank = b.type(x).rank
     if a["train"]:
-        mean, invstd = _tensor(n, a["save_mean"]), _tensor(n, a["save_invstd"])
+        mean, invstd = tensor_arg(n, a["save_mean"]), tensor_arg(n, a["save_invstd"])
     else:
-        mean = _tensor(n, a["running_mean"])
-        invstd = _inv_std(b, _tensor(n, a["running_var"]), float(a["eps"]))
+        mean = tensor_arg(n, a["running_mean"])
+        invstd = _inv_std(b, tensor_arg(n, a["running_var"]), float(a["eps"]))
     mask = [bool(m) for m in a["output_mask"]]
     grad_sum = b.emit("sum", [dy], dims=dims, keepdim=False)
     centered = b.emit("sub", [x, _channel_view(b, mean, rank)])
@@ -236,13 +243,3 @@ def _native_batch_norm_backward(b: _Builder, a: dict[str, Any], n: fx.Node) -> t
     grad_weight: Any = b.emit("mul", [dotp, invstd]) if mask[1] else missing
     grad_bias: Any = grad_sum if mask[2] else missing
     return grad_input, grad_weight, grad_bias
-
-
-@_on("empty.memory_format")
-def _empty(b: _Builder, a: dict[str, Any], n: fx.Node) -> Any:
-    # F.batch_norm makes an empty reserve tensor torch.empty(0) and never reads it.
-    val = n.meta["val"]
-    if val.numel() == 0:
-        return Unavailable(f"{n.name} is an empty tensor; the MN-Core compiler holds no "
-                           "zero-size tensors")
-    return b.constant(torch.zeros(tuple(val.shape), dtype=val.dtype), n.name)

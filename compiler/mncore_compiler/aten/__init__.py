@@ -1,0 +1,42 @@
+"""Translation of traced aten operations into IR ops: one small handler per aten overload.
+
+:mod:`.registry` holds the handler table and its extension API (:func:`~.registry.on`),
+:mod:`.args` the argument readers handlers share. Each handler file (one per role) registers
+its handlers when imported; importing this package imports them all, so :data:`HANDLERS` is
+complete.
+"""
+
+from __future__ import annotations
+
+from . import (
+    backward,
+    elementwise,
+    factories,
+    losses,
+    matmul,
+    normalization,
+    optim,
+    reductions,
+    shape,
+)
+from .normalization import cumulative_batch_norms
+from .registry import HANDLERS, Builder, Deferred, Handler, Unavailable, on
+
+__all__ = [
+    "HANDLERS",
+    "Builder",
+    "Deferred",
+    "Handler",
+    "Unavailable",
+    "backward",
+    "cumulative_batch_norms",
+    "elementwise",
+    "factories",
+    "losses",
+    "matmul",
+    "normalization",
+    "on",
+    "optim",
+    "reductions",
+    "shape",
+]

@@ -1,0 +1,109 @@
+"""The aten handler table and its extension API: :func:`on` registers a handler per overload.
+
+A handler translates one traced aten call into IR ops. It receives the :class:`Builder` (the
+capture converter), the call's arguments bound by name (tensors already resolved to IR value
+names) and the fx node (for ``node.meta["val"]``, what torch computed), and returns the IR
+value name of the result, a tuple of them, a :class:`Deferred` or an :class:`Unavailable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import fx
+
+from ..types import TensorType
+
+__all__ = ["HANDLERS", "Builder", "Deferred", "Handler", "Unavailable", "on"]
+
+
+class Builder(Protocol):
+    """What a handler may do while capture translates a call (the converter implements it)."""
+
+    def emit(self, op: str, operands: list[str], **attrs: Any) -> str:
+        """Append an IR node ``op(operands, attrs)`` and return its value name."""
+        ...
+
+    def type(self, name: str) -> TensorType:
+        """Return the type of an IR value."""
+        ...
+
+    def constant(self, tensor: torch.Tensor, fallback: str) -> str:
+        """Hold ``tensor`` as a graph constant (named after ``fallback`` if nothing better)."""
+        ...
+
+    def write_state(self, node: fx.Node, target: Any, current: str, value: str) -> None:
+        """Store ``value`` into ``target`` (an fx argument of ``node``, now IR value
+        ``current``): an in-place write the op's schema does not declare, such as batch norm's
+        running statistics. ``value`` is cast and broadcast to ``current``'s type."""
+        ...
+
+
+Handler = Callable[[Builder, dict[str, Any], fx.Node], Any]
+"""``handler(builder, args, node) -> result``: see the module docstring."""
+
+HANDLERS: dict[str, Handler] = {}
+"""Handlers by aten overload name (``str(torch.ops.aten.add.Tensor)``)."""
+
+
+def on(*names: str) -> Callable[[Handler], Handler]:
+    """Register the decorated handler for each aten overload, e.g. ``@on("add.Tensor")``.
+
+    Parameters
+    ----------
+    *names : str
+        Overload names without the ``aten.`` prefix (``"sum.dim_IntList"``).
+
+    Raises
+    ------
+    ValueError
+        When an overload already has a handler (two files translating one op).
+    """
+
+    def register(handler: Handler) -> Handler:
+        for name in names:
+            key = f"aten.{name}"
+            if key in HANDLERS:
+                raise ValueError(f"{key} already has a handler ({HANDLERS[key].__module__}); "
+                                 "an aten overload is translated in one place")
+            HANDLERS[key] = handler
+        return handler
+
+    return register
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A traced value the IR cannot hold; using it is an error, leaving it unused is not.
+
+    Parameters
+    ----------
+    reason : str
+        The error message if something reads the value.
+    """
+
+    reason: str
+
+
+class Deferred:
+    """A traced value emitted only if something reads it (so that an unread one leaves no
+    trace in the graph): ``value()`` emits it the first time and returns its name.
+
+    Parameters
+    ----------
+    emit : callable
+        ``emit() -> str``: emits the value's nodes and returns its IR value name.
+    """
+
+    def __init__(self, emit: Callable[[], str]):
+        self._emit: Callable[[], str] | None = emit
+        self._name = ""
+
+    def value(self) -> str:
+        """Emit the value (the first time only) and return its IR value name."""
+        if self._emit is not None:
+            self._name, self._emit = self._emit(), None
+        return self._name

@@ -1,0 +1,32 @@
+"""The IR op table: per op, its type rule, its torch reference implementation and its FLOPs.
+
+:mod:`.registry` holds the table and its extension API (:func:`~.registry.register`), and
+:mod:`.rules` the type and FLOP rules op files share. Each op file (one per role) registers
+its ops when imported; importing this package imports them all, so :data:`OPS` is complete.
+"""
+
+from __future__ import annotations
+
+from . import elementwise, losses, matmul, normalization, reductions, shape
+from .elementwise import COMPARISONS
+from .losses import NLL_REDUCTIONS
+from .matmul import MIXED_OPERAND_DTYPES
+from .registry import OPS, OpDef, OpTypeError, get_op, infer_type, register
+
+__all__ = [
+    "COMPARISONS",
+    "MIXED_OPERAND_DTYPES",
+    "NLL_REDUCTIONS",
+    "OPS",
+    "OpDef",
+    "OpTypeError",
+    "elementwise",
+    "get_op",
+    "infer_type",
+    "losses",
+    "matmul",
+    "normalization",
+    "reductions",
+    "register",
+    "shape",
+]

@@ -1,0 +1,127 @@
+"""The IR op table and its extension API: :func:`register` an :class:`OpDef`, look it up."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..types import TensorType
+
+__all__ = [
+    "OPS",
+    "Attrs",
+    "FlopRule",
+    "InferRule",
+    "OpDef",
+    "OpTypeError",
+    "Reference",
+    "get_op",
+    "infer_type",
+    "register",
+]
+
+Attrs = Mapping[str, Any]
+InferRule = Callable[[Sequence[TensorType], Attrs], TensorType]
+Reference = Callable[[Sequence[torch.Tensor], Attrs], torch.Tensor]
+FlopRule = Callable[[Sequence[TensorType], Attrs, TensorType], int]
+
+
+class OpTypeError(ValueError):
+    """Operands or attributes an op's type rule rejects."""
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Everything the compiler knows about one IR op.
+
+    Parameters
+    ----------
+    name : str
+        The op name used in :class:`~mncore_compiler.ir.Node`.
+    kind : str
+        Coarse class: ``"elementwise"``, ``"matmul"``, ``"reduction"``, ``"normalization"``,
+        ``"layout"`` (data movement only) or ``"cast"``.
+    arity : int or None
+        Number of tensor operands; ``None`` for one or more.
+    attrs : tuple of str
+        The attribute names every node of this op carries (no more, no fewer).
+    rule : callable
+        ``rule(operand_types, attrs) -> TensorType``; raises :class:`OpTypeError`.
+    reference : callable
+        ``reference(tensors, attrs) -> torch.Tensor``: the executable specification.
+    flop_rule : callable
+        ``flop_rule(operand_types, attrs, result_type) -> int``: a rough FLOP count.
+    """
+
+    name: str
+    kind: str
+    arity: int | None
+    attrs: tuple[str, ...]
+    rule: InferRule
+    reference: Reference
+    flop_rule: FlopRule
+
+    def infer(self, operand_types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+        """Check operand count and attribute names, then apply the type rule."""
+        count = len(operand_types)
+        if self.arity is None and count < 1:
+            raise OpTypeError(f"{self.name} takes one or more operands, got none")
+        if self.arity is not None and count != self.arity:
+            raise OpTypeError(f"{self.name} takes {self.arity} operand(s), got {count}")
+        if set(attrs) != set(self.attrs):
+            raise OpTypeError(
+                f"{self.name} takes attributes {sorted(self.attrs)}, got {sorted(attrs)}"
+            )
+        return self.rule(operand_types, attrs)
+
+    def flops(self, operand_types: Sequence[TensorType], attrs: Attrs) -> int:
+        """Return the rough FLOP count of one execution."""
+        return self.flop_rule(operand_types, attrs, self.infer(operand_types, attrs))
+
+
+OPS: dict[str, OpDef] = {}
+"""Every IR op, by name."""
+
+
+def get_op(name: str) -> OpDef:
+    """Return the op definition; ``KeyError`` listing the known ops for an unknown name."""
+    try:
+        return OPS[name]
+    except KeyError:
+        raise KeyError(f"unknown IR op {name!r}; known ops: {', '.join(sorted(OPS))}") from None
+
+
+def infer_type(op: str, operand_types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    """Return the result type of ``op`` applied to operands of these types."""
+    return get_op(op).infer(operand_types, attrs)
+
+
+def register(
+    name: str,
+    kind: str,
+    arity: int | None,
+    attrs: tuple[str, ...],
+    rule: InferRule,
+    reference: Reference,
+    flop_rule: FlopRule,
+) -> OpDef:
+    """Add an op to :data:`OPS` and return its definition: the one call an op file makes.
+
+    Parameters
+    ----------
+    name, kind, arity, attrs, rule, reference, flop_rule
+        As the fields of :class:`OpDef`.
+
+    Raises
+    ------
+    ValueError
+        When an op of that name is already registered (two files defining one op).
+    """
+    if name in OPS:
+        raise ValueError(f"IR op {name!r} is already registered ({OPS[name].kind}); "
+                         "give the new op another name")
+    OPS[name] = opdef = OpDef(name, kind, arity, attrs, rule, reference, flop_rule)
+    return opdef
