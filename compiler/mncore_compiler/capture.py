@@ -13,7 +13,14 @@ from mncore_hdl.layout import ElementRangeError, check_representable
 from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from .aten import HANDLERS, Deferred, Unavailable, cumulative_batch_norms
+from .aten import (
+    DECOMPOSED,
+    HANDLERS,
+    Deferred,
+    Unavailable,
+    cumulative_batch_norms,
+    decomposition_table,
+)
 from .errors import CaptureError, CompilerError, UnsupportedOperationError
 from .functionalize import (
     Functionalizer,
@@ -23,6 +30,7 @@ from .functionalize import (
     functional_name,
     mutated_args,
     optimizer_state_names,
+    reshapes_in_place,
     returns_alias,
 )
 from .ir import Graph, GraphBuilder
@@ -181,7 +189,7 @@ def capture_step(
 
 def supported_torch_ops() -> list[str]:
     """Return the aten overloads capture translates, e.g. ``"aten.add.Tensor"``, sorted."""
-    return sorted(HANDLERS)
+    return sorted({*HANDLERS, *DECOMPOSED})
 
 
 # -- calling convention -------------------------------------------------------------------------
@@ -245,7 +253,8 @@ def _trace(
     grad = torch.no_grad() if training is False else torch.enable_grad()
     try:
         with grad:
-            module = make_fx(flat, tracing_mode="real")(*tensors)
+            module = make_fx(flat, decomposition_table=decomposition_table(),
+                             tracing_mode="real")(*tensors)
         created = snapshot.created_state()
     except RuntimeError as exc:
         raise explain_trace_error(exc, training) from exc
@@ -396,7 +405,8 @@ class _Converter:
             if len(mutated) != 1 or not isinstance(result, str):
                 raise unsupported_op(key, supported_torch_ops())
             target = raw[mutated[0]]
-            new = self.coerce(node, result, self.resolve(target))
+            new = (result if reshapes_in_place(key)
+                   else self.coerce(node, result, self.resolve(target)))
             self.check_against_torch(node, new)
             self.fz.write(node, target, new)
             return new

@@ -33,7 +33,7 @@ from torch import fx
 from .errors import CaptureError, UnsupportedOperationError
 
 __all__ = ["Functionalizer", "OptimizerRecord", "StateSnapshot", "closure_objects",
-           "optimizer_state_names"]
+           "optimizer_state_names", "reshapes_in_place"]
 
 #: Ops whose result is a fresh random tensor: a traced Dropout in train() mode, torch.rand.
 RANDOM_OPS = ("native_dropout", "bernoulli", "rand", "randn", "randint", "normal", "uniform",
@@ -165,7 +165,8 @@ class StateSnapshot:
         """Put every value, ``.grad`` and optimizer state back as it was."""
         with torch.no_grad():
             for tensor, saved in self.values:
-                tensor.copy_(saved)
+                if not _self_overlapping(tensor):  # never written in place: torch refuses
+                    tensor.copy_(saved)
         for p, grad in self.grads:
             p.grad = grad
         for _, optimizer, state in self.opt_states:
@@ -188,6 +189,13 @@ class StateSnapshot:
                     if isinstance(value, torch.Tensor) and old.get(key) is not value:
                         created.append(f"{var}.state[{names.get(id(p), 'param')}][{key!r}]")
         return created
+
+
+def _self_overlapping(tensor: torch.Tensor) -> bool:
+    """Whether elements of ``tensor`` share memory (an ``expand``ed view: a stride of 0 over
+    a dimension of more than one element), so no in-place write can have changed it."""
+    return any(stride == 0 and size > 1
+               for stride, size in zip(tensor.stride(), tensor.shape, strict=True))
 
 
 def held_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
@@ -265,6 +273,15 @@ def functional_name(key: str) -> str:
     if overload == "out":
         return f"aten.{op}.default"
     return f"aten.{op.removesuffix('_')}.{overload}"
+
+
+def reshapes_in_place(key: str) -> bool:
+    """True for an in-place op that gives its tensor the shape of a view (``squeeze_``,
+    ``unsqueeze_``, ``t_``, ``transpose_``: what ``v @ W`` with a 1-D ``v`` traces to): its
+    functional overload returns an alias, and the tensor takes that value's shape."""
+    _, op, overload = functional_name(key).split(".", 2)
+    functional = getattr(getattr(torch.ops.aten, op, None), overload, None)
+    return functional is not None and returns_alias(functional)
 
 
 class Functionalizer:

@@ -16,6 +16,9 @@ from mncore_hdl.layout import Layout, native_layout
 torch.manual_seed(0)
 LIN = torch.nn.Linear(64, 48)
 MLP = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.GELU(), torch.nn.Linear(32, 16))
+W = torch.randn(64, 16)
+#: A closed-over ``expand``ed view: stride 0, so no in-place write could ever restore it.
+EXPANDED = torch.randn(1, 64).expand(32, 64)
 
 A = (32, 64)
 FUNCTIONS = {
@@ -31,6 +34,12 @@ FUNCTIONS = {
     "matmul": (lambda d: {"y": d["a"] @ d["b"]}, {"a": A, "b": (64, 16)}),
     "bmm": (lambda d: {"y": torch.matmul(d["a"], d["b"])}, {"a": (2, 8, 16), "b": (2, 16, 8)}),
     "linear": (lambda d: {"y": LIN(d["a"])}, {"a": A}),
+    # 1-D operands: make_fx traces v @ W as unsqueeze, mm and an in-place squeeze_.
+    "vector_matmul": (lambda d: {"y": d["v"] @ W, "z": d["a"] @ d["v"]}, {"v": (64,), "a": A}),
+    "linear_1d": (lambda d: {"y": LIN(d["v"]), "z": F.linear(d["v"], W.t())}, {"v": (64,)}),
+    "mv_dot": (lambda d: {"y": torch.mv(d["a"], d["v"]), "z": torch.dot(d["v"], d["v"])},
+               {"a": A, "v": (64,)}),
+    "expanded_constant": (lambda d: {"y": d["a"] + EXPANDED}, {"a": A}),
     "mlp_softmax": (lambda d: {"p": torch.softmax(MLP(d["a"]), dim=-1)}, {"a": A}),
     "sum_mean_max": (lambda d: {"s": d["a"].sum(dim=1), "m": d["a"].mean(dim=0, keepdim=True),
                                 "x": d["a"].amax(dim=-1, keepdim=True)}, {"a": A}),
@@ -103,3 +112,12 @@ def test_unsupported_op_fails_at_compile_time(context, tmp_path):
     with pytest.raises(UnsupportedOperationError, match="sort"):
         context.compile(lambda d: {"y": torch.sort(d["a"]).values}, {"a": torch.randn(4, 4)},
                         storage.path(tmp_path / "s"))
+
+
+def test_a_closed_over_expanded_view_is_read_not_written_back(context, tmp_path):
+    before = EXPANDED.clone()
+    fn, shapes = FUNCTIONS["expanded_constant"]
+    compiled = context.compile(fn, _inputs(shapes), storage.path(tmp_path / "e"))
+    assert EXPANDED.stride()[0] == 0 and torch.equal(EXPANDED, before)
+    x = _inputs(shapes)
+    torch.testing.assert_close(compiled(x)["y"].cpu(), fn(x)["y"])

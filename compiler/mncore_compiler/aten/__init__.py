@@ -20,9 +20,20 @@ from . import (
     shape,
 )
 from .normalization import cumulative_batch_norms
-from .registry import HANDLERS, Builder, Deferred, Handler, Unavailable, on
+from .registry import (
+    DECOMPOSED,
+    HANDLERS,
+    Builder,
+    Deferred,
+    Handler,
+    Unavailable,
+    decompose,
+    decomposition_table,
+    on,
+)
 
 __all__ = [
+    "DECOMPOSED",
     "HANDLERS",
     "Builder",
     "Deferred",
@@ -30,6 +41,8 @@ __all__ = [
     "Unavailable",
     "backward",
     "cumulative_batch_norms",
+    "decompose",
+    "decomposition_table",
     "elementwise",
     "factories",
     "losses",

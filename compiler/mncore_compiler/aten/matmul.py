@@ -1,4 +1,5 @@
-"""Handlers of matrix products: ``mm``, ``bmm``, ``matmul``, ``addmm``."""
+"""Handlers of matrix products: ``mm``, ``bmm``, ``matmul``, ``addmm``; ``mv``, ``dot`` and
+``vdot`` through torch's decompositions."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from typing import Any
 from torch import fx
 
 from .args import scalar_arg, tensor_arg, unsupported
-from .registry import Builder, on
+from .registry import Builder, decompose, on
 
 __all__: list[str] = []
+
+decompose("mv.default", "dot.default", "vdot.default")
 
 
 @on("mm.default", "bmm.default", "matmul.default")

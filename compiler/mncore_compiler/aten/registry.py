@@ -17,7 +17,8 @@ from torch import fx
 
 from ..types import TensorType
 
-__all__ = ["HANDLERS", "Builder", "Deferred", "Handler", "Unavailable", "on"]
+__all__ = ["DECOMPOSED", "HANDLERS", "Builder", "Deferred", "Handler", "Unavailable", "decompose",
+           "decomposition_table", "on"]
 
 
 class Builder(Protocol):
@@ -73,6 +74,38 @@ def on(*names: str) -> Callable[[Handler], Handler]:
         return handler
 
     return register
+
+
+DECOMPOSED: set[str] = set()
+"""Aten overloads captured through torch's own decomposition (``torch._decomp``) into ops that
+have handlers, instead of a handler of their own."""
+
+
+def decompose(*names: str) -> None:
+    """Capture each aten overload (``"mv.default"``) through torch's decomposition of it.
+
+    Raises
+    ------
+    ValueError
+        When torch has no decomposition of the overload, or it already has a handler.
+    """
+    from torch._decomp import decomposition_table as torch_table
+
+    for name in names:
+        key = f"aten.{name}"
+        if key in HANDLERS:
+            raise ValueError(f"{key} has a handler ({HANDLERS[key].__module__}); an aten "
+                             "overload is translated in one place")
+        if not any(str(op) == key for op in torch_table):
+            raise ValueError(f"torch has no decomposition of {key}")
+        DECOMPOSED.add(key)
+
+
+def decomposition_table() -> dict[Any, Callable[..., Any]]:
+    """The decompositions capture traces with: torch's own, for :data:`DECOMPOSED`."""
+    from torch._decomp import decomposition_table as torch_table
+
+    return {op: fn for op, fn in torch_table.items() if str(op) in DECOMPOSED}
 
 
 @dataclass(frozen=True)
