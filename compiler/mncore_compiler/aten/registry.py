@@ -8,6 +8,7 @@ value name of the result, a tuple of them, a :class:`Deferred` or an :class:`Una
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -77,8 +78,14 @@ def on(*names: str) -> Callable[[Handler], Handler]:
 
 
 DECOMPOSED: set[str] = set()
-"""Aten overloads captured through torch's own decomposition (``torch._decomp``) into ops that
-have handlers, instead of a handler of their own."""
+"""Aten overloads captured through torch's own decomposition (torch.export's default table)
+into ops that have handlers, instead of a handler of their own."""
+
+
+@functools.cache
+def _torch_decompositions() -> dict[str, tuple[Any, Callable[..., Any]]]:
+    table = torch.export.default_decompositions()
+    return {str(op): (op, table[op]) for op in table}
 
 
 def decompose(*names: str) -> None:
@@ -89,23 +96,20 @@ def decompose(*names: str) -> None:
     ValueError
         When torch has no decomposition of the overload, or it already has a handler.
     """
-    from torch._decomp import decomposition_table as torch_table
-
     for name in names:
         key = f"aten.{name}"
         if key in HANDLERS:
             raise ValueError(f"{key} has a handler ({HANDLERS[key].__module__}); an aten "
                              "overload is translated in one place")
-        if not any(str(op) == key for op in torch_table):
+        if key not in _torch_decompositions():
             raise ValueError(f"torch has no decomposition of {key}")
         DECOMPOSED.add(key)
 
 
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     """The decompositions capture traces with: torch's own, for :data:`DECOMPOSED`."""
-    from torch._decomp import decomposition_table as torch_table
-
-    return {op: fn for op, fn in torch_table.items() if str(op) in DECOMPOSED}
+    table = _torch_decompositions()
+    return dict(table[key] for key in sorted(DECOMPOSED))
 
 
 @dataclass(frozen=True)
