@@ -153,9 +153,9 @@ endmodule
 
 
 def test_merge_clocked_blocks_keeps_every_assignment_in_one_block_per_clock():
-    from mncore_hdl.tooling.verilog import _merge_clocked_blocks
+    from mncore_hdl.tooling.verilog import merge_clocked_blocks
 
-    text = _merge_clocked_blocks(_TWO_MODULES)
+    text = merge_clocked_blocks(_TWO_MODULES)
     a, b = text.split("endmodule\n")[:2]
     assert a.count("always @(posedge clk) begin") == 2        # the merged one and the memory's
     assert ("  always @(posedge clk) begin\n    r0 <= \\$1 ;\n    r1 <= \\$2 ;\n    q <= r0;\n"

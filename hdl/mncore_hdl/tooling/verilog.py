@@ -16,7 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["export_verilog", "export_memctrl", "design_sources", "design_digest"]
+__all__ = ["export_verilog", "export_memctrl", "design_sources", "design_digest",
+           "merge_clocked_blocks"]
 
 _HDL_ROOT = Path(__file__).resolve().parents[1]
 _PACKAGE = _HDL_ROOT.name
@@ -186,7 +187,7 @@ _CLOCKED = re.compile(r"^  always @\(posedge (?P<clock>[^\s()]+)\)\n"
 _MODULE_START = re.compile(r"^(?=module )", re.MULTILINE)
 
 
-def _merge_clocked_blocks(text: str) -> str:
+def merge_clocked_blocks(text: str) -> str:
     """One ``always @(posedge clock)`` block per module and clock for its flip-flops."""
     out = []
     for module in _MODULE_START.split(text):
@@ -253,7 +254,7 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
     out_dir.mkdir(parents=True, exist_ok=True)
     with _zero_memories_uninitialised():
         text = verilog.convert(factory(), name=name, emit_src=False)
-    _atomic_write(v_path, _merge_clocked_blocks(_kick_comb_blocks(_zero_fill_memories(text))))
+    _atomic_write(v_path, merge_clocked_blocks(_kick_comb_blocks(_zero_fill_memories(text))))
     _atomic_write(j_path, json.dumps({"module": name, "key": key, **metadata},
                                      sort_keys=True, indent=2) + "\n")
     return v_path

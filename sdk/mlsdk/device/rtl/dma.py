@@ -24,7 +24,8 @@ from typing import Protocol, TypeGuard
 
 import numpy as np
 
-__all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "dma_transfer"]
+__all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "dma_transfer", "write_word_file",
+           "read_word_file"]
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
@@ -56,7 +57,7 @@ def has_dma(bus: object) -> TypeGuard[BulkBus]:
                 and has("dma_go") and has("mem_go"))
 
 
-def _write_words(path: Path, words: np.ndarray, binary: bool) -> None:
+def write_word_file(path: Path, words: np.ndarray, binary: bool) -> None:
     """The back-door file for a load: raw big-endian words (``$fread``) or hex lines."""
     data = np.ascontiguousarray(words, dtype=">u8").tobytes()
     tmp = path.with_name(path.name + ".tmp")
@@ -67,7 +68,7 @@ def _write_words(path: Path, words: np.ndarray, binary: bool) -> None:
     os.replace(tmp, path)
 
 
-def _read_words(path: Path, count: int, binary: bool) -> np.ndarray:
+def read_word_file(path: Path, count: int, binary: bool) -> np.ndarray:
     """The words of a dump: raw little-endian words (``%u``) or ``$writememh`` lines."""
     if binary:
         data = path.read_bytes()
@@ -106,7 +107,7 @@ async def load_words(bus: BulkBus, sel: int, lo: int, words: np.ndarray) -> None
     ``groups + g``: its staging memory), with no clock edge."""
     if len(words) == 0:
         return
-    _write_words(bus.memfile, words, bus.mem_binary)
+    write_word_file(bus.memfile, words, bus.mem_binary)
     await _mem(bus, sel, lo, len(words), dump=False)
 
 
@@ -115,7 +116,7 @@ async def dump_words(bus: BulkBus, sel: int, lo: int, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros(0, dtype=np.uint64)
     await _mem(bus, sel, lo, count, dump=True)
-    return _read_words(bus.memfile, count, bus.mem_binary)
+    return read_word_file(bus.memfile, count, bus.mem_binary)
 
 
 async def dma_transfer(bus: BulkBus, groups: int, path: str, buf: dict[str, int],
