@@ -7,10 +7,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
-from ..contracts.memctrl import Cmd
+from ..contracts.counters import COUNTER_BITS
+from ..contracts.memctrl import CSR_ADDR_BITS, Cmd
 from .arbiter import RoundRobin
 from .bankmachine import BankMachine, row_bits
-from .csr import COUNTER_BITS, CSR_ADDR_BITS, StatsRegisters
+from .csr import StatsRegisters
 from .datapath import DataEngine
 from .port import RequesterSignature
 from .refresher import Refresher

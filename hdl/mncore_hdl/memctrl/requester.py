@@ -8,11 +8,10 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
+from ..contracts.counters import COUNTER_BITS
 from .port import RequesterSignature, addr_bits, max_burst
 
 __all__ = ["PortFrontend", "chunk_addr_bits", "read_fifo_depth", "write_fifo_depth"]
-
-COUNTER_BITS = 32
 
 
 def chunk_addr_bits(config: ArchConfig) -> int:

@@ -15,10 +15,10 @@ from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
 from ..contracts.cosim import CONTROLLER_INSTANCE
+from ..contracts.counters import COUNTER_BITS
 from ..contracts.memctrl import (
     COMPUTE_PORT,
     CONVERTER_PORT,
-    COUNTER_BITS,
     CSR_ADDR_BITS,
     HOST_PORT,
     PORTS,

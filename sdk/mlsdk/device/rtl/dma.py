@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol, TypeGuard
 
 import numpy as np
+from mncore_hdl.contracts import testbench as tb
 
 __all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "dma_transfer", "write_word_file",
            "read_word_file"]
@@ -54,7 +55,7 @@ def has_dma(bus: object) -> TypeGuard[BulkBus]:
     """Whether ``bus`` drives a ``cosim_tb`` (DMA engines and file back door)."""
     has = getattr(bus, "has", None)
     return bool(has is not None and getattr(bus, "memfile", None) is not None
-                and has("dma_go") and has("mem_go"))
+                and has(tb.DMA_GO) and has(tb.MEM_GO))
 
 
 def write_word_file(path: Path, words: np.ndarray, binary: bool) -> None:
@@ -94,12 +95,12 @@ def read_word_file(path: Path, count: int, binary: bool) -> np.ndarray:
 
 
 async def _mem(bus: BulkBus, sel: int, lo: int, count: int, dump: bool) -> None:
-    bus.set("mem_sel", sel)
-    bus.set("mem_lo", lo)
-    bus.set("mem_hi", lo + count - 1)
-    bus.set("mem_dir", int(dump))
-    bus.set("mem_go", 1 - bus.get("mem_go"))
-    await bus.wait_change("mem_ack")
+    bus.set(tb.MEM_SEL, sel)
+    bus.set(tb.MEM_LO, lo)
+    bus.set(tb.MEM_HI, lo + count - 1)
+    bus.set(tb.MEM_DIR, int(dump))
+    bus.set(tb.MEM_GO, 1 - bus.get(tb.MEM_GO))
+    await bus.wait_change(tb.MEM_ACK)
 
 
 async def load_words(bus: BulkBus, sel: int, lo: int, words: np.ndarray) -> None:
@@ -136,14 +137,14 @@ async def dma_transfer(bus: BulkBus, groups: int, path: str, buf: dict[str, int]
         for i in range(buf["groups"]):
             await load_words(bus, groups + first + i, 0, image[i])
     mask = sum(1 << (first + i) for i in range(buf["groups"]))
-    bus.set("dma_write", int(write))
-    bus.set("dma_path", {"host": 0, "compute": 1}[path])
-    bus.set("dma_groups", mask)
-    bus.set("dma_addr", buf["address"])
-    bus.set("dma_len", total)
-    bus.set("dma_go", 1)
-    ok = await bus.wait_until("dma_done", 1, max_cycles)
-    bus.set("dma_go", 0)
+    bus.set(tb.DMA_WRITE, int(write))
+    bus.set(tb.DMA_PATH, tb.dma_path_code(path))
+    bus.set(tb.DMA_GROUPS, mask)
+    bus.set(tb.DMA_ADDR, buf["address"])
+    bus.set(tb.DMA_LEN, total)
+    bus.set(tb.DMA_GO, 1)
+    ok = await bus.wait_until(tb.DMA_DONE, 1, max_cycles)
+    bus.set(tb.DMA_GO, 0)
     if not ok:
         raise TimeoutError(f"{'write' if write else 'read'} of {total} LW per Group through "
                            f"the {path} port did not finish within {max_cycles} cycles")
