@@ -13,7 +13,7 @@ from ..contracts.counters import COUNTER_BITS
 from ..contracts.memctrl import CSR_ADDR_BITS, PORTS
 from .controller import MemoryController
 from .port import RequesterSignature, max_burst
-from .requester import chunk_addr_bits
+from .signatures import chunk_addr_bits
 
 __all__ = ["Mode", "TrafficGen", "BenchTop"]
 
