@@ -17,6 +17,8 @@ from mncore_hdl.converter.behavioural import BehaviouralMemory
 from mncore_hdl.converter.converter import LayoutConverter
 from mncore_hdl.converter.harness import ConverterHarness
 from mncore_hdl.converter.program import TableLoop, carries_table, walk_table
+from mncore_hdl.converter.router import PortRouter
+from mncore_hdl.converter.streams import gathered_signature
 from mncore_hdl.converter.walker import LoopWalker
 from mncore_hdl.converter.writer import WriteEngine
 from mncore_hdl.layout import DTYPES, UnsupportedConversion, conversion, to_device
@@ -44,6 +46,8 @@ SMALL = MNCORE2_SIM.replace(sim_window_lw=4096, dram_bytes_per_group=4096 * 8)
     (lambda: BehaviouralMemory(SMALL, latency=True), TypeError, "Latency must be an integer"),
     (lambda: BehaviouralMemory(None), TypeError, "Config must be an ArchConfig"),
     (lambda: MemorySystem({}), TypeError, "Config must be an ArchConfig"),
+    (lambda: PortRouter("SMALL"), TypeError, "Config must be an ArchConfig"),
+    (lambda: gathered_signature(None), TypeError, "Config must be an ArchConfig"),
 ])
 def test_constructor_errors(factory, exc, msg):
     with warnings.catch_warnings():  # the half-built object is not an unused elaboratable
