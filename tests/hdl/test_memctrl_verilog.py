@@ -113,12 +113,12 @@ def test_cache_key_changes_with_any_source_and_the_tools(monkeypatch):
     from mncore_hdl.tooling import verilog
 
     base = verilog.design_digest(MemoryController)
-    read = verilog._read_source
+    read = verilog.read_source
     for path in verilog.design_sources(MemoryController):
-        monkeypatch.setattr(verilog, "_read_source",
+        monkeypatch.setattr(verilog, "read_source",
                             lambda p, path=path: read(p) + (b"\n# edited" if p == path else b""))
         assert verilog.design_digest(MemoryController) != base, path
-    monkeypatch.setattr(verilog, "_read_source", read)
+    monkeypatch.setattr(verilog, "read_source", read)
     version = importlib.metadata.version
     monkeypatch.setattr(importlib.metadata, "version",
                         lambda tool: "0.0-other" if tool == "amaranth" else version(tool))

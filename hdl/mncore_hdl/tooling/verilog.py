@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 __all__ = ["export_verilog", "export_memctrl", "design_sources", "design_digest",
-           "merge_clocked_blocks"]
+           "merge_clocked_blocks", "read_source"]
 
 _HDL_ROOT = Path(__file__).resolve().parents[1]
 _PACKAGE = _HDL_ROOT.name
@@ -47,7 +47,7 @@ def _imported(path: Path, name: str) -> set[str]:
     """Every module ``path`` (module ``name``) imports, at top level or inside a function."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
-    for node in ast.walk(ast.parse(_read_source(path), str(path))):
+    for node in ast.walk(ast.parse(read_source(path), str(path))):
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -61,7 +61,9 @@ def _imported(path: Path, name: str) -> set[str]:
     return out
 
 
-def _read_source(path: Path) -> bytes:
+def read_source(path: Path) -> bytes:
+    """The bytes of one design source, as the cache key reads them (tests replace this to
+    see the key follow an edit)."""
     return path.read_bytes()
 
 
@@ -116,7 +118,7 @@ def design_digest(design: Any) -> str:
     for path in design_sources(design):
         rel = path.relative_to(_HDL_ROOT) if path.is_relative_to(_HDL_ROOT) else path.name
         h.update(str(rel).encode() + b"\0")
-        h.update(_read_source(path))
+        h.update(read_source(path))
     return h.hexdigest()
 
 
