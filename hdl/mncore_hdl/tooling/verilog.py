@@ -265,6 +265,8 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
 def export_memctrl(config: Any, ports: int = 3, build_dir: str | os.PathLike[str] = "build/verilog",
                    name: str = "memctrl") -> Path:
     """Export :class:`~mncore_hdl.memctrl.controller.MemoryController` for ``config``."""
+    # Here, not at the top: the cache-key helpers above serve every design without loading
+    # the memory controller's.
     from ..memctrl.controller import MemoryController, check_config
 
     check_config(config)

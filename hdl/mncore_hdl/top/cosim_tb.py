@@ -371,6 +371,8 @@ def public_signals(top_text: str) -> list[tuple[str, str, str]]:
 def export_cosim_tb(config: ArchConfig, build_dir: str | os.PathLike[str] = "build/verilog"
                     ) -> list[Path]:
     """Verilog of ``cosim_tb`` and of the design it wraps, testbench first (both cached)."""
+    # Here, not at the top: the cocotb server imports this module inside the simulator, where
+    # loading the Amaranth design would only cost start-up time.
     from .cosim_top import export_cosim_top
 
     top = export_cosim_top(config, build_dir)
