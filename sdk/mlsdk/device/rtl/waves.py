@@ -12,8 +12,18 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from mncore_hdl.contracts.converter import COUNTERS, REGISTER_BUS, STATUS_PORTS
-from mncore_hdl.contracts.cosim import CYCLE, DESC_PORTS, MC_IDLE, STREAMS, TOP_PATHS
+from mncore_hdl.contracts import testbench as tb
+from mncore_hdl.contracts.converter import COUNTERS, REGISTER_BUS, STATUS_PORTS, Reg
+from mncore_hdl.contracts.cosim import (
+    CYCLE,
+    DESC_PORTS,
+    MC_IDLE,
+    PAYLOAD,
+    READY,
+    STREAMS,
+    TOP_PATHS,
+    VALID,
+)
 
 __all__ = ["WAVES_ENV", "waves_folder", "vcd_variables", "write_gtkw"]
 
@@ -50,7 +60,8 @@ def _any(names: Iterable[str]) -> str:
     return "(" + "|".join(re.escape(n) for n in names) + ")$"
 
 
-_STREAM_MEMBERS = r"__\d+__(" + "|".join(STREAMS) + r")__(valid|ready|payload)$"
+_STREAM_MEMBERS = (r"__\d+__(" + "|".join(STREAMS) + r")__(" + "|".join((VALID, READY, PAYLOAD))
+                   + ")$")
 #: The GTKWave groups: the top's ports by role, named as in ``mncore_hdl.contracts``.
 _GROUPS = [
     *((f"{path} ports", re.compile(re.escape(path) + _STREAM_MEMBERS)) for path in TOP_PATHS),
@@ -58,7 +69,10 @@ _GROUPS = [
                                                           REGISTER_BUS.items() if d == "in")]))),
     ("counters", re.compile(_any([*COUNTERS, CYCLE, MC_IDLE]))),
     ("input descriptors", re.compile(_any(DESC_PORTS))),
+    ("host DMA and back door", re.compile(_any(tb.CONTROL))),
 ]
+#: A port every top has (the converter's busy-cycle counter): its shallowest scope is the top.
+_TOP_MARKER = next(name for name, reg in COUNTERS.items() if reg == Reg.BUSY_CYCLES)
 
 
 def write_gtkw(vcd: str | os.PathLike[str]) -> Path:
@@ -67,7 +81,7 @@ def write_gtkw(vcd: str | os.PathLike[str]) -> Path:
 
     vcd = Path(vcd)
     variables = vcd_variables(vcd)
-    tops = [scope for scope, name, _ in variables if name == "busy_cycles"]
+    tops = [scope for scope, name, _ in variables if name == _TOP_MARKER]
     top = min(tops, key=lambda s: s.count(".")) if tops else ""
     ports = [(name, width) for scope, name, width in variables if scope == top]
     gtkw = vcd.with_suffix(".gtkw")
