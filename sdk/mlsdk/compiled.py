@@ -294,7 +294,7 @@ class CompiledFunction:
             ) from None
         assert proxy.buffer is not None  # checked by _plan
         return Convert(proxy.buffer, str(given.layout), self._own[name], str(spec.layout),
-                       descriptor.to_dict(), spec.dtype_name)
+                       descriptor, spec.dtype_name)
 
     def _check_tensor(self, spec: IOSpec, value: torch.Tensor) -> None:
         if tuple(value.shape) != spec.shape or value.dtype != spec.dtype:

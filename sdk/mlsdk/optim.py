@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .context import Context
 
 __all__ = ["MNCoreSGD", "MNCoreAdam", "MNCoreAdamW", "set_buffer_name_in_optimizer",
-           "register_optimizer_buffers", "optimizer_buffers"]
+           "register_optimizer_buffers", "optimizer_buffers", "one_minus_pow"]
 
 _FLOAT = torch.float32
 
@@ -262,7 +262,7 @@ class MNCoreSGD(_MNCoreOptimizer, torch.optim.SGD):
 # -- Adam and AdamW -----------------------------------------------------------------------------
 
 
-def _one_minus_pow(beta: float, step: torch.Tensor) -> torch.Tensor:
+def one_minus_pow(beta: float, step: torch.Tensor) -> torch.Tensor:
     """``1 - beta ** step`` with tensor ops, accurate to a few float32 ulps at every step.
 
     ``1 - e**(2y) = -expm1(2y) = 2 tanh(y) / (tanh(y) - 1)`` with ``y = step * ln(beta) / 2``
@@ -338,8 +338,8 @@ class MNCoreAdam(_MNCoreOptimizer, torch.optim.Adam):
             most = state["max_exp_avg_sq"]
             new_sq = torch.where(new_sq > most, new_sq, most)
             most.copy_(new_sq)
-        step_size = lr / _one_minus_pow(beta1, step)
-        denom = new_sq.sqrt() / _one_minus_pow(beta2, step).sqrt() + group["eps"]
+        step_size = lr / one_minus_pow(beta1, step)
+        denom = new_sq.sqrt() / one_minus_pow(beta2, step).sqrt() + group["eps"]
         p.copy_(param + (step_size.neg() * new_avg) / denom)
 
 

@@ -108,11 +108,13 @@ def test_commands_round_trip_through_json():
     image = np.arange(32, dtype=np.uint64).reshape(2, 16)
     desc = conversion(host_layout((4, 8)), native_layout((4, 8)))
     commands = [HostWrite(buf, image), HostRead(buf),
-                Convert(buf, "a", buf, "b", desc.to_dict()),
+                Convert(buf, "a", buf, "b", desc),
                 Launch("f#1", {"x": buf}), Bind("f#1", "x", buf)]
     for command in commands:
         again = command_from_dict(json.loads(json.dumps(command.to_dict())))
         assert again == command and type(again) is type(command)
+        if isinstance(command, Convert):
+            assert again.descriptor == desc  # rebuilt as the typed descriptor
     assert np.array_equal(command_from_dict(commands[0].to_dict()).data, image)
     with pytest.raises(ValueError, match="Unknown device command kind 'Poke'"):
         command_from_dict({"kind": "Poke"})

@@ -19,7 +19,6 @@ queue what they give back, and the device takes it back at its next operation.
 from __future__ import annotations
 
 import collections
-import copy
 import gc
 import math
 import threading
@@ -142,8 +141,8 @@ class Device(ABC):
         self.lock = DeviceLock()
         # Programs (and their buffers) of collected functions, to unload at a safe point.
         self._retired: collections.deque[tuple[str, tuple[Buffer, ...]]] = collections.deque()
-        # Convert descriptors parsed, by id of the command's dict (see _descriptor).
-        self._descriptors: dict[int, list[Any]] = {}
+        # Converter bytes by descriptor (see _converter_moved).
+        self._moved: dict[ConversionDescriptor, int] = {}
 
     @classmethod
     def create(cls, config: ArchConfig, name: str, options: Mapping[str, str]) -> Device:
@@ -257,12 +256,8 @@ class Device(ABC):
         elif isinstance(command, Convert):
             self._check_buffer(command.src)
             self._check_buffer(command.dst)
-            descriptor, moved = self._descriptor(command.descriptor)
-            result.cycles = self._convert(descriptor, command.src, command.dst)
-            if moved is None:
-                moved = self._converter_bytes(descriptor)
-                self._descriptors[id(command.descriptor)][3] = moved
-            result.bytes["converter"] = moved
+            result.cycles = self._convert(command.descriptor, command.src, command.dst)
+            result.bytes["converter"] = self._converter_moved(command.descriptor)
         elif isinstance(command, Launch):
             self._launch(command, result)
         elif isinstance(command, Bind):
@@ -273,17 +268,15 @@ class Device(ABC):
             raise TypeError(f"Expected a device command, not {command!r}")
         return result
 
-    def _descriptor(self, data: dict) -> tuple[ConversionDescriptor, int | None]:
-        """The descriptor a Convert command carries, parsed once per command dict (calls
-        repeat the same Convert), and the converter bytes counted for it so far (or None).
-        A dict changed since it was parsed is parsed again."""
-        entry = self._descriptors.get(id(data))
-        if entry is None or entry[0] is not data or entry[1] != data:
-            if len(self._descriptors) >= 256:
-                self._descriptors.clear()
-            entry = [data, copy.deepcopy(data), ConversionDescriptor.from_dict(data), None]
-            self._descriptors[id(data)] = entry
-        return entry[2], entry[3]
+    def _converter_moved(self, descriptor: ConversionDescriptor) -> int:
+        """:meth:`_converter_bytes` of ``descriptor``, counted once per distinct descriptor
+        (calls repeat the same Convert; equal descriptors move equal bytes)."""
+        moved = self._moved.get(descriptor)
+        if moved is None:
+            if len(self._moved) >= 256:
+                self._moved.clear()
+            moved = self._moved[descriptor] = self._converter_bytes(descriptor)
+        return moved
 
     def _launch(self, command: Launch, result: CommandResult) -> None:
         program = self.programs.get(command.program)

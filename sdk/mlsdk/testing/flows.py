@@ -58,7 +58,7 @@ def staged_conversion(device: str, tensor: torch.Tensor) -> StagedConversion:
         dev.poke(src_buf, to_device(tensor, src))
         t = time.perf_counter()
         done = dev.execute(Convert(src_buf, str(src), dst_buf, str(dst),
-                                   conversion(src, dst).to_dict(), "float32"))
+                                   conversion(src, dst), "float32"))
         wall = time.perf_counter() - t
         return StagedConversion(done.cycles, wall, dev.counters(), dev.peek(dst_buf),
                                 to_device(tensor, dst))
