@@ -10,7 +10,7 @@ from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor, Layout, from_device
 from mncore_hdl.layout.mapping import check_tensor, is_dense, write_image
 
-from .base import Device, DramSnapshot
+from .base import DramDevice, DramSnapshot
 from .commands import Buffer
 from .dram import PAGE_LW, DramStore, GroupDram
 
@@ -20,7 +20,7 @@ __all__ = ["FunctionalDevice", "SparseDram", "PAGE_LW", "layout_key"]
 SparseDram = GroupDram
 
 
-class FunctionalDevice(Device):
+class FunctionalDevice(DramDevice):
     """MN-Core 2 as numpy arrays: exact data, modeled cycles.
 
     Cycles come from :mod:`mncore_hdl.memctrl.timing` (memory streams) and

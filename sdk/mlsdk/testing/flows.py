@@ -53,7 +53,7 @@ def staged_conversion(device: str, tensor: torch.Tensor) -> StagedConversion:
     src = native_layout(tuple(tensor.shape), "float32", MNCORE2_SIM)
     dst = host_layout(tuple(tensor.shape), "float32")
     with Context(MNDevice(device, config=MNCORE2_SIM)) as ctx:
-        dev = ctx.device
+        dev = ctx.session.dram
         src_buf, dst_buf = dev.allocate(src), dev.allocate(dst)
         dev.poke(src_buf, to_device(tensor, src))
         t = time.perf_counter()

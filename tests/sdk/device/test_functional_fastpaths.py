@@ -1,6 +1,6 @@
 """The functional model's bookkeeping shortcuts against what they replace: DRAM views kept for
-row-major Launch inputs, converter bytes counted once per descriptor, the allocator's running Group usage,
-and layout cache keys."""
+row-major Launch inputs, converter bytes counted once per descriptor, the allocator's running
+Group usage, and layout cache keys."""
 
 from __future__ import annotations
 
