@@ -180,7 +180,13 @@ class CompiledFunction:
         the call binds their buffers (relocations) and moves no host bytes. See
         ``docs/transfers.md``.
         """
-        return allocate_input_proxies(self, self._input_buffer)
+        self.session.check_open()
+        if self.unloaded:
+            raise FunctionUnloadedError(
+                f"{self.name} ({self.key}) was unloaded; compile or load it again to "
+                "allocate its input proxies")
+        return allocate_input_proxies(self.session, self.input_specs, self.key,
+                                      self._input_buffer)
 
     def _input_buffer(self, spec: IOSpec) -> Buffer | None:
         """A fresh buffer for an input proxy (hook: the host reference has none)."""

@@ -9,8 +9,8 @@ specs, which :meth:`TensorProxy.load_from` fills from the host ahead of the call
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from mncore_hdl.layout import from_device, to_device
@@ -19,16 +19,12 @@ from . import trace as _trace
 from .device.commands import Buffer, HostRead, HostWrite
 from .errors import (
     DeviceError,
-    FunctionUnloadedError,
     InputError,
     IOSpecMismatchError,
     StaleTensorError,
 )
 from .iospec import IOSpec
 from .session import Session
-
-if TYPE_CHECKING:
-    from .compiled import CompiledFunction
 
 __all__ = ["TensorProxy", "allocate_input_proxies"]
 
@@ -235,24 +231,20 @@ class TensorProxy:
         self._host = None
 
 
-def allocate_input_proxies(function: CompiledFunction,
+def allocate_input_proxies(session: Session, specs: Mapping[str, IOSpec], key: str,
                            buffer_for: Callable[[IOSpec], Buffer | None],
                            ) -> dict[str, TensorProxy]:
-    """One empty TensorProxy per input of ``function``, keyed and ordered like its inputs.
+    """One empty TensorProxy per input spec of function ``key``, keyed and ordered like
+    ``specs``.
 
     ``buffer_for(spec)`` allocates each proxy's buffer (None on the host reference). All of
     them are allocated, or none: on failure the ones allocated so far are given back.
     """
-    session = function.session
     session.check_open()
-    if function.unloaded:
-        raise FunctionUnloadedError(
-            f"{function.name} ({function.key}) was unloaded; compile or load it again to "
-            "allocate its input proxies")
     buffers: dict[str, Buffer | None] = {}
     with session.lock:
         try:
-            for name, spec in function.input_specs.items():
+            for name, spec in specs.items():
                 buffers[name] = buffer_for(spec)
         except BaseException:
             for buf in buffers.values():
@@ -260,5 +252,5 @@ def allocate_input_proxies(function: CompiledFunction,
                     session.dram.free(buf)
             raise
     return {name: TensorProxy(session, spec, buffers[name], empty=True,
-                              origin=f"input {name!r} of {function.key}")
-            for name, spec in function.input_specs.items()}
+                              origin=f"input {name!r} of {key}")
+            for name, spec in specs.items()}

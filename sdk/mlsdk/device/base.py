@@ -110,7 +110,7 @@ class DeviceLock:
         return True
 
 
-class Device(ABC):
+class Device:
     """A backend, as the front end sees it: its chip, its name, its lock and what it can do.
 
     Parameters
@@ -158,7 +158,7 @@ class Device(ABC):
             raise DeviceError(f"Device {self.name!r} is closed (its Context has ended)")
 
 
-class DramDevice(Device):
+class DramDevice(Device, ABC):
     """A modeled MN-Core 2 with device memory, executing the command stream.
 
     Takes the parameters of :class:`Device`.

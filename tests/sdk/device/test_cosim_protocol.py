@@ -1,9 +1,10 @@
 """Requests and answers of the simulator sessions are matched by sequence number.
 
 A fake server (``tests/sdk/device/fake_cosim_server.py``) stands in for the cocotb server
-behind the real :class:`~mlsdk.device.rtl.icarus.IcarusSession`, and a fake testbench thread
-behind the real :class:`~mlsdk.device.rtl.amaranth_sim.AmaranthSession`, so the matching is
-tested without a simulator: a caller interrupted by Ctrl-C never makes a later request read its answer.
+behind the real :class:`~mlsdk.device.rtl.icarus.IcarusSession`, and a fake testbench
+thread behind the real :class:`~mlsdk.device.rtl.amaranth_sim.AmaranthSession`, so the
+matching is tested without a simulator: a caller interrupted by Ctrl-C never makes a later
+request read its answer.
 """
 
 from __future__ import annotations
