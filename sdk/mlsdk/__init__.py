@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
+from ._version import __version__ as __version__
 
 #: Public name -> the module (relative to this package) that defines it.
 _EXPORTS = {
@@ -49,7 +50,6 @@ __all__ = [
     "CacheOptions", "CacheError", "CacheWarning",
     "MNCoreSGD", "MNCoreAdam", "MNCoreAdamW", "set_buffer_name_in_optimizer",
 ]
-__version__ = "0.1.0"
 
 
 __getattr__, __dir__ = lazy_exports(__name__, {**_EXPORTS, "storage": ".storage"}, __all__,

@@ -55,7 +55,7 @@ def _device_bytes(src, dst, dtype: str) -> int:
         tensor = torch.zeros(src.shape, dtype=getattr(torch, dtype))
         dev.poke(src_buf, to_device(tensor, src))
         done = dev.execute(Convert(src_buf, str(src), dst_buf, str(dst),
-                                   conversion(src, dst).to_dict(), dtype))
+                                   conversion(src, dst), dtype))
         return done.bytes["converter"]
 
 

@@ -10,17 +10,17 @@ from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor, Layout, from_device
 from mncore_hdl.layout.mapping import check_tensor, is_dense, write_image
 
-from .base import Device, DramSnapshot
+from .base import DramDevice, DramSnapshot
 from .commands import Buffer
 from .dram import PAGE_LW, DramStore, GroupDram
 
-__all__ = ["FunctionalDevice", "SparseDram", "PAGE_LW"]
+__all__ = ["FunctionalDevice", "SparseDram", "PAGE_LW", "layout_key"]
 
 #: One Group's DRAM (kept under its former name; now a row of a lazily backed DramStore).
 SparseDram = GroupDram
 
 
-class FunctionalDevice(Device):
+class FunctionalDevice(DramDevice):
     """MN-Core 2 as numpy arrays: exact data, modeled cycles.
 
     Cycles come from :mod:`mncore_hdl.memctrl.timing` (memory streams) and
@@ -54,7 +54,7 @@ class FunctionalDevice(Device):
         # a constant is decoded once, not once per Launch. The cycles are the read's either way.
         cycles = self._stream_cycles(buf.lw_per_group, write=False)
         decoded = self.dram.decoded
-        key = (buf.id, _layout_key(layout))
+        key = (buf.id, layout_key(layout))
         value = decoded.get(key)
         if value is not None:
             return value, cycles
@@ -103,7 +103,7 @@ class FunctionalDevice(Device):
         if (check_tensor(tensor, layout, raise_error=False) and tensor.device.type == "cpu"
                 and not self.dram.holds(tensor)
                 and not tensor.is_inference()
-                and self.dram.store_deferred((buf.id, _layout_key(layout)), *span,
+                and self.dram.store_deferred((buf.id, layout_key(layout)), *span,
                                              tensor.detach(), layout, owner=buf)):
             return cycles
         # Lays the tensor out straight into DRAM: no image in between.
@@ -117,7 +117,7 @@ class FunctionalDevice(Device):
         # A tensor kept for the buffer in this layout (a Launch output, a decoded input) is
         # what decoding the DRAM would give: the host gets a copy of it, no decode.
         cycles = self._stream_cycles(buf.lw_per_group, write=False)
-        value = self.dram.decoded.get((buf.id, _layout_key(layout)))
+        value = self.dram.decoded.get((buf.id, layout_key(layout)))
         if value is not None:
             # contiguous, as a decode would give; a copy either way
             dense = value.contiguous()
@@ -167,7 +167,7 @@ _MAX_LAYOUT_NUMBERS = 1 << 16
 _THIS_PROCESS = object()
 
 
-def _layout_key(layout: Layout) -> int:
+def layout_key(layout: Layout) -> int:
     """The layout as a cache key: a small int, equal for equal layouts, kept on the (frozen)
     layout itself. A Layout hashes its nested sub-axes on every lookup, and a key object with
     a Python ``__hash__`` costs a call per lookup; an int costs neither."""

@@ -1,6 +1,6 @@
 """The thin base of the RTL-backed devices: the command stream executed on the co-simulation top.
 
-:class:`RtlDevice` fills the :class:`~mlsdk.device.base.Device` hooks with driver operations
+:class:`RtlDevice` fills the :class:`~mlsdk.device.base.DramDevice` hooks with driver operations
 sent to a simulator session; a subclass only says how to start its session
 (:meth:`RtlDevice._open_session`): ``mncore2:rtl`` runs Amaranth's simulator in-process
 (:class:`~mlsdk.device.rtl.amaranth_sim.AmaranthDevice`), ``mncore2:icarus`` runs Icarus in a
@@ -27,7 +27,7 @@ from mncore_hdl.descriptors import SlotTable
 from mncore_hdl.layout import ConversionDescriptor
 
 from ...errors import DeviceError
-from ..base import PAGE_LW, Device, DramSnapshot
+from ..base import PAGE_LW, Device, DramDevice, DramSnapshot
 from ..commands import Buffer, Command, CommandResult, Launch
 from .driver import pack_words, unpack_words
 from .protocol import Exchange
@@ -77,7 +77,7 @@ def _progress_printer() -> Progress | None:
     return show
 
 
-class RtlDevice(Device):
+class RtlDevice(DramDevice):
     """MN-Core 2's memory system in RTL simulation: exact data, measured cycles.
 
     Parameters

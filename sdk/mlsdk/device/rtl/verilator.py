@@ -75,7 +75,7 @@ def train_model(config: ArchConfig, folder: Path) -> None:
                                                   dtype=np.uint64)
         device.execute(HostWrite(a, image))
         device.execute(HostRead(a))
-        device.execute(Convert(a, str(src), b, str(dst), conversion(src, dst).to_dict(),
+        device.execute(Convert(a, str(src), b, str(dst), conversion(src, dst),
                                "float32"))
         device.execute(HostRead(b))
     finally:
