@@ -229,9 +229,6 @@ class Context:
                                "recompile it for this device")
         return self._adopt(program, strict)
 
-    #: The same as :meth:`load_codegen_dir` (this kit's earlier name).
-    load = load_codegen_dir
-
     def _adopt(self, program: DeviceProgram, strict: bool) -> CompiledFunction:
         self.registry.check_program(program)
         key = f"{program.name}#{next(self._keys)}"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from mlsdk import CodegenError, Context, storage
-from mncore_compiler.program import DeviceProgram, _canonical
+from mncore_compiler.program import DeviceProgram, body_checksum
 
 SEED = 22
 WEIGHTS = {"a": torch.linspace(-1.0, 1.0, 256), "b": torch.linspace(2.0, 3.0, 256)}
@@ -112,7 +112,7 @@ def _forge(directory: Path, edit) -> None:
     body = json.loads(path.read_text())
     body.pop("sha256")
     edit(body)
-    body["sha256"] = hashlib.sha256(_canonical(body)).hexdigest()
+    body["sha256"] = body_checksum(body)
     path.write_text(json.dumps(body))
 
 

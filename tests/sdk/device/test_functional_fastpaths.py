@@ -14,7 +14,7 @@ import torch
 from mlsdk.device.allocator import ALIGN_LW, Allocator
 from mlsdk.device.base import LoadedProgram
 from mlsdk.device.commands import Convert, HostRead, HostWrite, Launch
-from mlsdk.device.functional import FunctionalDevice, layout_key
+from mlsdk.device.functional import FunctionalDevice, LayoutNumbers, layout_key
 from mncore_hdl.arch import MNCORE2
 from mncore_hdl.layout import (
     ConversionDescriptor,
@@ -106,14 +106,11 @@ def test_a_layout_key_from_another_process_is_not_trusted():
     assert layout_key(foreign) == layout_key(HOST) != layout_key(NATIVE)
 
 
-def test_layout_numbers_stay_bounded_and_never_alias(monkeypatch):
-    import mlsdk.device.functional as functional
-
-    monkeypatch.setattr(functional, "_MAX_LAYOUT_NUMBERS", 2)
-    monkeypatch.setattr(functional, "_LAYOUT_NUMBERS", {})
+def test_layout_numbers_stay_bounded_and_never_alias():
+    numbers = LayoutNumbers(limit=2)
     layouts = [copy.deepcopy(layout) for layout in (HOST, NATIVE, HOST, NATIVE)]
-    keys = [layout_key(layout) for layout in layouts]
-    assert len(functional._LAYOUT_NUMBERS) <= 2
+    keys = [numbers.key(layout) for layout in layouts]
+    assert len(numbers) <= 2
     # HOST and NATIVE never share a number, whenever each was numbered.
     assert not {keys[0], keys[2]} & {keys[1], keys[3]}
 
