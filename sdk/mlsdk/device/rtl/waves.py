@@ -2,20 +2,24 @@
 
 Both simulators name the top's ports the same way (``host__0__req__valid``), so one reader of
 the VCD header finds them in either file and groups them: host ports, compute ports, the layout
-converter (``busy``, ``done``, ``error``), the counters, and the input-descriptor table.
+converter (``busy``, ``done``, ``error``), the counters, and the input-descriptor table. A VCD
+cut short (a file-size limit, a full disk) is reported, never given a save file.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import resource
 from collections.abc import Iterable
 from pathlib import Path
 
 from mncore_hdl.contracts.converter import COUNTERS, REGISTER_BUS, STATUS_PORTS
 from mncore_hdl.contracts.cosim import CYCLE, DESC_PORTS, MC_IDLE, STREAMS, TOP_PATHS
 
-__all__ = ["WAVES_ENV", "waves_folder", "vcd_variables", "write_gtkw"]
+from ...errors import DeviceError
+
+__all__ = ["WAVES_ENV", "waves_folder", "vcd_variables", "vcd_problem", "write_gtkw"]
 
 #: Environment variable naming a folder: every RTL-device session writes its waves there.
 WAVES_ENV = "MNCORE_WAVES"
@@ -61,16 +65,59 @@ _GROUPS = [
 ]
 
 
+def vcd_problem(vcd: str | os.PathLike[str]) -> str | None:
+    """Why the VCD is not a whole file (None when it looks whole).
+
+    A simulator writing under a file-size limit (``RLIMIT_FSIZE``, which it inherits from this
+    process) or onto a full disk stops writing without failing: the file then ends at the
+    limit, inside its header, or in the middle of a line.
+    """
+    try:
+        size = os.path.getsize(vcd)
+        with open(vcd, "rb") as f:
+            header_done = any(line.lstrip().startswith(b"$enddefinitions") for line in f)
+            f.seek(max(size - 1, 0))
+            last = f.read(1)
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if limit != resource.RLIM_INFINITY and size >= limit:
+        return f"it stops at the file-size limit of {limit} bytes (ulimit -f)"
+    if not header_done:
+        return f"it ends inside its header, after {size} bytes"
+    if last != b"\n":
+        return f"it ends in the middle of a line, after {size} bytes"
+    return None
+
+
 def write_gtkw(vcd: str | os.PathLike[str]) -> Path:
-    """Write ``<vcd>.gtkw`` beside the VCD, showing the top's ports in named groups."""
+    """Write ``<vcd>.gtkw`` beside the VCD, showing the top's ports in named groups.
+
+    Raises DeviceError naming the file when the VCD is cut short (:func:`vcd_problem`; no
+    save file is then written) or the save file cannot be written.
+    """
+    vcd = Path(vcd)
+    problem = vcd_problem(vcd)
+    if problem is not None:
+        raise DeviceError(f"The waveform file {vcd} is incomplete: {problem}; no GTKWave save "
+                          "file was written for it")
+    gtkw = vcd.with_suffix(".gtkw")
+    try:
+        _write_save_file(vcd, gtkw)
+    except OSError as exc:
+        gtkw.unlink(missing_ok=True)
+        raise DeviceError(f"Could not write the GTKWave save file {gtkw}: "
+                          f"{exc.strerror or exc}") from None
+    return gtkw
+
+
+def _write_save_file(vcd: Path, gtkw: Path) -> None:
     from vcd.gtkw import GTKWSave
 
-    vcd = Path(vcd)
     variables = vcd_variables(vcd)
     tops = [scope for scope, name, _ in variables if name == "busy_cycles"]
     top = min(tops, key=lambda s: s.count(".")) if tops else ""
     ports = [(name, width) for scope, name, width in variables if scope == top]
-    gtkw = vcd.with_suffix(".gtkw")
     with open(gtkw, "w") as f:
         save = GTKWSave(f)
         save.dumpfile(str(vcd.resolve()))
@@ -85,7 +132,6 @@ def write_gtkw(vcd: str | os.PathLike[str]) -> Path:
                     suffix = f"[{width - 1}:0]" if width > 1 else ""
                     save.trace(f"{top}.{name}{suffix}" if top else name + suffix,
                                datafmt="hex" if width > 1 else "bin")
-    return gtkw
 
 
 def _natural(name: str) -> list[object]:
