@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import resource
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,15 +20,77 @@ from mncore_hdl.contracts.cosim import CYCLE, DESC_PORTS, MC_IDLE, STREAMS, TOP_
 
 from ...errors import DeviceError
 
-__all__ = ["WAVES_ENV", "waves_folder", "vcd_variables", "vcd_problem", "write_gtkw"]
+__all__ = ["WAVES_ENV", "waves_folder", "check_waves_folder", "make_waves_folder",
+           "vcd_variables", "vcd_problem", "write_gtkw"]
 
 #: Environment variable naming a folder: every RTL-device session writes its waves there.
 WAVES_ENV = "MNCORE_WAVES"
 
 
 def waves_folder(option: str | None) -> str | None:
-    """The waves folder: the device-string option if given, else ``$MNCORE_WAVES``."""
-    return option or os.environ.get(WAVES_ENV) or None
+    """The waves folder: the device-string option if given, else ``$MNCORE_WAVES``.
+
+    Either is checked (:func:`check_waves_folder`): a ValueError names the one that is bad.
+    """
+    if option is not None:
+        check_waves_folder(option, "The ?waves option")
+        return option
+    value = os.environ.get(WAVES_ENV) or None
+    if value is not None:
+        check_waves_folder(value, f"${WAVES_ENV}")
+    return value
+
+
+def check_waves_folder(value: str, source: str) -> Path:
+    """The folder ``value`` names, if it is, or can be made, a folder this user can write.
+
+    Nothing is created. Raises ValueError naming ``source`` (``?waves``, ``$MNCORE_WAVES``)
+    when the value is empty, holds a NUL byte, or names (or lies under) something that is not
+    a writable folder.
+    """
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{source} needs a folder (e.g. ?waves=build/waves), not {value!r}")
+    if "\0" in value:
+        raise ValueError(f"{source} must be a folder name without NUL bytes, not {value!r}")
+    folder = probe = Path(value)
+    while True:  # up to the nearest part that exists: it must be a folder we can write in
+        try:
+            mode = probe.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):  # the latter: a file above it
+            if probe.parent == probe:
+                break
+            probe = probe.parent
+            continue
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{source} names {value!r}, which is not a usable folder: "
+                             f"{getattr(exc, 'strerror', None) or exc}") from None
+        if not stat.S_ISDIR(mode):
+            raise ValueError(f"{source} names {value!r}, which is not a usable folder: "
+                             f"{probe} is not a folder")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise ValueError(f"{source} names {value!r}, which is not a usable folder: "
+                             f"{probe} is not writable")
+        break
+    return folder
+
+
+def make_waves_folder(folder: Path) -> None:
+    """Create the waves folder (and its parents); DeviceError naming it when that fails.
+
+    Parents are made one by one, top down (``Path.mkdir(parents=True)`` recurses once per
+    missing part).
+    """
+    missing = []
+    probe = folder
+    while not probe.is_dir() and probe.parent != probe:
+        missing.append(probe)
+        probe = probe.parent
+    try:
+        for part in reversed(missing):
+            part.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise DeviceError(f"Cannot create the waves folder {folder} (the ?waves option or "
+                          f"${WAVES_ENV}): {exc.strerror or exc}") from None
 
 
 def vcd_variables(vcd: str | os.PathLike[str]) -> list[tuple[str, str, int]]:
