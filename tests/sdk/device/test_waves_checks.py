@@ -75,3 +75,28 @@ def test_a_vcd_cut_by_the_file_size_limit_is_reported(tmp_path, where):
     assert f"The waveform file {vcd} is incomplete" in out.stdout
     assert ("file-size limit" if where == "values" else "limit") in out.stdout, out.stderr
     assert not Path(vcd).with_suffix(".gtkw").exists()
+
+
+RENAME_CHILD = textwrap.dedent("""
+    import os, resource, sys
+    from pathlib import Path
+    from mlsdk.device.rtl.verilator import fix_vcd_scope_names
+    from mlsdk.errors import DeviceError
+    size = os.path.getsize(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    try:
+        fix_vcd_scope_names(Path(sys.argv[1]))
+    except DeviceError as exc:
+        print(exc)
+""")
+
+
+@pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE"), reason="no RLIMIT_FSIZE here")
+def test_a_verilator_header_rewrite_that_cannot_be_written_names_the_file(tmp_path):
+    vcd = tmp_path / "verilator.vcd"
+    text = HEADER.replace("busy_cycles", "$auto$x") + VALUES  # the rewrite adds a byte
+    vcd.write_text(text)
+    out = subprocess.run([sys.executable, "-c", RENAME_CHILD, str(vcd)], capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert f"Could not write {vcd}.tmp, the waveform file {vcd}" in out.stdout, out.stderr
+    assert vcd.read_text() == text and not Path(f"{vcd}.tmp").exists()

@@ -292,7 +292,10 @@ class IcarusSession:
         # True from the start of a request's send to its end: if an interrupt leaves it set,
         # part of a line may have gone out, and the stream can no longer be framed.
         self._sending = False
-        ready = self._receive(time.monotonic() + START_TIMEOUT, "start")
+        try:
+            ready = self._receive(time.monotonic() + START_TIMEOUT, "start")
+        except ProtocolError as exc:
+            self._fail(str(exc))
         if "error" in ready or ready.get("ready") is not True:
             self._fail(str(ready.get("error", f"the {self.label} simulator's first line was "
                                               f"{str(ready)[:80]}, not its ready line")))

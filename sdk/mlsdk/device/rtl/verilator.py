@@ -24,10 +24,10 @@ from pathlib import Path
 
 from mncore_hdl.arch import ArchConfig
 
-from ...errors import DeviceError, DeviceNotAvailableError
+from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
 from .icarus import BUILD_ROOT, SERVER_MODULE, IcarusSession
-from .waves import vcd_problem
+from .waves import vcd_problem, write_or_remove
 
 __all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "train_model",
            "cocotb_gpi_env", "fix_vcd_scope_names", "TRAINING"]
@@ -158,12 +158,8 @@ def fix_vcd_scope_names(vcd: Path) -> None:
     naming the file when the copy cannot be written (the VCD is then left as it was).
     """
     tmp = vcd.with_name(vcd.name + ".tmp")
-    try:
-        _copy_renamed(vcd, tmp)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise DeviceError(f"Could not rewrite the waveform file {vcd}'s header (through "
-                          f"{tmp}): {exc.strerror or exc}") from None
+    write_or_remove(tmp, lambda path: _copy_renamed(vcd, path),
+                    f"{tmp}, the waveform file {vcd} with its header's names renamed")
     os.replace(tmp, vcd)
 
 

@@ -12,7 +12,7 @@ import os
 import re
 import resource
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from mncore_hdl.contracts.converter import COUNTERS, REGISTER_BUS, STATUS_PORTS
@@ -21,7 +21,7 @@ from mncore_hdl.contracts.cosim import CYCLE, DESC_PORTS, MC_IDLE, STREAMS, TOP_
 from ...errors import DeviceError
 
 __all__ = ["WAVES_ENV", "waves_folder", "check_waves_folder", "make_waves_folder",
-           "vcd_variables", "vcd_problem", "write_gtkw"]
+           "vcd_variables", "vcd_problem", "write_gtkw", "write_or_remove"]
 
 #: Environment variable naming a folder: every RTL-device session writes its waves there.
 WAVES_ENV = "MNCORE_WAVES"
@@ -165,13 +165,19 @@ def write_gtkw(vcd: str | os.PathLike[str]) -> Path:
         raise DeviceError(f"The waveform file {vcd} is incomplete: {problem}; no GTKWave save "
                           "file was written for it")
     gtkw = vcd.with_suffix(".gtkw")
-    try:
-        _write_save_file(vcd, gtkw)
-    except OSError as exc:
-        gtkw.unlink(missing_ok=True)
-        raise DeviceError(f"Could not write the GTKWave save file {gtkw}: "
-                          f"{exc.strerror or exc}") from None
+    write_or_remove(gtkw, lambda path: _write_save_file(vcd, path),
+                    f"the GTKWave save file {gtkw}")
     return gtkw
+
+
+def write_or_remove(path: Path, write: Callable[[Path], None], what: str) -> None:
+    """``write(path)``; when it fails (a full disk, a file-size limit) the partial file is
+    removed and a DeviceError names ``what``."""
+    try:
+        write(path)
+    except OSError as exc:
+        path.unlink(missing_ok=True)
+        raise DeviceError(f"Could not write {what}: {exc.strerror or exc}") from None
 
 
 def _write_save_file(vcd: Path, gtkw: Path) -> None:
