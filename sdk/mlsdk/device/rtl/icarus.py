@@ -260,6 +260,7 @@ class IcarusSession:
         self.progress = progress
         self.dead: str | None = None
         build_dir = _built(f"{self.kind}{'+waves' if vcd else ''}", config, self._build, say)
+        self.waves = Path(vcd) if vcd else None
         self.run = _RunFolder(self.kind)
         self.test_dir = self.run.path
         self.log_path = self.test_dir / "simulator.log"
@@ -311,7 +312,7 @@ class IcarusSession:
         """The simulator's connection (others that reach the socket first are refused)."""
         def alive() -> None:
             if self.proc.poll() is not None:
-                self._fail(f"the {self.label} simulator exited with code {self.proc.returncode} "
+                self._fail(f"the {self.label} simulator {self._exited()} "
                            f"before connecting; log {self.log_path}:\n{self._log_tail()}")
 
         try:
@@ -322,6 +323,15 @@ class IcarusSession:
             self._fail(f"the {self.label} simulator did not connect within "
                        f"{START_TIMEOUT:.0f} s{refused}; log {self.log_path}:\n{self._log_tail()}")
         raise AssertionError("unreachable")
+
+    def _exited(self) -> str:
+        """How the simulator ended, for messages (a file-size limit kills it by SIGXFSZ)."""
+        code = self.proc.returncode
+        if code == -signal.SIGXFSZ:
+            wrote = f", such as its waves {self.waves}," if self.waves else ""
+            return (f"was killed by SIGXFSZ (a file it wrote{wrote} reached the file-size "
+                    "limit, ulimit -f)")
+        return f"exited with code {code}"
 
     def _lose(self, reason: str) -> str:
         """Mark the session lost (its run folder is kept, and named) and stop the simulator."""
@@ -390,11 +400,11 @@ class IcarusSession:
                 if not chunk:
                     self.proc.poll()
                     self._fail(f"the {self.label} simulator closed the connection during {op!r} "
-                               f"(exit code {self.proc.returncode}); log {self.log_path}:\n"
+                               f"({self._exited()}); log {self.log_path}:\n"
                                f"{self._log_tail()}")
                 self._buffer += chunk
             elif self.proc.poll() is not None:
-                self._fail(f"the {self.label} simulator exited with code {self.proc.returncode} "
+                self._fail(f"the {self.label} simulator {self._exited()} "
                            f"during {op!r}; log {self.log_path}:\n{self._log_tail()}")
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:

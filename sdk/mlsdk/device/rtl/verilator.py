@@ -84,7 +84,7 @@ def train_model(config: ArchConfig, folder: Path) -> None:
 
 
 class VerilatorSession(IcarusSession):
-    """One Verilator simulator process serving operations over a localhost socket.
+    """One Verilator simulator process serving operations over a private Unix socket.
 
     Takes the parameters of :class:`~mlsdk.device.rtl.icarus.IcarusSession`.
     """
