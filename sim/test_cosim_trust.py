@@ -10,6 +10,9 @@ a save file and no word.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -33,7 +36,7 @@ def triple(inputs):
 def intrude(runs, stop: threading.Event, got: list[bytes]) -> None:
     """Connect to the first session socket that appears under ``runs``; keep what arrives."""
     while not stop.is_set():
-        for path in runs.glob("*/cosim.sock"):
+        for path in runs.glob(f"*-{os.getpid()}-*/cosim.sock"):  # this process's sessions
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 try:
                     sock.connect(str(path))
@@ -56,7 +59,8 @@ def test_an_intruder_on_the_socket_gets_nothing(device, tmp_path):
     require_device(device)
     runs = icarus.BUILD_ROOT / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    before = set(runs.iterdir())
+    mine = f"*-{os.getpid()}-*"  # pytest -n: other workers' sessions come and go
+    before = set(runs.glob(mine))
     stop, got = threading.Event(), []
     thread = threading.Thread(target=intrude, args=(runs, stop, got), daemon=True)
     thread.start()
@@ -69,7 +73,7 @@ def test_an_intruder_on_the_socket_gets_nothing(device, tmp_path):
         stop.set()
         thread.join(30)
     assert got == [b""], "the intruder should be closed unanswered"
-    assert set(runs.iterdir()) == before  # the session's run folder is gone
+    assert set(runs.glob(mine)) == before  # the session's run folder is gone
 
 
 CHILD = textwrap.dedent("""
@@ -104,4 +108,6 @@ def test_waves_under_a_file_size_limit_are_reported(device, tmp_path):
         out.stdout
     if "call:" in out.stdout:  # the simulator died at the limit: the error says why
         assert f"killed by SIGXFSZ (a file it wrote, such as its waves {vcds[0]}," in out.stdout
+        for kept in set(re.findall(r"log (\S+)/simulator\.log", out.stdout)):
+            shutil.rmtree(kept)  # kept for debugging, as a failed session's is
     assert not list(tmp_path.glob("*.gtkw"))
