@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from mlsdk import storage
+from mlsdk.device.rtl import icarus
 from mlsdk.device.rtl.amaranth_sim import AmaranthSession
 from mlsdk.device.rtl.icarus import IcarusSession
 from mlsdk.device.rtl.protocol import Exchange, ProtocolError
@@ -39,8 +40,9 @@ class FakeSocketSession(IcarusSession):
 
 
 @pytest.fixture
-def socket_session(request, monkeypatch):
+def socket_session(request, monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_COSIM_MODE", getattr(request, "param", ""))
+    monkeypatch.setattr(icarus, "BUILD_ROOT", tmp_path)  # a failed session keeps its run folder
     session = FakeSocketSession(MNCORE2_SIM)
     dropped: list[tuple[dict, dict]] = []
     session.exchange.on_dropped = lambda req, ans: dropped.append((req, ans))

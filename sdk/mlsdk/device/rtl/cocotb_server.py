@@ -1,8 +1,9 @@
 """cocotb side of ``mncore2:icarus``: a test that serves device operations over a socket.
 
 Started by :class:`~mlsdk.device.rtl.icarus.IcarusSession` (never by pytest). It connects to
-``127.0.0.1:$MNCORE_COSIM_PORT``, resets the top, then reads one JSON operation per line and
-answers one JSON result per line, executing each with the shared
+the session's Unix socket with the session's secret
+(:func:`~mlsdk.device.rtl.endpoint.connect_to_runtime`), resets the top, then reads one JSON
+operation per line and answers one JSON result per line, executing each with the shared
 :class:`~mlsdk.device.rtl.driver.Driver`. Every answer and progress line echoes the request's
 ``seq`` (:mod:`mlsdk.device.rtl.protocol`). While it waits for a line the simulator is blocked,
 so simulated time does not advance between commands. EOF or ``stop`` ends the test.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +27,7 @@ from mncore_hdl.contracts.cosim import CYCLE, TB_DUT_INSTANCE, backing_store, to
 from mncore_hdl.top.cosim_tb import MEMFILE_DEFAULT, RESET_EDGES, TB_MODULE
 
 from mlsdk.device.rtl.driver import Driver
+from mlsdk.device.rtl.endpoint import connect_to_runtime
 
 
 class CocotbBus:
@@ -162,9 +163,7 @@ async def serve(dut):
     """Serve operations until the runtime says ``stop`` or goes away."""
     config = ArchConfig.from_dict(json.loads(os.environ["MNCORE_COSIM_CONFIG"]))
     period_ns = 2  # simulated time is only a clock here; cycles are what the runtime reads
-    sock = socket.create_connection(("127.0.0.1", int(os.environ["MNCORE_COSIM_PORT"])),
-                                    timeout=30)
-    sock.settimeout(None)
+    sock = connect_to_runtime()
     stream = sock.makefile("rwb")
 
     def send(obj) -> None:

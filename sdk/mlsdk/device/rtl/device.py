@@ -31,7 +31,7 @@ from ..base import PAGE_LW, Device, DramDevice, DramSnapshot
 from ..commands import Buffer, Command, CommandResult, Launch
 from .driver import pack_words, unpack_words
 from .protocol import Exchange
-from .waves import waves_folder, write_gtkw
+from .waves import make_waves_folder, waves_folder, write_gtkw
 
 __all__ = ["RtlDevice", "RtlSession", "Progress"]
 
@@ -132,7 +132,7 @@ class RtlDevice(DramDevice):
         if self._session is not None:
             return self._session
         if self.waves_dir is not None:
-            self.waves_dir.mkdir(parents=True, exist_ok=True)
+            make_waves_folder(self.waves_dir)
             stem = f"mncore2_{self.simulator}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
             self.vcd_path = self.waves_dir / f"{stem}.vcd"
         start = time.perf_counter()
