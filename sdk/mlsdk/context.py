@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -106,8 +107,15 @@ class Context:
     def __enter__(self) -> Context:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception as error:  # a failed close (a cut wave file) never masks the block's
+            warnings.warn(f"closing {self!r} failed while an exception was propagating: "
+                          f"{error}", RuntimeWarning, stacklevel=2)
 
     @property
     def device(self) -> Device:
@@ -122,9 +130,11 @@ class Context:
         """End the session: every buffer is freed and TensorProxies become unusable."""
         if self.closed:
             return
-        self.session.close()
-        if Context.current() is self:
-            Context._current = None
+        try:
+            self.session.close()
+        finally:
+            if Context.current() is self:
+                Context._current = None
 
     def __repr__(self) -> str:
         return f"Context({self.mndevice!r}{', closed' if self.closed else ''})"

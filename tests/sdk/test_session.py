@@ -10,6 +10,7 @@ import torch
 from mlsdk import Context, MNDevice, storage
 from mlsdk.device.base import DramDevice
 from mlsdk.device.commands import Buffer, HostRead, HostWrite
+from mlsdk.device.functional import FunctionalDevice
 from mlsdk.errors import DeviceError
 from mlsdk.session import Session
 from mncore_hdl.layout import host_layout, to_device
@@ -99,3 +100,26 @@ def test_the_context_is_a_facade_over_its_session(tmp_path):
         assert f.registry is context.registry
         assert context.report().records == session.report().records
     assert session.closed and context.closed
+
+
+@pytest.fixture
+def failing_close(monkeypatch):
+    """Devices whose close fails, as an RTL session's does when its wave file was cut short."""
+    def close(self) -> None:
+        raise DeviceError("the wave file build/w.vcd was cut short")
+
+    monkeypatch.setattr(FunctionalDevice, "close", close)
+
+
+def test_a_failed_close_never_masks_the_blocks_own_exception(failing_close):
+    with pytest.warns(RuntimeWarning, match="cut short"), pytest.raises(ValueError, match="mine"):
+        with Context(MNDevice("mncore2:auto")) as context:
+            raise ValueError("mine")
+    assert context.closed and Context.current() is not context
+
+
+def test_a_failed_close_with_no_exception_raises_it(failing_close):
+    with pytest.raises(DeviceError, match="cut short"):
+        with Context(MNDevice("mncore2:auto")) as context:
+            pass
+    assert context.closed and Context.current() is not context

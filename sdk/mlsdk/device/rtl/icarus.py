@@ -39,7 +39,7 @@ from .endpoint import Listener
 from .protocol import Exchange, ProtocolError
 
 __all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "SERVER_MODULE",
-           "KEEP_RUNS_ENV", "build_icarus", "answer_limit"]
+           "KEEP_RUNS_ENV", "BUILDS", "BuildMemo", "build_icarus", "answer_limit"]
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 BUILD_ROOT = Path(os.environ.get("MNCORE_BUILD_DIR", REPO_ROOT / "build")) / "cosim"
@@ -85,21 +85,27 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
     return build_dir
 
 
-#: Build folders this process already built or checked, by (simulator, config): a session
-#: after the first one skips the export's digest and the build cache's checks (0.2-0.4 s).
-_BUILT: dict[tuple[str, str], Path] = {}
+class BuildMemo:
+    """Build folders already built or checked, by (simulator and variant, config): a session
+    after the first one skips the export's digest and the build cache's checks (0.2-0.4 s)."""
+
+    def __init__(self) -> None:
+        self._folders: dict[tuple[str, str], Path] = {}
+
+    def folder(self, kind: str, config: ArchConfig,
+               build: Callable[[Callable[[str], None]], Path],
+               say: Callable[[str], None]) -> Path:
+        """``build(say)``, once per (``kind``, ``config``) while its folder exists."""
+        key = (kind, config.to_json())
+        known = self._folders.get(key)
+        if known is not None and known.is_dir():
+            return known
+        self._folders[key] = build_dir = build(say)
+        return build_dir
 
 
-def _built(kind: str, config: ArchConfig, build: Callable[[Callable[[str], None]], Path],
-           say: Callable[[str], None]) -> Path:
-    """``build(say)``, once per process and (simulator and variant, config) while its folder
-    exists."""
-    key = (kind, config.to_json())
-    known = _BUILT.get(key)
-    if known is not None and known.is_dir():
-        return known
-    _BUILT[key] = build_dir = build(say)
-    return build_dir
+#: This process's memo, shared by every Icarus and Verilator session.
+BUILDS = BuildMemo()
 
 
 #: Environment of every simulator process: cocotb would install pytest's assertion rewriting
@@ -259,7 +265,8 @@ class IcarusSession:
         self.config = config
         self.progress = progress
         self.dead: str | None = None
-        build_dir = _built(f"{self.kind}{'+waves' if vcd else ''}", config, self._build, say)
+        build_dir = BUILDS.folder(f"{self.kind}{'+waves' if vcd else ''}", config, self._build,
+                                  say)
         self.waves = Path(vcd) if vcd else None
         self.run = _RunFolder(self.kind)
         self.test_dir = self.run.path
