@@ -188,10 +188,10 @@ def test_a_reloaded_program_shares_the_copy_and_needs_the_registration(tmp_path)
             torch.testing.assert_close(again({"x": x})["y"].cpu(), model(x), **TOL)
     with Context(MNDevice("mncore2:auto")) as fresh:
         with pytest.raises(RegistrationError, match="'model.weight'.*not registered"):
-            fresh.load(storage.path(tmp_path / "f"))
+            fresh.load_codegen_dir(storage.path(tmp_path / "f"))
         fresh.registry.register("model", _linear(9, 32, 8))
         with pytest.raises(RegistrationError, match=r"compiled for .* shape \(16, 32\)"):
-            fresh.load(storage.path(tmp_path / "f"))
+            fresh.load_codegen_dir(storage.path(tmp_path / "f"))
 
 
 # -- value proxies ------------------------------------------------------------------------------
