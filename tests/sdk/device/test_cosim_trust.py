@@ -17,32 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cosim_fakes import FakeDevice, FakeSession, echo
 from mlsdk.device.commands import Buffer
 from mlsdk.device.rtl import icarus
-from mlsdk.device.rtl.device import RtlDevice
-from mlsdk.device.rtl.icarus import KEEP_RUNS_ENV, IcarusSession
+from mlsdk.device.rtl.icarus import KEEP_RUNS_ENV
 from mlsdk.errors import DeviceError
 from mncore_hdl.arch import MNCORE2_SIM
-
-FAKE_SERVER = Path(__file__).with_name("fake_cosim_server.py")
-
-
-class FakeSession(IcarusSession):
-    kind = "fake"
-    label = "Fake"
-    launcher = str(FAKE_SERVER)
-
-    def _build(self, say):
-        return Path(".")
-
-
-class FakeDevice(RtlDevice):
-    """The real RTL device over the fake server."""
-
-    simulator = "fake"
-
-    def _open_session(self) -> FakeSession:
-        return FakeSession(self.config)
 
 
 @pytest.fixture
@@ -51,10 +31,6 @@ def runs(monkeypatch, tmp_path) -> Path:
     monkeypatch.setattr(icarus, "BUILD_ROOT", tmp_path)
     monkeypatch.delenv(KEEP_RUNS_ENV, raising=False)
     return tmp_path / "runs"
-
-
-def echo(value: int) -> dict:
-    return {"op": "echo", "value": value}
 
 
 def wait_for(path: Path, key: str, seconds: float = 30.0) -> dict:
