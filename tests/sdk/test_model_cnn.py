@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from mlsdk import Context, MNDevice, set_tensor_name, storage
+from mlsdk.testing.examples import run_example
 
 RTOL, ATOL = 1e-5, 1e-6
 STEPS = 20
@@ -150,3 +151,9 @@ def test_cnn_training_matches_torch_step_by_step(tmp_path, micro, clip):
     for (name, buf), ref in zip(model.named_buffers(), reference.buffers(), strict=True):
         torch.testing.assert_close(buf, ref, rtol=RTOL, atol=ATOL,
                                    msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_train_cnn_example_reaches_the_threshold(tmp_path):
+    run = run_example("train_cnn.py", "--device", "mncore2:auto", "--outdir", str(tmp_path),
+                      cwd=tmp_path, timeout=300)
+    assert "test accuracy" in run.stdout
