@@ -179,3 +179,37 @@ def test_group_norm_module_and_combinations_compile(tmp_path) -> None:
     fn = lambda d: {"y": up(gn(conv(d["x"])))}  # noqa: E731
     _check(tmp_path, fn, {"x": _randn(2, 4, 3, 3, seed=SEED)}, "modules")
 
+
+
+def test_transposed_convolution_is_refused_by_name(tmp_path) -> None:
+    from mncore_compiler.errors import UnsupportedOperationError
+
+    w = _randn(2, 3, 3, 3, seed=SEED)
+    with Context(MNDevice("mncore2:auto")) as context, pytest.raises(
+            UnsupportedOperationError, match=r"transposed=True \(ConvTranspose\)"):
+        context.compile(lambda d: {"y": F.conv_transpose2d(d["x"], w)},
+                        {"x": _randn(1, 2, 4, 4, seed=SEED)}, storage.path(tmp_path / "fn"))
+
+
+@pytest.mark.parametrize(("types", "attrs", "message"), [
+    ([((1, 2, 5, 5), "int64"), ((3, 2, 3, 3), "int64")], {},
+     "conv takes floating-point operands, got int64"),
+    ([((1, 2, 5, 5), "float32"), ((3, 2, 3, 3), "float32")], {"stride": (0, 1)},
+     r"stride must be a list of 2 ints >= 1, not \(0, 1\)"),
+    ([((1, 2, 5), "float32"), ((3, 2, 3), "float32")], {"padding": (1, 1)},
+     r"padding must be a list of 1 ints >= 0, not \(1, 1\)"),
+    ([((1, 2, 5, 5), "float32"), ((3, 1, 3, 3), "float32")], {},
+     "conv rejects operands"),
+    ([((2, 5), "float32"), ((3, 2, 3), "float32")], {},
+     r"convolution takes \[N, C, L\] or \[N, C, H, W\] tensors"),
+])
+def test_conv_type_rule_names_what_it_expected(types, attrs, message) -> None:
+    from mncore_compiler.ir import TensorType
+    from mncore_compiler.ops import OpTypeError, infer_type
+
+    spatial = len(types[0][0]) - 2 if len(types[0][0]) > 2 else 1
+    base = {"stride": (1,) * spatial, "padding": (0,) * spatial, "dilation": (1,) * spatial,
+            "groups": 1}
+    operands = [TensorType(shape, dtype) for shape, dtype in types]
+    with pytest.raises(OpTypeError, match=message):
+        infer_type("conv", operands, {**base, **attrs})
