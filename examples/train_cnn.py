@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from mlsdk import Context, MNCoreSGD, MNDevice, set_buffer_name_in_optimizer, storage
-from train_classifier import BATCH, Tensors, batches, eval_batches, load_data
+from train_classifier import BATCH, Tensors, batches, eval_batches, load_data, step_functions
 
 #: Test-set accuracy both the device and plain torch reach after the default epochs.
 THRESHOLD = 0.90
@@ -54,22 +54,6 @@ def make_model(width: int = 8, seed: int = 0) -> nn.Module:
 def images(data: Tensors) -> Tensors:
     """The flat 64-pixel rows as [N, 1, 8, 8] images."""
     return {"x": data["x"].reshape(-1, 1, 8, 8).contiguous(), "y": data["y"]}
-
-
-def step_functions(model: nn.Module, optimizer: torch.optim.Optimizer):
-    """The training step and the eval step, as ordinary torch functions."""
-
-    def train_step(inputs: Tensors) -> Tensors:
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(inputs["x"]), inputs["y"])
-        loss.backward()
-        optimizer.step()
-        return {"loss": loss}
-
-    def eval_step(inputs: Tensors) -> Tensors:
-        return {"correct": (model(inputs["x"]).argmax(dim=1) == inputs["y"]).sum()}
-
-    return train_step, eval_step
 
 
 def train(device: str, epochs: int, outdir: Path) -> float:

@@ -16,8 +16,9 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from mlsdk import Context, MNDevice, set_tensor_name, storage
+from mlsdk import Context, MNDevice, storage
 from mlsdk.testing.examples import run_example
+from mlsdk.testing.training import sgd_with_momentum
 
 RTOL, ATOL = 1e-5, 1e-6
 STEPS = 20
@@ -84,16 +85,6 @@ def test_cnn_inference_matches_torch(tmp_path):
                                        msg=lambda m: f"seed={SEED}: {m}")
 
 
-def _sgd(model: nn.Module, context: Context | None) -> torch.optim.SGD:
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    for name, p in model.named_parameters():
-        buf = opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
-        if context is not None:
-            set_tensor_name(buf, f"opt.momentum.{name}")
-            context.register_buffer(buf)
-    return opt
-
-
 def _train_step(model: nn.Module, opt: torch.optim.Optimizer, micro: int, clip: bool):
     """Zero the gradients, accumulate them over ``micro`` micro-batches, clip, step."""
 
@@ -132,12 +123,12 @@ def test_cnn_training_matches_torch_step_by_step(tmp_path, micro, clip):
     torch.manual_seed(SEED)
     model = CNN().train()
     reference = copy.deepcopy(model)
-    ref_opt = _sgd(reference, None)
+    ref_opt = sgd_with_momentum(reference, lr=0.05)
     ref_step = _train_step(reference, ref_opt, micro, clip)
     batches = [_micro_batches(b, micro) for b in _batches(STEPS)]
     with Context(MNDevice("mncore2:auto")) as context:
         context.registry.register("model", model)
-        opt = _sgd(model, context)
+        opt = sgd_with_momentum(model, context, lr=0.05)
         step = context.compile(_train_step(model, opt, micro, clip), batches[0],
                                storage.path(tmp_path / "step"))
         for index, batch in enumerate(batches):
