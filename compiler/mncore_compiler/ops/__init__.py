@@ -7,7 +7,7 @@ its ops when imported; importing this package imports them all, so :data:`OPS` i
 
 from __future__ import annotations
 
-from . import elementwise, losses, matmul, normalization, reductions, shape
+from . import conv, elementwise, losses, matmul, normalization, pooling, reductions, shape
 from .elementwise import COMPARISONS
 from .losses import NLL_REDUCTIONS
 from .matmul import MIXED_OPERAND_DTYPES
@@ -20,12 +20,14 @@ __all__ = [
     "OPS",
     "OpDef",
     "OpTypeError",
+    "conv",
     "elementwise",
     "get_op",
     "infer_type",
     "losses",
     "matmul",
     "normalization",
+    "pooling",
     "reductions",
     "register",
     "shape",
