@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from mlsdk import (
     Context,
+    MLSDKError,
     MNCoreAdamW,
     MNCoreSGD,
     MNDevice,
@@ -250,14 +251,17 @@ def time_compiled(case: Case, mode: str, repeat: int, device: str, outdir: Path)
         except UnsupportedOperationError as exc:
             ops = sorted({problem.split(" ", 1)[0] for problem, _ in exc.problems})
             return Compiled(error="does not compile yet, unsupported: " + ", ".join(ops))
-        except CompilerError as exc:
+        except (CompilerError, MLSDKError) as exc:
             return Compiled(error=f"does not compile: {str(exc).splitlines()[0]}")
 
         def call() -> None:
             for value in fn(case.batch).values():
                 value.cpu()
 
-        seconds = _median_seconds(call, repeat)
+        try:
+            seconds = _median_seconds(call, repeat)
+        except MLSDKError as exc:  # e.g. a model larger than the device's DRAM
+            return Compiled(error=f"does not run: {type(exc).__name__}: {exc}")
         calls = context.report().calls(fn.name)
         cycles = statistics.median(record.cycles for record in calls)
     return Compiled(seconds, cycles)
