@@ -430,7 +430,7 @@ class Functionalizer:
             undone = self.undo(view, new) if self.undo is not None else None
             if undone is None:
                 raise UnsupportedOperationError(
-                    f"{node.target} updates a {view.target} view of a tensor in place; the "
+                    f"{node.target} updates an {view.target} view of a tensor in place; the "
                     "MN-Core compiler writes in place through whole-tensor views only "
                     "(reshapes, transposes, permutes): update the tensor itself, or a clone()")
             new = undone

@@ -182,8 +182,9 @@ def unsupported_op(key: str) -> str:
                 "the device (a Dropout in train() mode does): call model.eval() for the layers "
                 "that draw them, or make the randomness an input of the function")
     if op.startswith("_foreach_"):
-        return (f"{key} is a multi-tensor ('foreach') optimizer kernel, which the MN-Core "
-                "compiler does not support; create the torch optimizer with foreach=False")
+        return (f"{key} is a multi-tensor ('foreach') kernel, which the MN-Core compiler "
+                "does not support; pass foreach=False to the torch optimizer (or to "
+                "clip_grad_norm_) that uses it")
     return f"{key} is not supported by the MN-Core compiler"
 
 

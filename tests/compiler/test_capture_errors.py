@@ -191,3 +191,35 @@ def test_data_dependent_control_flow_is_a_trace_error() -> None:
 
     with pytest.raises(TraceError, match=r"(?s)value in Python.*in branchy: if d\["):
         capture(branchy, X)
+
+
+def test_a_foreach_kernel_says_to_pass_foreach_false() -> None:
+    def fn(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {"y": torch._foreach_mul([d["x"]], 2.0)[0]}
+
+    with pytest.raises(UnsupportedOperationError,
+                       match=r"^aten._foreach_mul.Scalar is a multi-tensor .*foreach=False"):
+        capture(fn, X)
+
+
+def test_an_in_place_update_of_a_transposed_view_writes_through() -> None:
+    def fn(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        y = d["x"] * torch.tensor([1.0, 2.0, 3.0, 4.0])
+        y.t().mul_(3.0).add_(1.0)  # a whole-tensor view (as a Linear weight's .grad is)
+        return {"y": y}
+
+    from mncore_compiler.interpreter import interpret
+
+    x = {"x": torch.randn(3, 4)}
+    torch.testing.assert_close(interpret(capture(fn, x), x)["y"], fn(x)["y"])
+
+
+def test_an_in_place_update_through_another_view_is_named() -> None:
+    def fn(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        y = d["x"] * 1
+        y.unsqueeze(0).expand(1, 3, 4).add_(1.0)
+        return {"y": y}
+
+    with pytest.raises(UnsupportedOperationError,
+                       match=r"^aten.add_.Tensor updates an aten.expand.default view of a tensor"):
+        capture(fn, X)
