@@ -40,9 +40,11 @@ from .retarget import retarget
 from .supported import supported_torch_ops
 from .training import (
     Problems,
+    anchor_stack_traces,
     check_result,
     check_sample_inputs,
     explain_trace_error,
+    source_line,
     state_writes,
     unsupported_op,
 )
@@ -185,6 +187,14 @@ def capture_step(
         module, out_names = _trace(fn, names, tensors, snapshot, training)
     converter = _Converter(module, names, closure_tensor_names(objects), registered)
     graph = converter.run(out_names)
+    if converter.problems.found:
+        # Traced again, recording each node's Python stack (that slows a trace down, so only
+        # a failed capture pays for it): the error names the user's line of each problem.
+        again = check_sample_inputs(sample_inputs)[1]
+        with cumulative_batch_norms(objects):
+            traced, _ = _trace(fn, names, again, snapshot, training, stack_traces=True)
+        lines = {node.name: source_line(node) for node in traced.graph.nodes}
+        raise converter.problems.error(lines)
     writes = state_writes(graph, converter.fz.written_constants(), converter.constant_tensors(),
                           snapshot, dict(registered or {}), training)
     compute = FLOAT_DTYPES[float_dtype]
@@ -206,6 +216,7 @@ def _trace(
     tensors: list[torch.Tensor],
     snapshot: StateSnapshot,
     training: bool | None,
+    stack_traces: bool = False,
 ) -> tuple[fx.GraphModule, list[str]]:
     out_names: list[str] = []
 
@@ -217,11 +228,12 @@ def _trace(
     # Real-mode tracing runs the step: parameters, gradients and optimizer state change, so
     # they are put back whatever happens (snapshot.restore).
     grad = torch.no_grad() if training is False else torch.enable_grad()
-    _anchor_stack_traces(fn)
+    if stack_traces:
+        anchor_stack_traces(fn)
     try:
         with grad:
             module = make_fx(flat, decomposition_table=decomposition_table(),
-                             tracing_mode="real", record_stack_traces=True)(*tensors)
+                             tracing_mode="real", record_stack_traces=stack_traces)(*tensors)
         created = snapshot.created_state()
     except RuntimeError as exc:
         raise explain_trace_error(exc, training) from exc
@@ -235,15 +247,6 @@ def _trace(
             "opt.state[p]['momentum_buffer'] = torch.zeros_like(p), named and registered)"
         )
     return module, out_names
-
-
-def _anchor_stack_traces(fn: Callable[..., Any]) -> None:
-    """Have make_fx keep ``fn``'s own frame in each node's stack trace: torch keeps only
-    ``forward`` frames otherwise, and an unsupported op is reported at the user's line."""
-    register = getattr(fx.proxy, "_register_stack_trace_anchor", None)
-    target = getattr(inspect.unwrap(fn), "__func__", inspect.unwrap(fn))
-    if register is not None:  # torch's hook (2.9+); without it the lines are forward()'s only
-        register(target)
 
 
 # -- fx graph -> IR -----------------------------------------------------------------------------
@@ -286,7 +289,7 @@ class _Converter:
                 self.convert(node)
             elif node.op == "output":
                 if self.problems.found:
-                    raise self.problems.error()
+                    return self.graph  # incomplete: capture_step reports the problems
                 results = [self.resolve(v) for v in node.args[0]]
                 self.graph.outputs = dict(zip(out_names, results, strict=True))
         return self.graph

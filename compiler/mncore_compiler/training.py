@@ -8,10 +8,12 @@ tracked).
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import torch
 from torch import fx
@@ -21,8 +23,9 @@ from .functionalize import RANDOM_OPS, StateSnapshot
 from .ir import Graph, fresh_name
 from .types import DTYPES, dtype_to_torch
 
-__all__ = ["SUPPORTED_HINT", "Problems", "check_result", "check_sample_inputs",
-           "explain_trace_error", "source_line", "state_writes", "unsupported_op"]
+__all__ = ["SUPPORTED_HINT", "Problems", "anchor_stack_traces", "check_result",
+           "check_sample_inputs", "explain_trace_error", "source_line", "state_writes",
+           "unsupported_op"]
 
 _IR_TORCH_DTYPES = tuple(dtype_to_torch(d) for d in DTYPES)
 
@@ -210,6 +213,15 @@ def _user_frame(frames: Iterable[traceback.FrameSummary]) -> str | None:
     return f"{_short(found.filename)}:{found.lineno} in {found.name}: {code}"
 
 
+def anchor_stack_traces(fn: Callable[..., Any]) -> None:
+    """Have make_fx keep ``fn``'s own frame in each node's stack trace: torch keeps only
+    ``forward`` frames otherwise, and an unsupported op is reported at the user's line."""
+    register = getattr(fx.proxy, "_register_stack_trace_anchor", None)
+    target = getattr(inspect.unwrap(fn), "__func__", inspect.unwrap(fn))
+    if register is not None:  # torch's hook (2.9+); without it the lines are forward()'s only
+        register(target)
+
+
 def source_line(node: fx.Node) -> str | None:
     """The user's source line that produced a traced node (from its recorded stack trace)."""
     trace = node.meta.get("stack_trace")
@@ -230,26 +242,27 @@ class Problems:
     compile names them all (:meth:`error`)."""
 
     def __init__(self) -> None:
-        #: Problem -> the source lines that hit it, in trace order.
-        self.found: dict[str, list[str | None]] = {}
+        #: Problem -> the names of the traced nodes that hit it, in trace order.
+        self.found: dict[str, list[str]] = {}
 
     def add(self, problem: str, node: fx.Node) -> None:
-        lines = self.found.setdefault(problem, [])
-        where = source_line(node)
-        if where not in lines:
-            lines.append(where)
+        self.found.setdefault(problem, []).append(node.name)
 
-    def error(self) -> UnsupportedOperationError:
-        """One error listing every problem once, with the first line that hit it."""
-        problems = tuple((problem, lines[0]) for problem, lines in self.found.items())
+    def error(self, lines: Mapping[str, str | None]) -> UnsupportedOperationError:
+        """One error listing every problem once, with the first source line that hit it;
+        ``lines`` maps a traced node's name to its line (:func:`source_line`)."""
+        problems = []
         entries = []
-        for problem, lines in self.found.items():
-            more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
-            where = f"\n    at {lines[0]}{more}" if lines[0] else ""
-            entries.append(f"{problem}{where}")
+        for problem, nodes in self.found.items():
+            seen = list(dict.fromkeys(lines.get(node) for node in nodes))
+            where = [line for line in seen if line is not None]
+            problems.append((problem, where[0] if where else None))
+            more = f" (and {len(where) - 1} more)" if len(where) > 1 else ""
+            at = f"\n    at {where[0]}{more}" if where else ""
+            entries.append(f"{problem}{at}")
         if len(entries) == 1:
             text = entries[0].replace("\n    at", "\n  at")
         else:
             text = (f"{len(entries)} problems stop the MN-Core compiler (all of them listed):\n"
                     + "\n".join(f"  - {entry}" for entry in entries))
-        return UnsupportedOperationError(f"{text}\n{SUPPORTED_HINT}", problems)
+        return UnsupportedOperationError(f"{text}\n{SUPPORTED_HINT}", tuple(problems))
