@@ -218,7 +218,9 @@ def anchor_stack_traces(fn: Callable[..., Any]) -> None:
     ``forward`` frames otherwise, and an unsupported op is reported at the user's line."""
     register = getattr(fx.proxy, "_register_stack_trace_anchor", None)
     target = getattr(inspect.unwrap(fn), "__func__", inspect.unwrap(fn))
-    if register is not None:  # torch's hook (2.9+); without it the lines are forward()'s only
+    # A private torch hook, for want of a public one (torch 2.13); without it the lines are
+    # those of forward() methods only.
+    if register is not None:
         register(target)
 
 
