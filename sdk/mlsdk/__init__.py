@@ -30,6 +30,8 @@ _EXPORTS = {
     **{name: ".optim" for name in (
         "MNCoreSGD", "MNCoreAdam", "MNCoreAdamW", "set_buffer_name_in_optimizer")},
     "CacheOptions": ".cache", "CacheError": ".cache", "CacheWarning": ".cache",
+    # The compiler's own function (an absolute module): the set is the compiler's registry.
+    "supported_ops": "mncore_compiler.supported",
     **{name: ".errors" for name in (
         "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
         "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
@@ -49,6 +51,7 @@ __all__ = [
     "set_tensor_name_in_module",
     "CacheOptions", "CacheError", "CacheWarning",
     "MNCoreSGD", "MNCoreAdam", "MNCoreAdamW", "set_buffer_name_in_optimizer",
+    "supported_ops",
 ]
 
 
@@ -57,6 +60,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {**_EXPORTS, "storage": ".storage"
 
 
 if TYPE_CHECKING:
+    from mncore_compiler.supported import supported_ops
+
     from . import storage
     from .cache import CacheError, CacheOptions, CacheWarning
     from .compiled import CompiledFunction
