@@ -24,7 +24,9 @@ import pytest
 import torch
 from mlsdk import Context, MNDevice, storage
 from mlsdk.device.rtl import icarus
+from mlsdk.device.rtl.verilator import build_verilator
 from mlsdk.testing.flows import require_device
+from mncore_hdl.arch import MNCORE2_SIM
 
 DEVICES = ["mncore2:icarus", "mncore2:verilator"]
 
@@ -98,6 +100,12 @@ CHILD = textwrap.dedent("""
 @pytest.mark.parametrize("device", DEVICES)
 def test_waves_under_a_file_size_limit_are_reported(device, tmp_path):
     require_device(device)
+    # The model that writes waves is built here, before the limit: a cold build under it would
+    # fail at its first large object file, before any wave is written.
+    if device == "mncore2:verilator":
+        build_verilator(MNCORE2_SIM, trace=True)
+    else:
+        icarus.build_icarus(MNCORE2_SIM)
     limit = 100_000  # the VCD's header alone is longer; the tensors and logs are shorter
     out = subprocess.run([sys.executable, "-c", CHILD, device, str(tmp_path), str(limit)],
                          capture_output=True, text=True, timeout=900)
