@@ -401,6 +401,12 @@ class _Converter:
         args = _bind(node.target, self.resolve(node.args), self.resolve(node.kwargs))
         result = handler(self, args, node)
         raw = _bind(node.target, node.args, node.kwargs)
+        if mutated and isinstance(result, tuple) and isinstance(raw[mutated[0]], list):
+            # A foreach op (clip_grad_norm_'s _foreach_mul_) writes each tensor of a list.
+            for target, value in zip(raw[mutated[0]], result, strict=True):
+                new = self.coerce(node, value, self.resolve(target))
+                self.fz.write(node, target, new, same_storage=False)
+            return None
         if mutated:
             if len(mutated) != 1 or not isinstance(result, str):
                 raise unsupported_op(key, supported_torch_ops())

@@ -7,7 +7,7 @@ its ops when imported; importing this package imports them all, so :data:`OPS` i
 
 from __future__ import annotations
 
-from . import elementwise, losses, matmul, normalization, reductions, shape
+from . import elementwise, indexing, losses, matmul, normalization, pointwise, reductions, shape
 from .elementwise import COMPARISONS
 from .losses import NLL_REDUCTIONS
 from .matmul import MIXED_OPERAND_DTYPES
@@ -22,10 +22,12 @@ __all__ = [
     "OpTypeError",
     "elementwise",
     "get_op",
+    "indexing",
     "infer_type",
     "losses",
     "matmul",
     "normalization",
+    "pointwise",
     "reductions",
     "register",
     "shape",
