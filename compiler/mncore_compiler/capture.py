@@ -405,7 +405,12 @@ class _Converter:
             # A foreach op (clip_grad_norm_'s _foreach_mul_) writes each tensor of a list.
             for target, value in zip(raw[mutated[0]], result, strict=True):
                 new = self.coerce(node, value, self.resolve(target))
-                self.fz.write(node, target, new, same_storage=False)
+                self.fz.write(node, target, new)
+                if target in self.fz.views:
+                    # Written through: later reads of that view (the op returns no tensor
+                    # to read instead) see the new value.
+                    self.fz.views[target] = self.fz.views[node]
+                    self.values[target] = new
             return None
         if mutated:
             if len(mutated) != 1 or not isinstance(result, str):
