@@ -8,8 +8,11 @@ then the synchronized parameters.
 Tolerances (float32): the device computes the aten ops torch traced, decomposed in torch's own
 order, but its matmuls and reductions associate differently (an ulp or so per op). Logits and
 losses are compared with ``rtol=1e-5, atol=1e-5``; the parameters after 20 AdamW steps with
-``rtol=1e-4, atol=1e-5``, since Adam divides by ``sqrt(v)`` and so magnifies an ulp of difference
-in a small gradient into a parameter step of up to ``lr`` times that ratio.
+``rtol=1e-4, atol=1e-4`` (``lr=1e-2``: parameters move by up to 0.2), since Adam divides by
+``sqrt(v)`` and so magnifies an ulp of difference in a small gradient into a parameter step of up
+to ``lr`` times that ratio. The key third of each ``qkv`` bias is not compared: softmax is
+invariant to it, so its true gradient is exactly 0 and what Adam normalises into steps of
+``+-lr`` is rounding noise, different on any two implementations.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from mlsdk.testing.gpt import GPT, make_gpt_step
 from mncore_compiler.errors import UnsupportedOperationError
 
 RTOL, ATOL = 1e-5, 1e-5
-PARAM_RTOL = 1e-4
+PARAM_RTOL = PARAM_ATOL = 1e-4
 STEPS = 20
 VARIANTS = {"masked_softmax": False, "sdpa": True}
 
@@ -76,8 +79,15 @@ def test_gpt_training_matches_torch_step_by_step(context, tmp_path, seed, varian
         loss = step(batch)["loss"].item()
         assert loss == pytest.approx(ref_step(batch)["loss"].item(), rel=RTOL, abs=ATOL)
     context.synchronize()
-    for p, ref in zip(model.parameters(), reference.parameters(), strict=True):
-        torch.testing.assert_close(p.detach(), ref.detach(), rtol=PARAM_RTOL, atol=ATOL)
+    width = model.tok.weight.shape[1]
+    for (name, p), ref in zip(model.named_parameters(), reference.parameters(), strict=True):
+        got, want = p.detach(), ref.detach()
+        if name.endswith("attn.qkv.bias"):
+            keep = torch.ones(3 * width, dtype=torch.bool)
+            keep[width:2 * width] = False
+            got, want = got[keep], want[keep]
+        torch.testing.assert_close(got, want, rtol=PARAM_RTOL, atol=PARAM_ATOL,
+                                   msg=lambda m, n=name: f"{n}: {m}")
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -17,7 +17,8 @@ __all__: list[str] = []
 
 
 decompose("split.Tensor", "unbind.int", "stack.default", "masked_fill.Scalar",
-          "masked_fill.Tensor", "masked_fill_.Scalar", "masked_fill_.Tensor")
+          "masked_fill.Tensor", "masked_fill_.Scalar", "masked_fill_.Tensor",
+          "_safe_softmax.default")
 
 
 def _bound(value: Any, size: int, default: int) -> int:
@@ -147,3 +148,49 @@ def _arange(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
 def _cumsum(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     x = cast_to(b, n, tensor_arg(n, a["self"]), a.get("dtype"))
     return b.emit("cumsum", [x], dim=norm_dim(a["dim"], b.type(x).rank))
+
+
+@on("index_add.default")
+def _index_add(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    x, index, source = (tensor_arg(n, a[k]) for k in ("self", "index", "source"))
+    alpha = scalar_arg(n, a.get("alpha", 1))
+    if alpha != 1:
+        source = b.emit("mul_scalar", [source], scalar=alpha)
+    return b.emit("index_add", [x, index, source], dim=norm_dim(a["dim"], b.type(x).rank))
+
+
+@on("scatter_add.default")
+def _scatter_add(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    x, index, source = (tensor_arg(n, a[k]) for k in ("self", "index", "src"))
+    return b.emit("scatter_add", [x, index, source], dim=norm_dim(a["dim"], b.type(x).rank))
+
+
+def _into_zeros(b: Builder, n: fx.Node, grad: str, dim: int, positions: range) -> str:
+    """A zero tensor of the call's result shape with ``grad``'s slices along ``dim`` added at
+    ``positions`` (the backward of a slice or a select)."""
+    zeros = b.constant(torch.zeros(out_shape(n), dtype=b.type(grad).torch_dtype), n.name)
+    index = b.constant(torch.tensor(list(positions), dtype=torch.int64), f"{n.name}_index")
+    return b.emit("index_add", [zeros, index, grad], dim=dim)
+
+
+@on("slice_backward.default")
+def _slice_backward(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    grad = tensor_arg(n, a["grad_output"])
+    sizes = out_shape(n)
+    dim = norm_dim(a["dim"], len(sizes))
+    start = _bound(a["start"], sizes[dim], 0)
+    end = _bound(a["end"], sizes[dim], sizes[dim])
+    positions = range(start, max(start, end), int(a["step"]))
+    if len(positions) == sizes[dim]:
+        return grad
+    return _into_zeros(b, n, grad, dim, positions)
+
+
+@on("select_backward.default")
+def _select_backward(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    grad = tensor_arg(n, a["grad_output"])
+    sizes = out_shape(n)
+    dim = norm_dim(a["dim"], len(sizes))
+    one = b.emit("reshape", [grad], shape=sizes[:dim] + (1,) + sizes[dim + 1:])
+    return _into_zeros(b, n, one, dim, range(int(a["index"]) % sizes[dim],
+                                            int(a["index"]) % sizes[dim] + 1))

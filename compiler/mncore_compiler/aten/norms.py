@@ -96,3 +96,17 @@ def _dropout(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
         raise unsupported(n, f"p={a['p']} in training mode (dropout is supported at p=0 or in "
                              "eval mode)")
     return x
+
+
+@on("all.dim", "all.dims", "all.default", "any.dim", "any.dims", "any.default")
+def _all_any(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    # Exact: count the true values (an int64 sum), then compare with the count or with 0.
+    x = tensor_arg(n, a["self"])
+    if b.type(x).dtype != "bool":
+        x = b.emit("ne_scalar", [x], scalar=0)
+    shape = b.type(x).shape
+    dims = norm_dims(a.get("dim"), len(shape))
+    count = b.emit("sum", [x], dims=dims, keepdim=bool(a.get("keepdim", False)))
+    if str(n.target).startswith("aten.all"):
+        return b.emit("eq_scalar", [count], scalar=math.prod(shape[d] for d in dims))
+    return b.emit("gt_scalar", [count], scalar=0)

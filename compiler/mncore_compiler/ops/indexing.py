@@ -99,6 +99,29 @@ register(
 )  # fmt: skip
 
 
+def _scatter_add_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    base, index, source = types
+    dim = attrs["dim"]
+    check_dim(dim, base.rank)
+    _check_index(index, "scatter_add")
+    if (index.rank != base.rank or source.rank != base.rank or source.dtype != base.dtype
+            or any(i > s for i, s in zip(index.shape, source.shape, strict=True))
+            or any(i > b for d, (i, b) in enumerate(zip(index.shape, base.shape, strict=True))
+                   if d != dim)):
+        raise OpTypeError(f"scatter_add into {base} along dim {dim} takes an index and a "
+                          f"{base.dtype} source of its rank, the index no larger than either, "
+                          f"not {index} and {source}")
+    return base
+
+
+# gather's backward: each source value adds into base at its index along dim.
+register(
+    "scatter_add", "elementwise", 3, ("dim",), _scatter_add_rule,
+    lambda x, a: torch.scatter_add(x[0], a["dim"], x[1], x[2]),
+    lambda types, attrs, result: types[1].numel,
+)  # fmt: skip
+
+
 def _cumsum_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     (x,) = types
     check_dim(attrs["dim"], x.rank)
