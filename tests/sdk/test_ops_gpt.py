@@ -64,6 +64,8 @@ BINARY = {
     "bitwise_and_int": (lambda d: d["x"] & d["y"], _int, _int),
     "masked_fill": (lambda d: d["y"].masked_fill(d["x"], float("-inf")), _bool, _float),
     "masked_fill_tensor": (lambda d: d["y"].masked_fill(d["x"], d["y"].sum()), _bool, _float),
+    "masked_fill_inplace": (lambda d: d["y"].clone().masked_fill_(d["x"], 0.5), _bool, _float),
+    "masked_fill_int": (lambda d: d["y"].masked_fill(d["x"], -1), _bool, _int),
 }
 
 
