@@ -182,7 +182,7 @@ def bench_conversion(sizes: list[int]) -> None:
             src, dst = device.allocate(src_l), device.allocate(dst_l)
             device.poke(src, to_device(torch.randn(rows, COLS), src_l))
             desc = conversion(src_l, dst_l)
-            command = Convert(src, str(src_l), dst, str(dst_l), desc.to_dict(), "float32")
+            command = Convert(src, str(src_l), dst, str(dst_l), desc, "float32")
             start = time.perf_counter()
             device.execute(command)
             first = time.perf_counter() - start

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
-import random
-import signal
 import sys
 import tempfile
 import time
@@ -23,6 +20,7 @@ from pathlib import Path
 
 import torch
 from mlsdk import CodegenError, Context, MNDevice, storage
+from mlsdk.testing.codegen import killed_saves
 from mncore_compiler.program import DeviceProgram
 
 WEIGHTS = {"a": torch.linspace(-1.0, 1.0, 4096), "b": torch.linspace(2.0, 3.0, 4096)}
@@ -84,16 +82,8 @@ def hammer(programs: dict[str, DeviceProgram], target: Path, recompiles: int) ->
 
 def kills(programs: dict[str, DeviceProgram], target: Path, count: int, seed: int) -> int:
     """``count`` writers killed at random points; returns the rounds that lost the program."""
-    rng = random.Random(seed)
-    programs["a"].save(target)
     failures = 0
-    for round_ in range(count):
-        child = multiprocessing.get_context("fork").Process(
-            target=_save_forever, args=(programs["ab"[round_ % 2]], target))
-        child.start()
-        time.sleep(rng.uniform(0.0, 0.05))
-        os.kill(child.pid, signal.SIGKILL)
-        child.join()
+    for round_ in killed_saves([programs["a"], programs["b"]], target, count, seed):
         try:
             if _which(DeviceProgram.load(target)) is None:
                 raise CodegenError("a mixed program")

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from mlsdk.device.rtl.dma import _read_words, _write_words
+from mlsdk.device.rtl.dma import read_word_file, write_word_file
 from mlsdk.device.rtl.icarus import BUILD_ROOT
 from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
 from mncore_hdl.top.cosim_tb import RESET_EDGES, TB_MODULE, export_cosim_tb
@@ -82,7 +82,7 @@ def kernel_transfer_speed(nbytes: int, config: ArchConfig = MNCORE2_SIM,
     image = np.random.default_rng(0).integers(0, 1 << 63, (groups, lw), dtype=np.uint64)
     load = []
     for g in range(groups):
-        _write_words(work / f"image{g}.hex", image[g], binary=False)  # the back door's format
+        write_word_file(work / f"image{g}.hex", image[g], binary=False)  # the back door's format
         load.append(f'    $readmemh("image{g}.hex", tb.dma{g}.stage, 0, {lw - 1});')
     mask = (1 << groups) - 1
     # The read lands in the staging memories the write came from: they are cleared between
@@ -114,7 +114,7 @@ def kernel_transfer_speed(nbytes: int, config: ArchConfig = MNCORE2_SIM,
     if proc.wait() != 0 or len(rows) != 2:
         raise RuntimeError(f"the kernel bench failed (exit {proc.returncode}, rows {rows})")
     for g in range(groups):
-        if not np.array_equal(_read_words(work / f"read{g}.hex", lw, binary=False), image[g]):
+        if not np.array_equal(read_word_file(work / f"read{g}.hex", lw, binary=False), image[g]):
             raise RuntimeError(f"Group {g}: the read-back image differs from the one written")
     if keep is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -140,7 +140,7 @@ class Stream:
         except ConstraintError:
             self.stats.pin_refused += 1
             first = self.contexts[0].compile(fn, {"x": sample}, path)
-        loaded = [first] + [ctx.load(path) for ctx in self.contexts[1:]]
+        loaded = [first] + [ctx.load_codegen_dir(path) for ctx in self.contexts[1:]]
         if slot < len(self.functions):
             self.functions[slot], self.paths[slot] = loaded, path
         else:
@@ -152,7 +152,7 @@ class Stream:
             for f in self.functions[slot]:
                 f.unload()
         # Otherwise the old functions are dropped: collected, they unload themselves.
-        self.functions[slot] = [ctx.load(self.paths[slot]) for ctx in self.contexts]
+        self.functions[slot] = [ctx.load_codegen_dir(self.paths[slot]) for ctx in self.contexts]
         self.stats.reloads += 1
 
     # -- running ----------------------------------------------------------------------------

@@ -51,7 +51,7 @@ def test_an_interrupted_conversion_leaves_the_session_right(device, tmp_path):
         dev = ctx.device
         src_buf, dst_buf = dev.allocate(src), dev.allocate(dst)
         dev.poke(src_buf, to_device(tensor, src))  # also starts the simulator
-        convert = Convert(src_buf, str(src), dst_buf, str(dst), conversion(src, dst).to_dict(),
+        convert = Convert(src_buf, str(src), dst_buf, str(dst), conversion(src, dst),
                           "float32")
         started = time.monotonic()
         with pytest.raises(KeyboardInterrupt), sigint_after(delay):

@@ -14,9 +14,9 @@ from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from .aten import (
-    DECOMPOSED,
     HANDLERS,
     Deferred,
+    Handler,
     Unavailable,
     cumulative_batch_norms,
     decomposition_table,
@@ -27,16 +27,27 @@ from .functionalize import (
     OptimizerRecord,
     StateSnapshot,
     closure_objects,
+    closure_tensor_names,
     functional_name,
     mutated_args,
-    optimizer_state_names,
     reshapes_in_place,
     returns_alias,
+    undo_view,
 )
 from .ir import Graph, GraphBuilder
 from .ops import OpTypeError
 from .retarget import retarget
-from .training import explain_trace_error, state_writes, unsupported_op
+from .supported import supported_torch_ops
+from .training import (
+    Problems,
+    anchor_stack_traces,
+    check_result,
+    check_sample_inputs,
+    explain_trace_error,
+    source_line,
+    state_writes,
+    unsupported_op,
+)
 from .types import DTYPES, TensorType, dtype_to_torch
 
 __all__ = ["FLOAT_DTYPES", "Captured", "capture", "capture_step",
@@ -94,7 +105,11 @@ def capture(
         str to tensors of a dtype in :data:`~mncore_compiler.ir.DTYPES` (floats, int32,
         int64, bool).
     UnsupportedOperationError
-        When ``fn`` uses a torch operation the compiler cannot express, naming it.
+        When ``fn`` uses torch operations the compiler cannot express: one error naming
+        every one of them, each with the user's source line that produced it.
+    TraceError
+        (a ``RuntimeError``) when torch raises an error while tracing ``fn`` (a shape
+        mismatch, reading a tensor's value in Python), naming the line and what to do.
     ValueError
         For an unknown ``float_dtype``.
     """
@@ -163,15 +178,23 @@ def capture_step(
         raise TypeError(f"training must be None, True or False, not {training!r}")
     if not callable(fn):
         raise CaptureError(f"fn must be callable, not {type(fn).__name__}")
-    names, tensors = _check_sample_inputs(sample_inputs)
+    names, tensors = check_sample_inputs(sample_inputs)
     # A wrapper (functools.wraps, mlsdk's pytree adapter) names constants after what it wraps.
     objects = closure_objects(inspect.unwrap(fn))
     # Also for training=False: a BatchNorm in train() mode updates its buffers under no_grad.
     snapshot = StateSnapshot.take(objects)
     with cumulative_batch_norms(objects):
         module, out_names = _trace(fn, names, tensors, snapshot, training)
-    converter = _Converter(module, names, _closure_tensor_names(objects), registered)
+    converter = _Converter(module, names, closure_tensor_names(objects), registered)
     graph = converter.run(out_names)
+    if converter.problems.found:
+        # Traced again, recording each node's Python stack (that slows a trace down, so only
+        # a failed capture pays for it): the error names the user's line of each problem.
+        again = check_sample_inputs(sample_inputs)[1]
+        with cumulative_batch_norms(objects):
+            traced, _ = _trace(fn, names, again, snapshot, training, stack_traces=True)
+        lines = {node.name: source_line(node) for node in traced.graph.nodes}
+        raise converter.problems.error(lines)
     writes = state_writes(graph, converter.fz.written_constants(), converter.constant_tensors(),
                           snapshot, dict(registered or {}), training)
     compute = FLOAT_DTYPES[float_dtype]
@@ -187,74 +210,30 @@ def capture_step(
     return Captured(graph, dict(converter.state), writes, optimizers)
 
 
-def supported_torch_ops() -> list[str]:
-    """Return the aten overloads capture translates, e.g. ``"aten.add.Tensor"``, sorted."""
-    return sorted({*HANDLERS, *DECOMPOSED})
-
-
-# -- calling convention -------------------------------------------------------------------------
-
-
-def _check_sample_inputs(samples: object) -> tuple[list[str], list[torch.Tensor]]:
-    checked = _check_tensor_dict(samples, "sample_inputs must be", "input", "sample input")
-    for name, value in checked.items():
-        if value.dtype not in _IR_TORCH_DTYPES:
-            raise CaptureError(
-                f"sample input {name!r} has dtype {str(value.dtype).replace('torch.', '')}; "
-                f"the MN-Core compiler takes inputs of dtype {', '.join(DTYPES)}"
-            )
-    # Traced from private copies: a function that works in place (or that the compiler then
-    # rejects) can never touch the caller's tensors.
-    return list(checked), [t.detach().clone() for t in checked.values()]
-
-
-def _check_result(result: object) -> list[str]:
-    checked = _check_tensor_dict(result, "the function must return", "output", "output")
-    if not checked:
-        raise CaptureError("the function returned an empty dict; return at least one output")
-    return list(checked)
-
-
-def _check_tensor_dict(value: object, must: str, kind: str, item: str) -> dict[str, torch.Tensor]:
-    # must: "sample_inputs must be" / "the function must return"; kind and item name the entries.
-    if not isinstance(value, Mapping):
-        raise CaptureError(f"{must} a dict of str to torch.Tensor, not {type(value).__name__}")
-    for name, tensor in value.items():
-        if not isinstance(name, str):
-            raise CaptureError(f"{kind} names must be str, not {type(name).__name__} ({name!r})")
-        if not isinstance(tensor, torch.Tensor):
-            raise CaptureError(
-                f"{item} {name!r} must be a torch.Tensor, not {type(tensor).__name__}"
-            )
-        if tensor.numel() == 0:
-            raise CaptureError(
-                f"{item} {name!r} has zero elements (shape {tuple(tensor.shape)}); zero-size "
-                "tensors are not supported: give every input and output at least one element"
-            )
-    return dict(value)
-
-
 def _trace(
     fn: Callable[[TensorDict], Mapping[str, torch.Tensor]],
     names: list[str],
     tensors: list[torch.Tensor],
     snapshot: StateSnapshot,
     training: bool | None,
+    stack_traces: bool = False,
 ) -> tuple[fx.GraphModule, list[str]]:
     out_names: list[str] = []
 
     def flat(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         result = fn(dict(zip(names, args, strict=True)))
-        out_names[:] = _check_result(result)
+        out_names[:] = check_result(result)
         return tuple(result.values())
 
     # Real-mode tracing runs the step: parameters, gradients and optimizer state change, so
     # they are put back whatever happens (snapshot.restore).
     grad = torch.no_grad() if training is False else torch.enable_grad()
+    if stack_traces:
+        anchor_stack_traces(fn)
     try:
         with grad:
             module = make_fx(flat, decomposition_table=decomposition_table(),
-                             tracing_mode="real")(*tensors)
+                             tracing_mode="real", record_stack_traces=stack_traces)(*tensors)
         created = snapshot.created_state()
     except RuntimeError as exc:
         raise explain_trace_error(exc, training) from exc
@@ -268,21 +247,6 @@ def _trace(
             "opt.state[p]['momentum_buffer'] = torch.zeros_like(p), named and registered)"
         )
     return module, out_names
-
-
-def _closure_tensor_names(found: Mapping[str, object]) -> dict[int, str]:
-    """Map ``id`` of every tensor reachable from a function's free variables (as
-    :func:`~mncore_compiler.functionalize.closure_objects` found them) to a readable name."""
-    names: dict[int, str] = {}
-    for var, obj in found.items():
-        if isinstance(obj, torch.nn.Module):
-            for sub, tensor in obj.state_dict(keep_vars=True).items():
-                names.setdefault(id(tensor), f"{var}.{sub}")
-        elif isinstance(obj, torch.Tensor):
-            names.setdefault(id(obj), var)
-    for key, name in optimizer_state_names(found).items():
-        names.setdefault(key, name)
-    return names
 
 
 # -- fx graph -> IR -----------------------------------------------------------------------------
@@ -305,7 +269,12 @@ class _Converter:
         self.values: dict[fx.Node, Any] = {}
         self.constant_ids: dict[int, tuple[torch.Tensor, str]] = {}
         self.input_names = input_names
-        self.fz = Functionalizer()
+        self.fz = Functionalizer(self.undo_view)
+        self.problems = Problems()
+        #: Nodes with no value (an unsupported op the IR cannot stand in for, and what is
+        #: computed from it) and the storages they wrote.
+        self.poisoned: set[fx.Node] = set()
+        self.poisoned_storage: set[object] = set()
 
     def run(self, out_names: list[str]) -> Graph:
         placeholders = iter(self.input_names)
@@ -316,19 +285,87 @@ class _Converter:
                 self.values[node] = name
                 self.fz.define(node, name)
                 self.fz.inputs[node] = name
-            elif node.op == "get_attr":
-                tensor = getattr(self.module, node.target)
-                name = self.constant(tensor, node.target)
+            elif node.op in ("get_attr", "call_function"):
+                self.convert(node)
+            elif node.op == "output":
+                if self.problems.found:
+                    return self.graph  # incomplete: capture_step reports the problems
+                results = [self.resolve(v) for v in node.args[0]]
+                self.graph.outputs = dict(zip(out_names, results, strict=True))
+        return self.graph
+
+    def convert(self, node: fx.Node) -> None:
+        """Translate one node. An unsupported one is recorded and replaced by a stand-in of
+        its type, so that the conversion goes on to find the function's other problems."""
+        if self.depends_on_problem(node):
+            # Computed from a value the IR could not stand in for: only whether the op
+            # exists can be told.
+            if str(node.target).startswith("aten.") and self.handler(node) is None:
+                self.problems.add(unsupported_op(str(node.target)), node)
+            self.stand_in(node)
+            return
+        try:
+            if node.op == "get_attr":
+                target = str(node.target)
+                tensor = getattr(self.module, target)
+                name = self.constant(tensor, target)
                 self.values[node] = name
                 key = ("constant", id(tensor))
                 self.fz.define(node, name, key)
                 self.fz.constants[key] = name
-            elif node.op == "call_function":
+            else:
                 self.values[node] = self.call(node)
-            elif node.op == "output":
-                results = [self.resolve(v) for v in node.args[0]]
-                self.graph.outputs = dict(zip(out_names, results, strict=True))
-        return self.graph
+        except UnsupportedOperationError as exc:
+            self.problems.add(str(exc), node)
+            self.stand_in(node)
+
+    def depends_on_problem(self, node: fx.Node) -> bool:
+        if node.op != "call_function":
+            return False
+        for arg in node.all_input_nodes:
+            base = self.fz.base(arg)
+            if arg in self.poisoned or (base is not None and base[0] in self.poisoned_storage):
+                return True
+        return False
+
+    def stand_in(self, node: fx.Node) -> None:
+        """Give ``node`` zeros of the type torch traced, so that what is computed from it
+        is converted (and checked) as usual; the graph is never used, capture raises once
+        every problem is found. A node that writes in place, or whose value the IR cannot
+        hold, leaves its dependants (and the storages it writes) without a value instead."""
+        self.poisoned.add(node)
+        mutated = mutated_args(node.target) if node.op == "call_function" else []
+        if not mutated:
+            try:
+                value = self._zeros_like(node.meta.get("val"))
+            except UnsupportedOperationError:
+                value = None
+            if value is not None:
+                self.poisoned.discard(node)
+                self.values[node] = value
+                self.fz.define(node, value)
+                return
+        raw = _bind(node.target, node.args, node.kwargs) if mutated else {}
+        for name in mutated:
+            base = self.fz.base(raw[name]) if isinstance(raw.get(name), fx.Node) else None
+            if base is not None:
+                self.poisoned_storage.add(base[0])
+
+    def _zeros_like(self, val: Any) -> Any:
+        if isinstance(val, torch.Tensor):
+            return self.constant(torch.zeros(val.shape, dtype=val.dtype), "unsupported")
+        if isinstance(val, (tuple, list)) and val:
+            return tuple(None if v is None else self._zeros_like(v) for v in val)
+        return None
+
+    def handler(self, node: fx.Node) -> Handler | None:
+        """The handler that translates ``node``'s op (an in-place op's is its functional
+        form's), or None when there is none."""
+        key = str(node.target)
+        handler = HANDLERS.get(key)
+        if handler is None and mutated_args(node.target) and key.startswith("aten."):
+            handler = HANDLERS.get(functional_name(key))
+        return handler
 
     def fresh(self, base: str) -> str:
         return self.builder.fresh(base)
@@ -364,6 +401,18 @@ class _Converter:
         except OpTypeError as exc:
             raise CompilerError(f"internal error building {op}: {exc}") from exc
 
+    def undo_view(self, view: fx.Node, value: str) -> str | None:
+        """``value``, a new value of ``view``, as a new value of the tensor it views."""
+        undo = undo_view(view)
+        if undo is None:
+            return None
+        op, attrs = undo
+        if op == "reshape" and self.type(value).shape == attrs["shape"]:
+            return value
+        if op == "permute" and attrs["dims"] == tuple(range(len(attrs["dims"]))):
+            return value
+        return self.emit(op, [value], **attrs)
+
     def type(self, name: str) -> TensorType:
         return self.builder.type(name)
 
@@ -393,11 +442,9 @@ class _Converter:
         if key.startswith("profiler."):  # record_function markers of optimizer.step()
             return None
         mutated = mutated_args(node.target)
-        handler = HANDLERS.get(key)
-        if handler is None and mutated and key.startswith("aten."):
-            handler = HANDLERS.get(functional_name(key))
+        handler = self.handler(node)
         if handler is None:
-            raise unsupported_op(key, supported_torch_ops())
+            raise UnsupportedOperationError(unsupported_op(key))
         args = _bind(node.target, self.resolve(node.args), self.resolve(node.kwargs))
         result = handler(self, args, node)
         raw = _bind(node.target, node.args, node.kwargs)
@@ -414,7 +461,7 @@ class _Converter:
             return None
         if mutated:
             if len(mutated) != 1 or not isinstance(result, str):
-                raise unsupported_op(key, supported_torch_ops())
+                raise UnsupportedOperationError(unsupported_op(key))
             target = raw[mutated[0]]
             new = (result if reshapes_in_place(key)
                    else self.coerce(node, result, self.resolve(target)))

@@ -8,6 +8,7 @@ __all__ = [
     "CompilerError",
     "IRVerificationError",
     "MLSDKError",
+    "TraceError",
     "UnsupportedOperationError",
 ]
 
@@ -26,7 +27,27 @@ class CompilerError(Exception):
 
 
 class UnsupportedOperationError(CompilerError):
-    """A traced torch operation (or one of its arguments) has no MN-Core IR equivalent."""
+    """Traced torch operations (or their arguments) with no MN-Core IR equivalent.
+
+    Parameters
+    ----------
+    message : str
+        The whole message: every problem of the function, one compile listing them all.
+    problems : sequence of (str, str or None)
+        One ``(problem, where)`` pair per distinct problem, in trace order: ``problem`` starts
+        with the aten overload (``"aten.sort.default is not supported ..."``), ``where`` is the
+        user's source line that produced it (``"model.py:12 in forward: y = x.sort()"``), or
+        None when the trace does not tell.
+    """
+
+    def __init__(self, message: str, problems: tuple[tuple[str, str | None], ...] = ()):
+        super().__init__(message)
+        self.problems = problems
+
+
+class TraceError(CompilerError, RuntimeError):
+    """torch raised an error while the function was traced on its sample inputs; the message
+    names the user's source line and what to do, and ``__cause__`` is torch's error."""
 
 
 class IRVerificationError(CompilerError, ValueError):

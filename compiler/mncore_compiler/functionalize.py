@@ -23,9 +23,9 @@ copied first and put back afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import fx
@@ -33,7 +33,8 @@ from torch import fx
 from .errors import CaptureError, UnsupportedOperationError
 
 __all__ = ["Functionalizer", "OptimizerRecord", "StateSnapshot", "closure_objects",
-           "optimizer_state_names", "reshapes_in_place"]
+           "closure_tensor_names",
+           "optimizer_state_names", "reshapes_in_place", "undo_view"]
 
 #: Ops whose result is a fresh random tensor: a traced Dropout in train() mode, torch.rand.
 RANDOM_OPS = ("native_dropout", "bernoulli", "rand", "randn", "randint", "normal", "uniform",
@@ -235,6 +236,21 @@ def optimizer_state_names(objects: Mapping[str, object]) -> dict[int, str]:
     return found
 
 
+def closure_tensor_names(found: Mapping[str, object]) -> dict[int, str]:
+    """Map ``id`` of every tensor reachable from a function's free variables (as
+    :func:`~mncore_compiler.functionalize.closure_objects` found them) to a readable name."""
+    names: dict[int, str] = {}
+    for var, obj in found.items():
+        if isinstance(obj, torch.nn.Module):
+            for sub, tensor in obj.state_dict(keep_vars=True).items():
+                names.setdefault(id(tensor), f"{var}.{sub}")
+        elif isinstance(obj, torch.Tensor):
+            names.setdefault(id(obj), var)
+    for key, name in optimizer_state_names(found).items():
+        names.setdefault(key, name)
+    return names
+
+
 def _param_names(objects: Mapping[str, object]) -> dict[int, str]:
     names: dict[int, str] = {}
     for var, obj in objects.items():
@@ -284,6 +300,38 @@ def reshapes_in_place(key: str) -> bool:
     return functional is not None and returns_alias(functional)
 
 
+#: Views of a whole tensor, by how a new value of the view maps back onto the tensor.
+_RESHAPE_VIEWS = frozenset(f"aten.{name}" for name in (
+    "view.default", "_unsafe_view.default", "reshape.default", "_reshape_alias.default",
+    "squeeze.default", "squeeze.dim", "squeeze.dims", "unsqueeze.default",
+    "flatten.using_ints", "alias.default", "detach.default"))
+_PERMUTE_VIEWS = frozenset(("aten.t.default", "aten.transpose.int", "aten.permute.default"))
+
+
+def undo_view(view: fx.Node) -> tuple[str, dict[str, Any]] | None:
+    """The IR op ``(name, attrs)`` that maps a new value of ``view`` back onto the tensor it
+    views, for a view of all of it (a reshape or a permute of its axes); None for others."""
+    source = view.args[0]
+    if not isinstance(source, fx.Node) or not isinstance(source.meta.get("val"), torch.Tensor):
+        return None
+    shape = tuple(source.meta["val"].shape)
+    rank = len(shape)
+    key = str(view.target)
+    if key in _RESHAPE_VIEWS:
+        return "reshape", {"shape": shape}
+    if key not in _PERMUTE_VIEWS:
+        return None
+    dims = list(range(rank))
+    if key == "aten.permute.default":
+        dims = [d % rank for d in cast(Sequence[int], view.args[1])]
+    elif rank >= 2:
+        d0, d1 = (0, 1) if key == "aten.t.default" else (
+            cast(int, view.args[1]) % rank, cast(int, view.args[2]) % rank)
+        dims[d0], dims[d1] = dims[d1], dims[d0]
+    inverse = tuple(sorted(range(rank), key=dims.__getitem__))
+    return "permute", {"dims": inverse}
+
+
 class Functionalizer:
     """The storage behind each traced value and the IR value each storage holds now.
 
@@ -292,9 +340,14 @@ class Functionalizer:
     view to (its storage, that storage's version when the view was made).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, undo: Callable[[fx.Node, str], str | None] | None = None) -> None:
+        #: ``undo(view, value)``: ``value`` (a new value of ``view``) as a new value of the
+        #: tensor ``view`` was taken from, or None when that view cannot be written through.
+        self.undo = undo
         self.storage: dict[fx.Node, object] = {}
         self.views: dict[fx.Node, tuple[object, int]] = {}
+        #: View -> the view ops from its storage to it, outermost first.
+        self.chains: dict[fx.Node, tuple[fx.Node, ...]] = {}
         self.current: dict[object, str] = {}
         self.version: dict[object, int] = {}
         #: Storage key -> constant name, for constant storages.
@@ -343,17 +396,47 @@ class Functionalizer:
                 self.define(node, result)
             else:
                 self.views[node] = base
+                self.chains[node] = (*self.chains.get(source, ()), node)
 
     def write(self, node: fx.Node, target: Any, new: str, *, same_storage: bool = True) -> None:
         """``node`` wrote ``new`` into argument ``target``; ``node`` is that storage now, unless
         ``same_storage`` is False (an op whose results are fresh tensors, and whose write its
-        schema does not declare: ``native_batch_norm``'s running statistics)."""
+        schema does not declare: ``native_batch_norm``'s running statistics).
+
+        A ``target`` that is a whole-tensor view (a reshape or a transpose of its tensor, as
+        the ``.grad`` of a Linear weight is, which a second ``backward()`` accumulates into)
+        is written through: its tensor takes ``new`` undone view by view, and ``node`` is the
+        same view of the updated tensor."""
+        if same_storage and isinstance(target, fx.Node) and target in self.views:
+            key = self.views[target][0]
+            chain = self.chains.get(target, ())
+            new = self._write_through(node, chain, new)
+            self._store(node, key, new)
+            self.views[node] = (key, self.version[key])
+            self.chains[node] = chain
+            return
         if not isinstance(target, fx.Node) or target not in self.storage:
             raise UnsupportedOperationError(
-                f"{node.target} ({node.name}) updates a view of a tensor in place; the MN-Core "
-                "compiler supports in-place updates of whole tensors only"
+                f"{node.target} updates a view of a tensor in place; the MN-Core compiler "
+                "supports in-place updates of whole tensors only"
             )
         key = self.storage[target]
+        self._store(node, key, new)
+        if same_storage:
+            self.storage[node] = key
+
+    def _write_through(self, node: fx.Node, chain: tuple[fx.Node, ...], new: str) -> str:
+        for view in reversed(chain):
+            undone = self.undo(view, new) if self.undo is not None else None
+            if undone is None:
+                raise UnsupportedOperationError(
+                    f"{node.target} updates an {view.target} view of a tensor in place; the "
+                    "MN-Core compiler writes in place through whole-tensor views only "
+                    "(reshapes, transposes, permutes): update the tensor itself, or a clone()")
+            new = undone
+        return new
+
+    def _store(self, node: fx.Node, key: object, new: str) -> None:
         if key in self.inputs:
             raise CaptureError(
                 f"the function updates its input {self.inputs[key]!r} in place "
@@ -362,8 +445,6 @@ class Functionalizer:
             )
         self.current[key] = new
         self.version[key] += 1
-        if same_storage:
-            self.storage[node] = key
 
     def written_constants(self) -> dict[str, str]:
         """Constant name -> its final IR value, for each constant whose value changed."""

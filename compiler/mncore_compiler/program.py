@@ -36,8 +36,8 @@ from .errors import CodegenError, CompilerError
 from .ir import Graph, TensorType
 from .ops import get_op
 
-__all__ = ["DeviceProgram", "PROGRAM_FORMAT", "PROGRAM_VERSION", "codegen_files",
-           "graph_flops", "replacing_program"]
+__all__ = ["DeviceProgram", "PROGRAM_FORMAT", "PROGRAM_VERSION", "body_checksum",
+           "codegen_files", "graph_flops", "replacing_program"]
 
 PROGRAM_FORMAT = "mncore-cosim-program"
 PROGRAM_VERSION = 1
@@ -159,7 +159,6 @@ class DeviceProgram:
 
     def _write(self, root: Path, written: set[str]) -> Path:
         constants = []
-        digest = hashlib.sha256()
         _constants_dir(root)
         for name, tensor in self.graph.constants.items():
             stream = io.BytesIO()
@@ -188,8 +187,7 @@ class DeviceProgram:
                              | {"registered": name} for name, out in self.state_writes.items()],
             "graph": self.graph.to_json(),
         }
-        digest.update(_canonical(body))
-        body["sha256"] = digest.hexdigest()
+        body["sha256"] = body_checksum(body)
         path = root / _PROGRAM_FILE
         _atomic_write(root / _TEXT_FILE, (self.describe() + "\n").encode())
         _atomic_write(path, (json.dumps(body, indent=1) + "\n").encode())
@@ -268,7 +266,7 @@ class DeviceProgram:
     @classmethod
     def _from_body(cls, root: Path, body: dict[str, Any]) -> DeviceProgram:
         stored = body.pop("sha256", None)
-        if hashlib.sha256(_canonical(body)).hexdigest() != stored:
+        if body_checksum(body) != stored:
             raise CodegenError(f"{root / _PROGRAM_FILE} is corrupt (checksum mismatch); "
                                "recompile")
         layouts: dict[str, Layout] = {}
@@ -435,8 +433,11 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _canonical(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+def body_checksum(body: dict[str, Any]) -> str:
+    """The ``sha256`` that ``program.json`` stores: the SHA-256 of the rest of its body as
+    canonical JSON (keys sorted, no spaces). ``body`` must not hold ``"sha256"`` itself."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+                          ).hexdigest()
 
 
 def _safe_rel(rel: str) -> bool:

@@ -1,20 +1,74 @@
-"""The end of capturing a training step: constants it updated -> state writes, and clear errors.
+"""Capture's checks and errors: the calling convention, state writes, unsupported ops, torch's.
 
-Called by :func:`mncore_compiler.capture.capture_step` once the trace is converted; see
-:mod:`mncore_compiler.functionalize` for how the updates were tracked.
+Called by :func:`mncore_compiler.capture.capture_step`: the calling convention before
+tracing, a torch error while tracing, the unsupported ops while converting, and the state writes
+once the trace is converted (see :mod:`mncore_compiler.functionalize` for how the updates were
+tracked).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+import os
+import re
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import torch
+from torch import fx
 
-from .errors import CaptureError, UnsupportedOperationError
+from .errors import CaptureError, TraceError, UnsupportedOperationError
 from .functionalize import RANDOM_OPS, StateSnapshot
 from .ir import Graph, fresh_name
+from .types import DTYPES, dtype_to_torch
 
-__all__ = ["explain_trace_error", "state_writes", "unsupported_op"]
+__all__ = ["SUPPORTED_HINT", "Problems", "anchor_stack_traces", "check_result",
+           "check_sample_inputs", "explain_trace_error", "source_line", "state_writes",
+           "unsupported_op"]
+
+_IR_TORCH_DTYPES = tuple(dtype_to_torch(d) for d in DTYPES)
+
+
+def check_sample_inputs(samples: object) -> tuple[list[str], list[torch.Tensor]]:
+    """The input names and private copies of the tensors, or a CaptureError."""
+    checked = _check_tensor_dict(samples, "sample_inputs must be", "input", "sample input")
+    for name, value in checked.items():
+        if value.dtype not in _IR_TORCH_DTYPES:
+            raise CaptureError(
+                f"sample input {name!r} has dtype {str(value.dtype).replace('torch.', '')}; "
+                f"the MN-Core compiler takes inputs of dtype {', '.join(DTYPES)}"
+            )
+    # Traced from private copies: a function that works in place (or that the compiler then
+    # rejects) can never touch the caller's tensors.
+    return list(checked), [t.detach().clone() for t in checked.values()]
+
+
+def check_result(result: object) -> list[str]:
+    """The output names of what the traced function returned, or a CaptureError."""
+    checked = _check_tensor_dict(result, "the function must return", "output", "output")
+    if not checked:
+        raise CaptureError("the function returned an empty dict; return at least one output")
+    return list(checked)
+
+
+def _check_tensor_dict(value: object, must: str, kind: str, item: str) -> dict[str, torch.Tensor]:
+    # must: "sample_inputs must be" / "the function must return"; kind and item name the entries.
+    if not isinstance(value, Mapping):
+        raise CaptureError(f"{must} a dict of str to torch.Tensor, not {type(value).__name__}")
+    for name, tensor in value.items():
+        if not isinstance(name, str):
+            raise CaptureError(f"{kind} names must be str, not {type(name).__name__} ({name!r})")
+        if not isinstance(tensor, torch.Tensor):
+            raise CaptureError(
+                f"{item} {name!r} must be a torch.Tensor, not {type(tensor).__name__}"
+            )
+        if tensor.numel() == 0:
+            raise CaptureError(
+                f"{item} {name!r} has zero elements (shape {tuple(tensor.shape)}); zero-size "
+                "tensors are not supported: give every input and output at least one element"
+            )
+    return dict(value)
 
 
 def state_writes(graph: Graph, written: Mapping[str, str], tensors: Mapping[str, torch.Tensor],
@@ -95,7 +149,8 @@ def _describe(constant: str, tensor: torch.Tensor) -> str:
 
 
 def explain_trace_error(exc: RuntimeError, training: bool | None) -> Exception:
-    """A clear error for a torch error raised while tracing, or ``exc`` itself."""
+    """The kit's error for a torch error raised while tracing: a clear CaptureError for the
+    mistakes it recognises, else a :class:`TraceError` naming the user's line and what to do."""
     text = str(exc)
     if "grad can be implicitly created only for scalar outputs" in text:
         return CaptureError(
@@ -107,24 +162,109 @@ def explain_trace_error(exc: RuntimeError, training: bool | None) -> Exception:
             "compile(training=False), but the function calls backward(): with training=False "
             "it is traced without autograd. Leave training unset (or pass training=True) to "
             "compile a training step")
-    return exc
+    where = _user_frame(traceback.extract_tb(exc.__traceback__))
+    at = f"\n  at {where}" if where else ""
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    if "_local_scalar_dense" in text or "data-dependent" in text:
+        first = ("the function read a tensor's value in Python (.item(), .tolist(), `if "
+                 "tensor:`, a value-dependent shape)")
+        todo = ("A compiled function is one fixed program, traced once: keep the value a "
+                "tensor (torch.where for a branch), or pass it as an input")
+    else:
+        todo = ("Run the function eagerly on the same sample inputs to reproduce it: the "
+                "compiler traces it once on them")
+    return TraceError(f"torch raised {type(exc).__name__} while tracing the function: "
+                      f"{first}{at}\n{todo}")
 
 
-def unsupported_op(key: str, supported: list[str]) -> UnsupportedOperationError:
-    """The error for an aten op capture cannot translate, with a hint where one helps."""
+def unsupported_op(key: str) -> str:
+    """The problem of an aten op capture cannot translate, with a hint where one helps."""
     op = key.split(".")[1] if key.count(".") >= 2 else key
     if op.removesuffix("_") in RANDOM_OPS:
-        return UnsupportedOperationError(
-            f"{key} draws random numbers, which the MN-Core compiler cannot generate on the "
-            "device (a Dropout in train() mode does): call model.eval() for the layers that "
-            "draw them, or make the randomness an input of the function"
-        )
+        return (f"{key} draws random numbers, which the MN-Core compiler cannot generate on "
+                "the device (a Dropout in train() mode does): call model.eval() for the layers "
+                "that draw them, or make the randomness an input of the function")
     if op.startswith("_foreach_"):
-        return UnsupportedOperationError(
-            f"{key} is a multi-tensor ('foreach') optimizer kernel, which the MN-Core compiler "
-            "does not support; create the torch optimizer with foreach=False"
-        )
-    return UnsupportedOperationError(
-        f"{key} is not supported by the MN-Core compiler; "
-        f"supported ops: {', '.join(supported)}"
-    )
+        return (f"{key} is a multi-tensor ('foreach') kernel, which the MN-Core compiler "
+                "does not support; pass foreach=False to the torch optimizer (or to "
+                "clip_grad_norm_) that uses it")
+    return f"{key} is not supported by the MN-Core compiler"
+
+
+#: Where the supported set is listed, the last line of an unsupported-op error.
+SUPPORTED_HINT = "Supported ops: mlsdk.supported_ops(), listed in docs/ops.md."
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)\n(?P<code>.*)')
+#: Frames in these packages are never the user's line (torch itself, the compiler's tracing):
+#: the user's line is the innermost frame outside them.
+_NOT_USER = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+             os.path.dirname(os.path.abspath(__file__)) + os.sep)
+
+
+def _user_frame(frames: Iterable[traceback.FrameSummary]) -> str | None:
+    """``file:line in name: code`` for the innermost frame outside torch and the compiler."""
+    found = None
+    for frame in frames:
+        if not os.path.abspath(frame.filename).startswith(_NOT_USER):
+            found = frame
+    if found is None:
+        return None
+    code = (found.line or "").strip()
+    return f"{_short(found.filename)}:{found.lineno} in {found.name}: {code}"
+
+
+def anchor_stack_traces(fn: Callable[..., Any]) -> None:
+    """Have make_fx keep ``fn``'s own frame in each node's stack trace: torch keeps only
+    ``forward`` frames otherwise, and an unsupported op is reported at the user's line."""
+    register = getattr(fx.proxy, "_register_stack_trace_anchor", None)
+    target = getattr(inspect.unwrap(fn), "__func__", inspect.unwrap(fn))
+    # A private torch hook, for want of a public one (torch 2.13); without it the lines are
+    # those of forward() methods only.
+    if register is not None:
+        register(target)
+
+
+def source_line(node: fx.Node) -> str | None:
+    """The user's source line that produced a traced node (from its recorded stack trace)."""
+    trace = node.meta.get("stack_trace")
+    if not trace:
+        return None
+    frames = [traceback.FrameSummary(m["file"], int(m["line"]), m["name"], line=m["code"])
+              for m in _FRAME.finditer(trace)]
+    return _user_frame(frames)
+
+
+def _short(path: str) -> str:
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+class Problems:
+    """Every unsupported op of one capture: the converter records each and carries on, so one
+    compile names them all (:meth:`error`)."""
+
+    def __init__(self) -> None:
+        #: Problem -> the names of the traced nodes that hit it, in trace order.
+        self.found: dict[str, list[str]] = {}
+
+    def add(self, problem: str, node: fx.Node) -> None:
+        self.found.setdefault(problem, []).append(node.name)
+
+    def error(self, lines: Mapping[str, str | None]) -> UnsupportedOperationError:
+        """One error listing every problem once, with the first source line that hit it;
+        ``lines`` maps a traced node's name to its line (:func:`source_line`)."""
+        problems = []
+        entries = []
+        for problem, nodes in self.found.items():
+            seen = list(dict.fromkeys(lines.get(node) for node in nodes))
+            where = [line for line in seen if line is not None]
+            problems.append((problem, where[0] if where else None))
+            more = f" (and {len(where) - 1} more)" if len(where) > 1 else ""
+            at = f"\n    at {where[0]}{more}" if where else ""
+            entries.append(f"{problem}{at}")
+        if len(entries) == 1:
+            text = entries[0].replace("\n    at", "\n  at")
+        else:
+            text = (f"{len(entries)} problems stop the MN-Core compiler (all of them listed):\n"
+                    + "\n".join(f"  - {entry}" for entry in entries))
+        return UnsupportedOperationError(f"{text}\n{SUPPORTED_HINT}", tuple(problems))

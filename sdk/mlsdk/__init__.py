@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
+from ._version import __version__ as __version__
 
 #: Public name -> the module (relative to this package) that defines it.
 _EXPORTS = {
@@ -29,6 +30,8 @@ _EXPORTS = {
     **{name: ".optim" for name in (
         "MNCoreSGD", "MNCoreAdam", "MNCoreAdamW", "set_buffer_name_in_optimizer")},
     "CacheOptions": ".cache", "CacheError": ".cache", "CacheWarning": ".cache",
+    # The compiler's own function (an absolute module): the set is the compiler's registry.
+    "supported_ops": "mncore_compiler.supported",
     **{name: ".errors" for name in (
         "MLSDKError", "DeviceError", "DeviceMemoryError", "DeviceNotAvailableError",
         "CodegenError", "InputError", "IOSpecMismatchError", "ConversionRequiredError",
@@ -48,8 +51,8 @@ __all__ = [
     "set_tensor_name_in_module",
     "CacheOptions", "CacheError", "CacheWarning",
     "MNCoreSGD", "MNCoreAdam", "MNCoreAdamW", "set_buffer_name_in_optimizer",
+    "supported_ops",
 ]
-__version__ = "0.1.0"
 
 
 __getattr__, __dir__ = lazy_exports(__name__, {**_EXPORTS, "storage": ".storage"}, __all__,
@@ -57,6 +60,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {**_EXPORTS, "storage": ".storage"
 
 
 if TYPE_CHECKING:
+    from mncore_compiler.supported import supported_ops
+
     from . import storage
     from .cache import CacheError, CacheOptions, CacheWarning
     from .compiled import CompiledFunction

@@ -308,7 +308,7 @@ def kit_version() -> dict[str, str]:
     import mncore_hdl.arch
     import mncore_hdl.layout
 
-    from . import __version__
+    from ._version import __version__
 
     files = [*sorted(Path(mncore_compiler.__file__).parent.rglob("*.py")),
              *sorted(Path(mncore_hdl.layout.__file__).parent.rglob("*.py")),

@@ -1,8 +1,8 @@
 """CompiledFunction: a loaded device program, called with tensors and/or TensorProxies.
 
-Each call runs as device commands (see ``docs/model.md``); the host reference ``pfvm:cpu``
-wraps its programs in a subclass that runs them eagerly instead
-(:class:`mlsdk.device.reference.HostFunction`).
+Each call runs as device commands (see ``docs/model.md``); on a device without device memory
+(the host reference ``pfvm:cpu``) the Context picks a subclass that runs them eagerly instead
+(:class:`mlsdk.host.HostFunction`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,11 @@ from .errors import (
 )
 from .iospec import IOSpec
 from .proxy import TensorProxy, allocate_input_proxies
+from .registry import Registry
+from .session import Session
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .device.base import DramDevice
 
 __all__ = ["CompiledFunction"]
 
@@ -43,6 +45,19 @@ class CompiledFunction:
 
     Inputs may be host tensors (written to the device) or TensorProxies from earlier calls
     in the same Context (handed over on the device). Outputs are TensorProxies.
+
+    Parameters
+    ----------
+    session : Session
+        The open device the function is loaded on (``context.session``).
+    registry : Registry
+        The registered module state its program reads (``context.registry``).
+    program : DeviceProgram
+        The compiled program.
+    key : str
+        The function's unique name on the device (``"name#n"``).
+    strict : bool
+        Whether a call that needs a layout conversion is an error.
 
     Attributes
     ----------
@@ -68,8 +83,10 @@ class CompiledFunction:
     #: a training step is only valid for the parameter lists it was compiled with.
     optimizers: tuple[Any, ...] = ()
 
-    def __init__(self, context: Context, program: DeviceProgram, key: str, strict: bool):
-        self.context = context
+    def __init__(self, session: Session, registry: Registry, program: DeviceProgram, key: str,
+                 strict: bool):
+        self.session = session
+        self.registry = registry
         self.program = program
         self.name = program.name
         self.key = key
@@ -82,11 +99,20 @@ class CompiledFunction:
         self._own: dict[str, Buffer] = {}
         self.bindings: dict[str, Buffer] = {}
         self.unloaded = False
-        with context.device.lock:
+        with session.lock:
             self._load()
-        # Holds the device and the buffers, never self: collecting the function unloads it.
-        self._finalizer = weakref.finalize(self, context.device.retire_program, key,
-                                           tuple(self._own.values()))
+        self._finalizer = self._unload_on_collect()
+
+    def _unload_on_collect(self) -> weakref.finalize | None:
+        """The finalizer that unloads the function when it is collected (hook: the host
+        reference loads nothing)."""
+        # Holds the device and the buffers, never self.
+        return weakref.finalize(self, self._device.retire_program, self.key,
+                                tuple(self._own.values()))
+
+    @property
+    def _device(self) -> DramDevice:
+        return self.session.dram
 
     def unload(self) -> None:
         """Give back the function's device buffers and descriptors now; calling it afterwards
@@ -94,8 +120,8 @@ class CompiledFunction:
         if self.unloaded:
             return
         self.unloaded = True
-        if self._finalizer.detach() is not None:
-            self.context.device.unload_program(self.key, tuple(self._own.values()))
+        if self._finalizer is not None and self._finalizer.detach() is not None:
+            self._device.unload_program(self.key, tuple(self._own.values()))
         self._own.clear()
         self.bindings.clear()
 
@@ -112,7 +138,7 @@ class CompiledFunction:
 
     def _load(self) -> None:
         """Allocate this function's own buffers, upload its constants, bind its inputs."""
-        device = self.context.device
+        device = self._device
         program = self.program
         graph = program.graph
         layouts = program.layouts
@@ -130,17 +156,17 @@ class CompiledFunction:
         device.load_program(LoadedProgram(
             self.key, graph, dict(layouts), dict(program.output_layouts), program.inputs,
             program.launch_outputs, program.constants, program.flops, run))
-        record = self.context._new_record(self.name, kind="load")
+        record = self.session.new_record(self.name, kind="load")
         for name in constants:
             image = to_device(graph.constants[name], layouts[name])
-            self.context._execute(HostWrite(self._own[name], image), record)
-        self.context.registry.device_buffers(program, record)
+            self.session.execute(HostWrite(self._own[name], image), record)
+        self.registry.device_buffers(program, record)
         for name in program.inputs:
-            self.context._execute(Bind(self.key, name, self._own[name]), record)
+            self.session.execute(Bind(self.key, name, self._own[name]), record)
             self.bindings[name] = self._own[name]
 
     def _release(self) -> None:
-        device = self.context.device
+        device = self._device
         for buf in self._own.values():
             device.free(buf)
         self._own.clear()
@@ -154,11 +180,17 @@ class CompiledFunction:
         the call binds their buffers (relocations) and moves no host bytes. See
         ``docs/transfers.md``.
         """
-        return allocate_input_proxies(self, self._input_buffer)
+        self.session.check_open()
+        if self.unloaded:
+            raise FunctionUnloadedError(
+                f"{self.name} ({self.key}) was unloaded; compile or load it again to "
+                "allocate its input proxies")
+        return allocate_input_proxies(self.session, self.input_specs, self.key,
+                                      self._input_buffer)
 
     def _input_buffer(self, spec: IOSpec) -> Buffer | None:
         """A fresh buffer for an input proxy (hook: the host reference has none)."""
-        return self.context.device.allocate(spec.layout, f"input proxies of {self.key}")
+        return self._device.allocate(spec.layout, f"input proxies of {self.key}")
 
     # -- calling ----------------------------------------------------------------------------
 
@@ -169,20 +201,20 @@ class CompiledFunction:
         Thread-safe: the whole call (staging the inputs into the function's buffers, Launch,
         the outputs) runs under the device lock.
         """
-        self.context._check_open()
+        self.session.check_open()
         if self.unloaded:
             raise FunctionUnloadedError(
                 f"{self.name} ({self.key}) was unloaded; compile or load it again to call it")
         self._check_names(inputs)
         self._check_optimizers()
-        with self.context.device.lock:
-            self.context.registry.before_call(self.program)  # e.g. a changed learning rate
+        with self.session.lock:
+            self.registry.before_call(self.program)  # e.g. a changed learning rate
             return self._run(inputs)
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
         """Stage the inputs, Launch, and hand the fresh output buffers out as TensorProxies."""
         plan, counts = self._plan(inputs)
-        device = self.context.device
+        device = self._device
         outputs: dict[str, Buffer] = {}
         owner = f"TensorProxies (outputs of {self.key})"
         try:
@@ -192,22 +224,22 @@ class CompiledFunction:
             for buf in outputs.values():
                 device.free(buf)
             raise
-        record = self.context._new_record(self.name)
+        record = self.session.new_record(self.name)
         record.conversions, record.relocations = counts
         command: Command | None = None
         try:
             for command in plan:
-                self.context._execute(command, record)
+                self.session.execute(command, record)
                 if isinstance(command, Bind):
                     self.bindings[command.io] = command.buffer
             constants = {c: self._own[c] for c in self.program.constants if c in self._own}
-            registry = self.context.registry
+            registry = self.registry
             state = registry.device_buffers(self.program, record)
             bindings = {**self.bindings, **constants, **state}
             # A training step stores its updates into the very buffers it read them from:
             # a Launch reads every input before it stores any output.
             writes = registry.state_write_buffers(self.program, record)
-            self.context._execute(Launch(self.key, bindings, {**outputs, **writes}), record)
+            self.session.execute(Launch(self.key, bindings, {**outputs, **writes}), record)
             registry.commit_writes(self.program)
         except BaseException:
             # A failed or interrupted (Ctrl-C) call hands nothing out: its output buffers are
@@ -218,7 +250,7 @@ class CompiledFunction:
             for buf in outputs.values():
                 device.free(buf)
             raise
-        return {n: TensorProxy(self.context, self.output_specs[n], outputs[n])
+        return {n: TensorProxy(self.session, self.output_specs[n], outputs[n])
                 for n in self.program.outputs}
 
     def _check_names(self, inputs: Any) -> None:
@@ -240,41 +272,66 @@ class CompiledFunction:
                     f"{record.name!r}, whose parameter list has changed since: {changed}. "
                     "Compile the function again after changing the optimizer's parameters")
 
+    def check_input(self, name: str, value: Any) -> TensorProxy | torch.Tensor:
+        """Check ``value`` for input ``name`` before anything runs, and return it.
+
+        A TensorProxy must be live data of this function's session; unless its spec is
+        memcopyable to the input's, it must be convertible into it (same shape and dtype).
+        A tensor must have the input's shape and dtype and representable values.
+
+        Raises
+        ------
+        InputError
+            ``value`` is neither a tensor nor a TensorProxy, or a tensor that does not fit.
+        StaleTensorError
+            The TensorProxy was freed, belongs to another Context, or holds no data.
+        IOSpecMismatchError
+            The TensorProxy's spec cannot be handed over to the input.
+        """
+        spec = self.input_specs[name]
+        if isinstance(value, TensorProxy):
+            value.check_usable(self.session)
+            if self.session.device.has_memory and value.buffer is None:
+                raise StaleTensorError(f"{value!r} holds no device buffer")
+            if not value.spec.is_memcopyable_to(spec):
+                given = value.spec
+                value.check_convertible_to(spec, f"input {name!r} of {self.name}")
+                if given.shape != spec.shape or given.dtype != spec.dtype:
+                    raise IOSpecMismatchError(
+                        f"Cannot pass {given} to input {name!r} of {self.name}, which expects "
+                        f"{spec}: they differ in {given.describe_difference(spec)}")
+            return value
+        if isinstance(value, torch.Tensor):
+            self._check_tensor(spec, value)
+            return value
+        raise InputError(f"Input {name!r} of {self.name} must be a torch.Tensor or a "
+                         f"TensorProxy, not {type(value).__name__}")
+
     def _plan(self, inputs: Mapping[str, Any]) -> tuple[list[Command], tuple[int, int]]:
         """Check every input and list the commands that stage it; nothing runs yet."""
         plan: list[Command] = []
         conversions = relocations = 0
         for name, spec in self.input_specs.items():
-            value = inputs[name]
+            value = self.check_input(name, inputs[name])
             own = self._own[name]
             if isinstance(value, TensorProxy):
-                value.check_usable(self.context)
-                if value.buffer is None:
-                    raise StaleTensorError(f"{value!r} holds no device buffer")
+                assert value.buffer is not None  # checked by check_input
                 if value.spec.is_memcopyable_to(spec):
                     plan.append(Bind(self.key, name, value.buffer))
                     relocations += 1
                     continue
-                plan.append(self._conversion(name, value, spec))
+                plan.append(self._conversion(name, value, value.buffer, spec))
                 conversions += 1
-            elif isinstance(value, torch.Tensor):
-                self._check_tensor(spec, value)
-                plan.append(HostWrite(own, to_device(value, spec.layout)))
             else:
-                raise InputError(f"Input {name!r} of {self.name} must be a torch.Tensor or a "
-                                 f"TensorProxy, not {type(value).__name__}")
+                plan.append(HostWrite(own, to_device(value, spec.layout)))
             if self.bindings.get(name) != own:
                 plan.append(Bind(self.key, name, own))
         return plan, (conversions, relocations)
 
-    def _conversion(self, name: str, proxy: TensorProxy, spec: IOSpec) -> Convert:
-        proxy.check_convertible_to(spec, f"input {name!r} of {self.name}")
+    def _conversion(self, name: str, proxy: TensorProxy, src: Buffer, spec: IOSpec) -> Convert:
+        """The Convert that stages ``proxy`` (checked by :meth:`check_input`) into input
+        ``name``, unless strict mode or the layout converter forbids it."""
         given = proxy.spec
-        if given.shape != spec.shape or given.dtype != spec.dtype:
-            raise IOSpecMismatchError(
-                f"Cannot pass {given} to input {name!r} of {self.name}, which expects {spec}: "
-                f"they differ in {given.describe_difference(spec)}"
-            )
         if self.strict:
             raise ConversionRequiredError(
                 f"Input {name!r} of {self.name} expects layout {spec.layout}, but the "
@@ -285,16 +342,15 @@ class CompiledFunction:
         try:
             descriptor = conversion(given.layout, spec.layout)
             # The RTL converter's own program compiler has the last word on what it can run.
-            compile_program(descriptor, self.context.mndevice.config)
+            compile_program(descriptor, self.session.device.config)
         except (LayoutError, ProgramError) as exc:
             raise IOSpecMismatchError(
                 f"Input {name!r} of {self.name}: the layout converter cannot convert "
                 f"{given.layout} into {spec.layout} ({exc}). Compile the producer with "
                 f"io_spec_constraints={{{given.name!r}: <this function>.input_specs[{name!r}]}}"
             ) from None
-        assert proxy.buffer is not None  # checked by _plan
-        return Convert(proxy.buffer, str(given.layout), self._own[name], str(spec.layout),
-                       descriptor.to_dict(), spec.dtype_name)
+        return Convert(src, str(given.layout), self._own[name], str(spec.layout),
+                       descriptor, spec.dtype_name)
 
     def _check_tensor(self, spec: IOSpec, value: torch.Tensor) -> None:
         if tuple(value.shape) != spec.shape or value.dtype != spec.dtype:

@@ -1,8 +1,9 @@
-"""Context: one device, the functions compiled for it, and the record of what it did."""
+"""Context: the user's facade over a Session, the functions compiled for it, and its registry."""
 
 from __future__ import annotations
 
 import itertools
+import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -15,16 +16,17 @@ from . import trace as _trace
 from .cache import CacheOptions, compile_program
 from .compiled import CompiledFunction
 from .device.base import Device
-from .device.commands import Command, CommandResult
 from .device.registry import MNDevice
-from .errors import CodegenError, DeviceError
+from .errors import CodegenError
+from .host import HostFunction
 from .iospec import IOSpec
 from .optim import register_optimizer_buffers
 from .options import resolve_compile_options
 from .proxy import TensorProxy
 from .pytree import AutomapFunction, compile_automap
 from .registry import Registry
-from .report import DEFAULT_HISTORY, CallRecord, History, Report
+from .report import DEFAULT_HISTORY, Report
+from .session import Session
 from .storage import StoragePath
 
 __all__ = ["Context", "COMPILE_OPTIONS"]
@@ -51,6 +53,12 @@ class Context:
         Records :meth:`report` keeps (the most recent; older ones survive in its totals).
         None keeps every record.
 
+    Attributes
+    ----------
+    session : Session
+        The open device and its record, which compiled functions, TensorProxies and the
+        registry hold (:mod:`mlsdk.session`).
+
     Notes
     -----
     A Context may be used from several threads: each call, load and ``.cpu()`` runs under
@@ -70,19 +78,14 @@ class Context:
     def __init__(self, device: MNDevice, *, history: int | None = DEFAULT_HISTORY):
         if not isinstance(device, MNDevice):
             raise TypeError(f"Context takes an MNDevice, not {type(device).__name__}")
-        self._history = History(history)
         self.mndevice = device
-        self.device: Device = device.open()
-        self.closed = False
-        # Ends the device when the Context is collected or the interpreter exits, so a program
-        # that never calls close() still stops its simulator and completes its waveforms.
-        self._finalizer = weakref.finalize(self, self.device.close)
+        self.session = Session(device.open(), history=history)
         # Weakly: a function nobody holds is collected, and gives its device memory back.
         self._functions: weakref.WeakValueDictionary[str, CompiledFunction] = (
             weakref.WeakValueDictionary())
         self._keys = itertools.count(1)
         #: Registered module state and its device copies (see :mod:`mlsdk.registry`).
-        self.registry = Registry(self)
+        self.registry = Registry(self.session)
         if Context.current() is None:
             Context._current = weakref.ref(self)
 
@@ -104,17 +107,34 @@ class Context:
     def __enter__(self) -> Context:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception as error:  # a failed close (a cut wave file) never masks the block's
+            warnings.warn(f"closing {self!r} failed while an exception was propagating: "
+                          f"{error}", RuntimeWarning, stacklevel=2)
+
+    @property
+    def device(self) -> Device:
+        """The open backend (``session.device``)."""
+        return self.session.device
+
+    @property
+    def closed(self) -> bool:
+        return self.session.closed
 
     def close(self) -> None:
         """End the session: every buffer is freed and TensorProxies become unusable."""
         if self.closed:
             return
-        self.closed = True
-        self._finalizer()
-        if Context.current() is self:
-            Context._current = None
+        try:
+            self.session.close()
+        finally:
+            if Context.current() is self:
+                Context._current = None
 
     def __repr__(self) -> str:
         return f"Context({self.mndevice!r}{', closed' if self.closed else ''})"
@@ -159,7 +179,7 @@ class Context:
             ``cache`` is ``"hit"``, ``"miss"`` or ``"off"``; the returned function's
             ``cache_status`` says the same (``"off"`` without cache options).
         """
-        self._check_open()
+        self.session.check_open()
         options = resolve_compile_options(options, COMPILE_OPTIONS)
         strict = options.get("strict", False)
         if training not in (None, True, False):
@@ -174,8 +194,8 @@ class Context:
             constraints=constraints, config=self.mndevice.config, options=options,
             registered=self.registry.tensor_ids(), training=training)
         if cache_options is not None:
-            with self.device.lock:
-                self._new_record(program.name, kind="compile").cache = cached.status
+            with self.session.lock:
+                self.session.new_record(program.name, kind="compile").cache = cached.status
         _trace.annotate_current(cache=cached.status)
         function = self._adopt(program, strict)
         function.cache_status = cached.status
@@ -207,7 +227,7 @@ class Context:
         strict : bool, optional
             As the compile option; by default, the value the function was compiled with.
         """
-        self._check_open()
+        self.session.check_open()
         if not isinstance(codegen_dir, StoragePath):
             raise TypeError("The codegen directory must be given as storage.path(...), not "
                             f"{type(codegen_dir).__name__}")
@@ -219,13 +239,13 @@ class Context:
                                "recompile it for this device")
         return self._adopt(program, strict)
 
-    #: The same as :meth:`load_codegen_dir` (this kit's earlier name).
-    load = load_codegen_dir
-
     def _adopt(self, program: DeviceProgram, strict: bool) -> CompiledFunction:
         self.registry.check_program(program)
         key = f"{program.name}#{next(self._keys)}"
-        function = self.device.compiled_function(self, program, key, strict)
+        # The device's capabilities pick the function class: without device memory, calls
+        # run on the host.
+        kind = CompiledFunction if self.device.has_memory else HostFunction
+        function = kind(self.session, self.registry, program, key, strict)
         self._functions[key] = function
         return function
 
@@ -243,26 +263,26 @@ class Context:
     def register_optimizer_buffers(self, optimizer: torch.optim.Optimizer) -> list[str]:
         """Register the named state of ``optimizer`` (after its model's parameters); see
         :func:`mlsdk.optim.register_optimizer_buffers` and ``docs/optim.md``."""
-        self._check_open()
-        return register_optimizer_buffers(self, optimizer)
+        self.session.check_open()
+        return register_optimizer_buffers(self.registry, optimizer)
 
     def get_registered_value_proxy(self, tensor: torch.Tensor) -> TensorProxy:
         """The TensorProxy of registered ``tensor``'s device copy (not owned by the proxy)."""
-        self._check_open()
+        self.session.check_open()
         return self.registry.value_proxy(tensor)
 
     def synchronize(self) -> None:
         """Wait for outstanding device work, then bring registered host tensors the device
         wrote up to date, in place. Every command of this kit runs synchronously, so there is
         never work to wait for."""
-        self._check_open()
+        self.session.check_open()
         self.registry.synchronize()
 
     def invalidate(self) -> None:
         """Drop the device copies of registered tensors: the next use uploads them again
         from the host tensors (after editing a parameter on the host). Device writes not yet
         brought back by :meth:`synchronize` are discarded."""
-        self._check_open()
+        self.session.check_open()
         self.registry.invalidate()
 
     # -- the record -------------------------------------------------------------------------
@@ -276,29 +296,7 @@ class Context:
         clear : bool
             Forget the records and totals once reported (the next report starts afresh).
         """
-        with self.device.lock:
-            history = self._history
-            report = Report(history.records, self.mndevice.name, history.totals(),
-                            history.dropped)
-            if clear:
-                history.clear()
-        return report
-
-    def _new_record(self, function: str, kind: str = "call") -> CallRecord:
-        record = CallRecord(function, kind, cycles_kind=self.device.cycles_kind)
-        self._history.append(record)
-        return record
-
-    def _execute(self, command: Command, record: CallRecord) -> CommandResult:
-        tracer = _trace.active
-        result = (self.device.execute(command) if tracer is None
-                  else tracer.execute(self.device, command, record))
-        record.add(result)
-        return result
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise DeviceError("This Context is closed; create a new one")
+        return self.session.report(clear=clear)
 
 
 def _constraint_layouts(constraints: Mapping[str, Any] | None) -> dict[str, Layout]:

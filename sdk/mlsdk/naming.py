@@ -35,7 +35,8 @@ def _forget(key: int, ref: weakref.ReferenceType[torch.Tensor]) -> None:
         _NAMES.pop(key, None)
 
 
-def _check_tensor(tensor: object, what: str) -> torch.Tensor:
+def check_tensor(tensor: object, what: str) -> torch.Tensor:
+    """``tensor``, when it is a torch.Tensor; else TypeError naming ``what``."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{what} must be a torch.Tensor, not {type(tensor).__name__}")
     return tensor
@@ -60,7 +61,7 @@ def set_tensor_name(tensor: torch.Tensor, name: str) -> None:
     name : str
         Non-empty, e.g. ``"model.fc.weight"``.
     """
-    _check_tensor(tensor, "set_tensor_name's tensor")
+    check_tensor(tensor, "set_tensor_name's tensor")
     _check_name(name, "A tensor name")
     key = id(tensor)
     _NAMES[key] = (weakref.ref(tensor, lambda ref: _forget(key, ref)), name)
@@ -68,7 +69,7 @@ def set_tensor_name(tensor: torch.Tensor, name: str) -> None:
 
 def get_tensor_name(tensor: torch.Tensor) -> str | None:
     """The name given by :func:`set_tensor_name` (or a module naming), None when unnamed."""
-    _check_tensor(tensor, "get_tensor_name's tensor")
+    check_tensor(tensor, "get_tensor_name's tensor")
     entry = _NAMES.get(id(tensor))
     if entry is None or entry[0]() is not tensor:
         return None
@@ -88,11 +89,11 @@ def set_tensor_name_in_module(module: torch.nn.Module, prefix: str) -> None:
     >>> get_tensor_name(model.weight)
     'model.weight'
     """
-    for name, tensor, _ in _module_tensors(module, prefix):
+    for name, tensor, _ in module_tensors(module, prefix):
         set_tensor_name(tensor, name)
 
 
-def _module_tensors(module: object, prefix: str) -> list[tuple[str, torch.Tensor, str]]:
+def module_tensors(module: object, prefix: str) -> list[tuple[str, torch.Tensor, str]]:
     """(name, tensor, kind) of each parameter and buffer of ``module`` under ``prefix``."""
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"Expected a torch.nn.Module, not {type(module).__name__}")

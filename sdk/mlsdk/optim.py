@@ -28,10 +28,10 @@ import torch
 from .naming import RegistrationError, get_tensor_name, set_tensor_name
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .registry import Registry
 
 __all__ = ["MNCoreSGD", "MNCoreAdam", "MNCoreAdamW", "set_buffer_name_in_optimizer",
-           "register_optimizer_buffers", "optimizer_buffers"]
+           "register_optimizer_buffers", "optimizer_buffers", "one_minus_pow"]
 
 _FLOAT = torch.float32
 
@@ -262,7 +262,7 @@ class MNCoreSGD(_MNCoreOptimizer, torch.optim.SGD):
 # -- Adam and AdamW -----------------------------------------------------------------------------
 
 
-def _one_minus_pow(beta: float, step: torch.Tensor) -> torch.Tensor:
+def one_minus_pow(beta: float, step: torch.Tensor) -> torch.Tensor:
     """``1 - beta ** step`` with tensor ops, accurate to a few float32 ulps at every step.
 
     ``1 - e**(2y) = -expm1(2y) = 2 tanh(y) / (tanh(y) - 1)`` with ``y = step * ln(beta) / 2``
@@ -338,8 +338,8 @@ class MNCoreAdam(_MNCoreOptimizer, torch.optim.Adam):
             most = state["max_exp_avg_sq"]
             new_sq = torch.where(new_sq > most, new_sq, most)
             most.copy_(new_sq)
-        step_size = lr / _one_minus_pow(beta1, step)
-        denom = new_sq.sqrt() / _one_minus_pow(beta2, step).sqrt() + group["eps"]
+        step_size = lr / one_minus_pow(beta1, step)
+        denom = new_sq.sqrt() / one_minus_pow(beta2, step).sqrt() + group["eps"]
         p.copy_(param + (step_size.neg() * new_avg) / denom)
 
 
@@ -415,15 +415,16 @@ def set_buffer_name_in_optimizer(optimizer: torch.optim.Optimizer, name: str) ->
         set_tensor_name(tensor, f"{name}.{suffix}")
 
 
-def register_optimizer_buffers(context: Context, optimizer: torch.optim.Optimizer) -> list[str]:
-    """Register every state tensor of ``optimizer`` in ``context``; return their names.
+def register_optimizer_buffers(registry: Registry,
+                               optimizer: torch.optim.Optimizer) -> list[str]:
+    """Register every state tensor of ``optimizer`` in ``registry`` (a Context's
+    ``context.registry``); return their names.
 
-    Its parameters must be registered in ``context`` already, and its buffers named by
+    Its parameters must be registered there already, and its buffers named by
     :func:`set_buffer_name_in_optimizer`; otherwise RegistrationError, and nothing is
     registered. The lr tensors of an MNCore optimizer are refreshed from ``param_groups``
     and re-uploaded when changed before each compiled call (``Registry.before_call``).
     """
-    registry = context.registry
     buffers = optimizer_buffers(optimizer)
     for index, p in enumerate(_params(optimizer)):
         if registry.name_of(p) is None:
@@ -440,13 +441,8 @@ def register_optimizer_buffers(context: Context, optimizer: torch.optim.Optimize
             f"{len(unnamed)} buffer(s) of the optimizer have no name (the first: the state "
             f"{unnamed[0]!r}); call set_buffer_name_in_optimizer(optimizer, 'opt') before "
             "context.register_optimizer_buffers(optimizer)")
-    names = [get_tensor_name(tensor) for _, tensor in buffers]
-    for (_, tensor), name in zip(buffers, names, strict=True):
-        assert name is not None
-        registry._check_new(tensor, name)
-    for (_, tensor), name in zip(buffers, names, strict=True):
-        assert name is not None
-        registry._add(tensor, name, "optimizer state")
+    items = [(get_tensor_name(tensor) or "", tensor, "optimizer state") for _, tensor in buffers]
+    names = registry.register_named(items)
     if isinstance(optimizer, _MNCoreOptimizer):
         registry.add_refresh(optimizer._mncore_refresh)
-    return [n for n in names if n is not None]
+    return names

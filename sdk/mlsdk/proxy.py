@@ -9,8 +9,8 @@ specs, which :meth:`TensorProxy.load_from` fills from the host ahead of the call
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from mncore_hdl.layout import from_device, to_device
@@ -19,16 +19,12 @@ from . import trace as _trace
 from .device.commands import Buffer, HostRead, HostWrite
 from .errors import (
     DeviceError,
-    FunctionUnloadedError,
     InputError,
     IOSpecMismatchError,
     StaleTensorError,
 )
 from .iospec import IOSpec
-
-if TYPE_CHECKING:
-    from .compiled import CompiledFunction
-    from .context import Context
+from .session import Session
 
 __all__ = ["TensorProxy", "allocate_input_proxies"]
 
@@ -52,10 +48,10 @@ class TensorProxy:
         ``"input 'x' of mlp#1"``); None for a call's output.
     """
 
-    def __init__(self, context: Context, spec: IOSpec, buffer: Buffer | None,
+    def __init__(self, session: Session, spec: IOSpec, buffer: Buffer | None,
                  host: torch.Tensor | None = None, *, origin: str | None = None,
-                 empty: bool = False):
-        self._context = weakref.ref(context)
+                 empty: bool = False, owned: bool = True):
+        self._session = weakref.ref(session)
         self.spec = spec
         self.buffer = buffer
         self.origin = origin
@@ -63,9 +59,10 @@ class TensorProxy:
         self._freed = False
         # An allocated input holds no data until its first load_from.
         self._empty = empty
-        if buffer is not None:
+        self._finalizer: weakref.finalize | None = None
+        if buffer is not None and owned:
             # release: a finalizer must never wait for the device lock.
-            self._finalizer = weakref.finalize(self, context.device.release, buffer)
+            self._finalizer = weakref.finalize(self, session.dram.release, buffer)
 
     @property
     def shape(self) -> torch.Size:
@@ -76,8 +73,9 @@ class TensorProxy:
         return self.spec.dtype
 
     @property
-    def context(self) -> Context | None:
-        return self._context()
+    def session(self) -> Session | None:
+        """The session the proxy's data lives in; None once that is collected."""
+        return self._session()
 
     @property
     def loaded(self) -> bool:
@@ -92,29 +90,29 @@ class TensorProxy:
 
     # -- checks -----------------------------------------------------------------------------
 
-    def _check_live(self, context: Context | None) -> Context:
-        """The proxy's Context, when the proxy's buffer is still allocated in it."""
-        own = self._context()
+    def _check_live(self, session: Session | None) -> Session:
+        """The proxy's session, when the proxy's buffer is still allocated in it."""
+        own = self._session()
         if own is None:
             raise StaleTensorError(f"{self!r}: its Context no longer exists")
-        if context is not None and own is not context:
+        if session is not None and own is not session:
             raise StaleTensorError(
-                f"{self!r} belongs to another Context (on {own.mndevice.name}, 0x{id(own):x}) "
-                f"than the one it is used in (on {context.mndevice.name}, 0x{id(context):x}): "
+                f"{self!r} belongs to another Context (on {own.name}, 0x{id(own):x}) "
+                f"than the one it is used in (on {session.name}, 0x{id(session):x}): "
                 "device data never crosses Contexts. Pass its .cpu() value "
                 "instead, allocate input proxies from a function of this Context, or compile "
                 "both functions in the same Context"
             )
         if self._freed or own.closed:
             raise StaleTensorError(f"{self!r}: its device buffer was freed")
-        if self.buffer is not None and not own.device.is_live(self.buffer):
+        if self.buffer is not None and not own.dram.is_live(self.buffer):
             raise StaleTensorError(f"{self!r}: its device buffer was freed")
         return own
 
-    def check_usable(self, context: Context) -> None:
-        """Raise StaleTensorError unless this proxy is live data of ``context`` (allocated
+    def check_usable(self, session: Session) -> None:
+        """Raise StaleTensorError unless this proxy is live data of ``session`` (allocated
         input proxies: after their first :meth:`load_from`)."""
-        self._check_live(context)
+        self._check_live(session)
         if self._empty:
             raise StaleTensorError(
                 f"{self!r} holds no data yet: it was allocated for {self.origin} and never "
@@ -142,16 +140,16 @@ class TensorProxy:
     @_trace.hook("transfer")
     def cpu(self) -> torch.Tensor:
         """Read the data back to a host tensor (a HostRead)."""
-        context = self._check_live(None)
-        self.check_usable(context)
+        session = self._check_live(None)
+        self.check_usable(session)
         if self._host is not None:
             # A copy on the host, also of a result held on pfvm:cuda's GPU.
             return self._host.to("cpu", copy=True)
         if self.buffer is None:
             raise StaleTensorError(f"{self!r} holds no data")
-        with context.device.lock:
-            record = context._new_record(f"{self.spec.name}.cpu()", kind="read")
-            result = context._execute(HostRead(self.buffer, self.spec.layout), record)
+        with session.lock:
+            record = session.new_record(f"{self.spec.name}.cpu()", kind="read")
+            result = session.execute(HostRead(self.buffer, self.spec.layout), record)
         if result.tensor is not None:
             return result.tensor
         if result.data is None:
@@ -195,7 +193,7 @@ class TensorProxy:
             raise InputError(
                 f"{self!r}.load_from() takes a {spec.dtype_name} tensor of shape {spec.shape}, "
                 f"not {given} of shape {tuple(tensor.shape)}; its data is unchanged")
-        context = self._check_live(None)
+        session = self._check_live(None)
         data = tensor.detach().to("cpu")
         if self.buffer is None:
             # Host reference: a private copy, so later changes to ``tensor`` never show.
@@ -203,9 +201,9 @@ class TensorProxy:
             self._empty = False
             return
         image = to_device(data, spec.layout)
-        with context.device.lock:
-            record = context._new_record(f"{spec.name}.load_from()", kind="write")
-            context._execute(HostWrite(self.buffer, image), record)
+        with session.lock:
+            record = session.new_record(f"{spec.name}.load_from()", kind="write")
+            session.execute(HostWrite(self.buffer, image), record)
         self._empty = False
 
     def item(self) -> bool | int | float:
@@ -227,36 +225,32 @@ class TensorProxy:
 
     def free(self) -> None:
         """Release the device buffer now; the proxy cannot be used afterwards."""
-        if not self._freed and self.buffer is not None:
+        if not self._freed and self._finalizer is not None:
             self._finalizer()
         self._freed = True
         self._host = None
 
 
-def allocate_input_proxies(function: CompiledFunction,
+def allocate_input_proxies(session: Session, specs: Mapping[str, IOSpec], key: str,
                            buffer_for: Callable[[IOSpec], Buffer | None],
                            ) -> dict[str, TensorProxy]:
-    """One empty TensorProxy per input of ``function``, keyed and ordered like its inputs.
+    """One empty TensorProxy per input spec of function ``key``, keyed and ordered like
+    ``specs``.
 
     ``buffer_for(spec)`` allocates each proxy's buffer (None on the host reference). All of
     them are allocated, or none: on failure the ones allocated so far are given back.
     """
-    context = function.context
-    context._check_open()
-    if function.unloaded:
-        raise FunctionUnloadedError(
-            f"{function.name} ({function.key}) was unloaded; compile or load it again to "
-            "allocate its input proxies")
+    session.check_open()
     buffers: dict[str, Buffer | None] = {}
-    with context.device.lock:
+    with session.lock:
         try:
-            for name, spec in function.input_specs.items():
+            for name, spec in specs.items():
                 buffers[name] = buffer_for(spec)
         except BaseException:
             for buf in buffers.values():
                 if buf is not None:
-                    context.device.free(buf)
+                    session.dram.free(buf)
             raise
-    return {name: TensorProxy(context, spec, buffers[name], empty=True,
-                              origin=f"input {name!r} of {function.key}")
-            for name, spec in function.input_specs.items()}
+    return {name: TensorProxy(session, spec, buffers[name], empty=True,
+                              origin=f"input {name!r} of {key}")
+            for name, spec in specs.items()}

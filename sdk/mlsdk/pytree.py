@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
 import torch.utils._pytree as pytree
@@ -22,7 +22,6 @@ from .proxy import TensorProxy
 
 if TYPE_CHECKING:
     from .compiled import CompiledFunction
-    from .context import Context
     from .storage import StoragePath
 
 __all__ = ["AutomapFunction", "PytreeStructureError", "compile_automap",
@@ -212,7 +211,16 @@ def _check_args(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]
 # -- compiling --------------------------------------------------------------------------------
 
 
-def compile_automap(context: Context, fn: Callable[..., Any], args: Any, kwargs: Any,
+class Compiler(Protocol):
+    """What :func:`compile_automap` compiles with: :class:`mlsdk.Context` (declared here so
+    that this module need not import the facade above it)."""
+
+    @property
+    def compile(self) -> Callable[..., CompiledFunction]:
+        """``compile(fn, sample_inputs, codegen_dir, **options) -> CompiledFunction``."""
+
+
+def compile_automap(context: Compiler, fn: Callable[..., Any], args: Any, kwargs: Any,
                     codegen_dir: StoragePath, *, options: Mapping[str, Any] | None = None,
                     io_spec_constraints: Mapping[str, Any] | None = None,
                     **compile_kwargs: Any) -> AutomapFunction:
@@ -223,7 +231,7 @@ def compile_automap(context: Context, fn: Callable[..., Any], args: Any, kwargs:
     Parameters
     ----------
     context : Context
-        Where to compile and load the function.
+        Where to compile and load the function (anything with ``Context.compile``).
     fn : callable
         Takes tensors, or tuples, lists, dicts, NamedTuples and registered dataclasses of
         them (positionally and by keyword); returns a tensor or any such structure.

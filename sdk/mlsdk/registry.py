@@ -24,17 +24,18 @@ from .errors import DeviceError
 from .iospec import IOSpec
 from .naming import (
     RegistrationError,
-    _check_tensor,
-    _module_tensors,
+    check_tensor,
     get_tensor_name,
+    module_tensors,
     set_tensor_name,
 )
 from .proxy import TensorProxy
+from .session import Session
 
 if TYPE_CHECKING:
     from mncore_compiler.program import DeviceProgram
 
-    from .context import Context
+    from .device.base import Device
     from .report import CallRecord
 
 __all__ = ["Registry"]
@@ -74,8 +75,8 @@ class Registry:
 
     Parameters
     ----------
-    context : Context
-        The owner (held weakly).
+    session : Session
+        The open device the copies live on (held weakly: the Context owns it).
 
     Notes
     -----
@@ -85,8 +86,8 @@ class Registry:
     the host tensor is brought up to date from it before any other copy is made.
     """
 
-    def __init__(self, context: Context):
-        self._context = weakref.ref(context)
+    def __init__(self, session: Session):
+        self._session = weakref.ref(session)
         self._entries: dict[str, _Entry] = {}
         self._by_id: dict[int, _Entry] = {}
         # Host-side refreshers run before each call that reads state (weak: an optimizer's
@@ -118,18 +119,16 @@ class Registry:
         Registering the same module under the same name again does nothing. Nothing is named
         or registered when any of its tensors cannot be (RegistrationError).
         """
-        items = _module_tensors(module, name)
+        items = module_tensors(module, name)
+        self._check_all(items)
         for qualified, tensor, _ in items:
-            self._check_new(tensor, qualified)
-        for qualified, tensor, kind in items:
             set_tensor_name(tensor, qualified)
-            self._add(tensor, qualified, kind)
-        return [qualified for qualified, _, _ in items]
+        return self.register_named(items)
 
     def register_tensor(self, tensor: torch.Tensor, kind: str = "parameter") -> str:
         """Register one named tensor (``kind``: ``"parameter"`` or ``"buffer"``); return its
         name. Registering it again does nothing."""
-        _check_tensor(tensor, f"The {kind} to register")
+        check_tensor(tensor, f"The {kind} to register")
         name = get_tensor_name(tensor)
         if name is None:
             raise RegistrationError(
@@ -138,9 +137,23 @@ class Registry:
                 "set_tensor_name_in_module(model, 'model'), or register its whole module "
                 "with context.registry.register('model', model)"
             )
-        self._check_new(tensor, name)
-        self._add(tensor, name, kind)
+        self.register_named([(name, tensor, kind)])
         return name
+
+    def register_named(self, items: Iterable[tuple[str, torch.Tensor, str]]) -> list[str]:
+        """Register each ``(name, tensor, kind)`` under its name, all or none: nothing is
+        registered when any of them clashes with a registered tensor (RegistrationError).
+        Return the names. A tensor registered again under its own name is left as it is.
+        """
+        items = list(items)
+        self._check_all(items)
+        for name, tensor, kind in items:
+            self._add(tensor, name, kind)
+        return [name for name, _, _ in items]
+
+    def _check_all(self, items: list[tuple[str, torch.Tensor, str]]) -> None:
+        for name, tensor, _ in items:
+            self._check_new(tensor, name)
 
     def _check_new(self, tensor: torch.Tensor, name: str) -> None:
         entry = self._by_id.get(id(tensor))
@@ -189,7 +202,7 @@ class Registry:
         return entry
 
     def _entry_of(self, tensor: object) -> _Entry:
-        _check_tensor(tensor, "The registered tensor")
+        check_tensor(tensor, "The registered tensor")
         assert isinstance(tensor, torch.Tensor)
         name = self.name_of(tensor)
         if name is None:
@@ -273,14 +286,14 @@ class Registry:
         if on_host:
             copy = value.clone()
         else:
-            context = self._live_context()
-            copy = context.device.allocate(layout, f"registered state {entry.name!r}")
+            session = self._live_session()
+            copy = session.dram.allocate(layout, f"registered state {entry.name!r}")
             try:
                 if record is None:
-                    record = context._new_record(f"registry {entry.name}", kind="load")
-                result = context._execute(HostWrite(copy, to_device(value, layout)), record)
+                    record = session.new_record(f"registry {entry.name}", kind="load")
+                result = session.execute(HostWrite(copy, to_device(value, layout)), record)
             except BaseException:
-                context.device.free(copy)
+                session.dram.free(copy)
                 raise
             record.add_state(result, entry.name)
         entry.copies[layout] = copy
@@ -292,10 +305,10 @@ class Registry:
         layout = entry.dirty
         copy = entry.copies[layout]
         if isinstance(copy, Buffer):
-            context = self._live_context()
+            session = self._live_session()
             if record is None:
-                record = context._new_record("Context.synchronize()", kind="read")
-            result = context._execute(HostRead(copy), record)
+                record = session.new_record("Context.synchronize()", kind="read")
+            result = session.execute(HostRead(copy), record)
             record.add_state(result, entry.name)
             if result.data is None:
                 raise DeviceError(f"The device returned no data for HostRead of {copy}")
@@ -311,8 +324,8 @@ class Registry:
         the compute-native layout of its dtype). The proxy does not own the copy: freeing or
         collecting it leaves the copy on the device; :meth:`invalidate` makes it stale."""
         entry = self._entry_of(tensor)
-        context = self._live_context()
-        with context.device.lock:
+        session = self._live_session()
+        with session.lock:
             layout = entry.dirty or next(iter(entry.copies), None)
             if layout is None:
                 layout = self._native_layout(entry)
@@ -320,16 +333,14 @@ class Registry:
             copy = self._copy(entry, layout, None, on_host)
         spec = IOSpec(entry.name, tuple(entry.tensor.shape), _torch_dtype(layout.dtype), layout)
         if on_host:
-            return TensorProxy(context, spec, None, copy)
-        proxy = TensorProxy(context, spec, copy)
-        proxy._finalizer.detach()  # the registry owns the buffer, not the proxy
-        return proxy
+            return TensorProxy(session, spec, None, copy)
+        return TensorProxy(session, spec, copy, owned=False)  # the registry owns the buffer
 
     def _native_layout(self, entry: _Entry) -> Layout:
-        context = self._live_context()
+        session = self._live_session()
         try:
             dtype = TensorType.of(entry.tensor).dtype
-            return native_layout(tuple(entry.tensor.shape), dtype, context.mndevice.config)
+            return native_layout(tuple(entry.tensor.shape), dtype, session.device.config)
         except (TypeError, ValueError, LayoutError) as exc:
             raise RegistrationError(f"Registered tensor {entry.name!r} ({_describe(entry.tensor)})"
                                     f" has no device layout: {exc}") from None
@@ -364,8 +375,8 @@ class Registry:
         brought back by :meth:`synchronize` is overwritten. Without copies, nothing moves:
         the next use uploads the host value."""
         entry = self._entry_of(tensor)
-        context = self._live_context()
-        with context.device.lock:
+        session = self._live_session()
+        with session.lock:
             record = None
             for layout, copy in entry.copies.items():
                 value = entry.tensor.detach().to(_torch_dtype(layout.dtype)).contiguous()
@@ -373,8 +384,8 @@ class Registry:
                     copy.copy_(value)
                     continue
                 if record is None:
-                    record = context._new_record(f"registry {entry.name}", kind="load")
-                result = context._execute(HostWrite(copy, to_device(value, layout)), record)
+                    record = session.new_record(f"registry {entry.name}", kind="load")
+                result = session.execute(HostWrite(copy, to_device(value, layout)), record)
                 record.add_state(result, entry.name)
             entry.dirty = None
 
@@ -410,9 +421,9 @@ class Registry:
         dirty = [e for e in self._entries.values() if e.dirty is not None]
         if not dirty:
             return 0
-        context = self._live_context()
-        with context.device.lock:
-            record = context._new_record("Context.synchronize()", kind="read")
+        session = self._live_session()
+        with session.lock:
+            record = session.new_record("Context.synchronize()", kind="read")
             for entry in dirty:
                 self._read_back(entry, record)
         return len(dirty)
@@ -430,21 +441,20 @@ class Registry:
     def _drop(self, entry: _Entry, layout: Layout) -> None:
         copy = entry.copies.pop(layout)
         if isinstance(copy, Buffer):
-            self._device().free(copy)
+            self._live_session().dram.free(copy)
 
     # -- the owner --------------------------------------------------------------------------
 
-    def _live_context(self) -> Context:
-        context = self._context()
-        if context is None:
+    def _live_session(self) -> Session:
+        session = self._session()
+        if session is None:
             raise DeviceError("The Context of this registry no longer exists")
-        context._check_open()
-        return context
+        session.check_open()
+        return session
 
-    def _device(self) -> Any:
-        return self._live_context().device
+    def _device(self) -> Device:
+        return self._live_session().device
 
     def _on_host(self) -> bool:
-        from .device.reference import ReferenceDevice
-
-        return isinstance(self._device(), ReferenceDevice)
+        # Without device memory, copies are host snapshots.
+        return not self._device().has_memory

@@ -22,7 +22,7 @@ Hooks
 -----
 The runtime calls into this module from four places, each a module-level ``None`` check when
 no trace is active: :func:`hook` decorates ``Context.compile``, ``Context.load``,
-``CompiledFunction.__call__`` and ``TensorProxy.cpu``; ``Context._execute`` hands each command
+``CompiledFunction.__call__`` and ``TensorProxy.cpu``; ``Session.execute`` hands each command
 to :meth:`Tracer.execute`. Anything may add arguments to the innermost open slice of its thread
 with :func:`annotate_current`; the compile cache records its outcome with one line inside
 ``Context.compile``: ``trace.annotate_current(cache="hit")`` (or ``"miss"``).
@@ -37,7 +37,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import IO, Any, ParamSpec, TypeVar
 
-from .tracer import DEVICE_TRACKS, Tracer, _Slice
+from .tracer import DEVICE_TRACKS, Slice, Tracer
 
 __all__ = ["trace_scope", "trace_event", "annotate_current", "hook", "Tracer", "DEVICE_TRACKS"]
 
@@ -188,7 +188,7 @@ class trace_event:
         # Per thread, one entry per entry into the block still open.
         self._local = threading.local()
 
-    def _entries(self) -> list[tuple[Tracer | None, _Slice | None]]:
+    def _entries(self) -> list[tuple[Tracer | None, Slice | None]]:
         entries = getattr(self._local, "entries", None)
         if entries is None:
             entries = self._local.entries = []

@@ -29,11 +29,11 @@ from typing import IO, TYPE_CHECKING, Any
 from .device.commands import Bind, Launch
 
 if TYPE_CHECKING:
-    from .device.base import Device
+    from .device.base import DramDevice
     from .device.commands import Command, CommandResult
     from .report import CallRecord
 
-__all__ = ["Tracer", "DEVICE_TRACKS"]
+__all__ = ["Tracer", "Slice", "DEVICE_TRACKS"]
 
 #: Device tracks, top to bottom: (name, what runs on it).
 DEVICE_TRACKS: tuple[tuple[str, str], ...] = (
@@ -61,7 +61,7 @@ def _now() -> int:
     return time.monotonic_ns()
 
 
-class _Slice:
+class Slice:
     """An open slice: its BEGIN packet (arguments are written into it when it ends)."""
 
     __slots__ = ("track", "packet", "start", "args", "totals", "ended")
@@ -87,7 +87,7 @@ class _Slice:
 class _DeviceTimeline:
     """One device's tracks and the cycle its last command ended at."""
 
-    def __init__(self, device: Device, tracks: dict[str, int]):
+    def __init__(self, device: DramDevice, tracks: dict[str, int]):
         self.device = weakref.ref(device)
         self.tracks = tracks
         self.mhz = float(device.config.clock_mhz)
@@ -130,7 +130,7 @@ class Tracer:
         self._builder = StreamingTraceProtoBuilder(file)
         self._lock = threading.RLock()
         self._pending: list[Any] = []
-        self._open: dict[int, _Slice] = {}
+        self._open: dict[int, Slice] = {}
         self._local = threading.local()
         self._uuids = itertools.count((os.getpid() << 20) + 1)
         self._flows = itertools.count(1)
@@ -175,7 +175,7 @@ class Tracer:
             desc.thread.thread_name = threading.current_thread().name
         return track
 
-    def _timeline(self, device: Device, issued: int) -> _DeviceTimeline:
+    def _timeline(self, device: DramDevice, issued: int) -> _DeviceTimeline:
         timeline = self._devices.get(id(device))
         if timeline is not None and timeline.device() is device:
             return timeline
@@ -196,7 +196,7 @@ class Tracer:
         timeline = self._devices[id(device)] = _DeviceTimeline(device, tracks)
         return timeline
 
-    def _stack(self) -> list[_Slice]:
+    def _stack(self) -> list[Slice]:
         stack = getattr(self._local, "stack", None)
         if stack is None:
             stack = self._local.stack = []
@@ -205,7 +205,7 @@ class Tracer:
     # -- slices -----------------------------------------------------------------------------
 
     def begin(self, name: str, category: str, args: Mapping[str, Any] | None = None,
-              ) -> _Slice | None:
+              ) -> Slice | None:
         """Open a slice on the calling thread's track; None once the trace is closed."""
         with self._lock:
             if self.closed:
@@ -218,12 +218,12 @@ class Tracer:
             event.track_uuid = track
             event.name = name
             event.categories.append(category)
-            opened = _Slice(track, packet, start, dict(args or {}))
+            opened = Slice(track, packet, start, dict(args or {}))
             self._open[id(opened)] = opened
             self._stack().append(opened)
             return opened
 
-    def end(self, opened: _Slice | None, args: Mapping[str, Any] | None = None) -> None:
+    def end(self, opened: Slice | None, args: Mapping[str, Any] | None = None) -> None:
         """Close ``opened`` (a no-op for None or a slice already closed)."""
         with self._lock:
             if opened is None or opened.ended:
@@ -235,7 +235,7 @@ class Tracer:
             if not self._open and len(self._pending) >= _FLUSH_PACKETS:
                 self._flush(until=_now())
 
-    def _finish(self, opened: _Slice, timestamp: int, args: Mapping[str, Any] | None) -> None:
+    def _finish(self, opened: Slice, timestamp: int, args: Mapping[str, Any] | None) -> None:
         opened.ended = True
         del self._open[id(opened)]
         _annotate(opened.packet.track_event, {**opened.args, **opened.totals, **(args or {})})
@@ -254,7 +254,7 @@ class Tracer:
 
     # -- device commands --------------------------------------------------------------------
 
-    def execute(self, device: Device, command: Command, record: CallRecord) -> CommandResult:
+    def execute(self, device: DramDevice, command: Command, record: CallRecord) -> CommandResult:
         """Execute ``command`` on ``device``, recording it on the host and the device tracks."""
         opened = self.begin(command.kind, "command",
                             {"command": command.summary(), "function": record.function,
@@ -280,7 +280,7 @@ class Tracer:
         self.end(opened)
         return result
 
-    def _device_slice(self, device: Device, command: Command, issued: int,
+    def _device_slice(self, device: DramDevice, command: Command, issued: int,
                       figures: dict[str, Any], flow: int) -> None:
         timeline = self._timeline(device, issued)
         mhz = timeline.mhz

@@ -7,7 +7,12 @@ from typing import Any
 import pytest
 import torch
 from mncore_compiler.capture import capture, supported_torch_ops
-from mncore_compiler.errors import CaptureError, CompilerError, UnsupportedOperationError
+from mncore_compiler.errors import (
+    CaptureError,
+    CompilerError,
+    TraceError,
+    UnsupportedOperationError,
+)
 
 X = {"x": torch.ones(3, 4)}
 
@@ -16,19 +21,26 @@ X = {"x": torch.ones(3, 4)}
     ("fn", "aten"),
     [
         (lambda d: {"y": torch.sort(d["x"]).values}, "aten.sort.default"),
-        (lambda d: {"y": d["x"][0]}, "aten.select.int"),
-        (lambda d: {"y": d["x"][:, 1:3]}, "aten.slice.Tensor"),
+        (lambda d: {"y": torch.flip(d["x"], [0])}, "aten.flip.default"),
+        (lambda d: {"y": torch.roll(d["x"], 1, 1)}, "aten.roll.default"),
         (lambda d: {"y": d["x"].clone().floor_()}, "aten.floor_.default"),
-        (lambda d: {"y": torch.layer_norm(d["x"], [4])}, "aten.native_layer_norm.default"),
-        (lambda d: {"y": d["x"] // 2}, "aten.floor_divide.default"),
+        (lambda d: {"y": torch.cumprod(d["x"], 1)}, "aten.cumprod.default"),
+        (lambda d: {"y": d["x"] % 2}, "aten.remainder.Scalar"),
     ],
-    ids=["sort", "select", "slice", "inplace", "layer_norm", "floordiv"],
+    ids=["sort", "flip", "roll", "inplace", "cumprod", "remainder"],
 )
 def test_unsupported_op_is_named(fn: Any, aten: str) -> None:
     with pytest.raises(UnsupportedOperationError, match=f"^{aten} is not supported") as info:
         capture(fn, X)
     message = str(info.value)
-    assert "supported ops: " in message and "aten.add.Tensor" in message
+    # A few lines: the op, the user's line that produced it, where the supported set is.
+    lines = message.splitlines()
+    assert len(lines) == 3, message
+    assert lines[1].startswith("  at tests/compiler/test_capture_errors.py:")
+    assert "lambda" in lines[1]
+    assert lines[2] == "Supported ops: mlsdk.supported_ops(), listed in docs/ops.md."
+    assert "aten.add.Tensor" not in message
+    assert info.value.problems == ((lines[0], lines[1].removeprefix("  at ")),)
 
 
 def test_supported_op_list() -> None:
@@ -114,4 +126,100 @@ def test_errors_raised_by_the_function_propagate() -> None:
         raise KeyError("no such input")
 
     with pytest.raises(KeyError, match="no such input"):
+        capture(fn, X)
+
+
+class _Missing(torch.nn.Module):
+    """Three unsupported ops, one of them twice, and supported ones around them."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.sort(x).values * 2
+        x = torch.flip(x, [1])
+        y = torch.cumprod(x, 1)
+        return torch.sort(y).values + x.floor_()
+
+
+def test_every_unsupported_op_is_listed_with_its_line() -> None:
+    model = _Missing()
+    with pytest.raises(UnsupportedOperationError) as info:
+        capture(lambda d: {"y": model(d["x"]).relu()}, X)
+    message = str(info.value)
+    ops = [problem.split(" ", 1)[0] for problem, _ in info.value.problems]
+    assert ops == ["aten.sort.default", "aten.flip.default", "aten.cumprod.default",
+                   "aten.floor_.default"]
+    assert message.startswith("4 problems stop the MN-Core compiler")
+    assert len(message.splitlines()) == 1 + 2 * len(ops) + 1, message
+    assert "(and 1 more)" in message  # sort, on two lines
+    for _, where in info.value.problems:
+        assert where is not None and where.startswith("tests/compiler/test_capture_errors.py:")
+        assert " in forward: " in where
+    assert "x = torch.sort(x).values * 2" in message and "y = torch.cumprod(x, 1)" in message
+
+
+def test_ops_computed_from_an_unsupported_one_are_not_reported() -> None:
+    # relu and add of a sort's result are supported: only sort is the problem.
+    with pytest.raises(UnsupportedOperationError) as info:
+        capture(lambda d: {"y": torch.sort(d["x"]).values.relu() + 1}, X)
+    assert len(info.value.problems) == 1
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [
+        (lambda d: {"y": d["x"] @ torch.ones(5, 2)},
+         r"RuntimeError while tracing the function: mat1 and mat2 shapes cannot be multiplied"
+         r".*\n  at tests/compiler/test_capture_errors.py:\d+ in <lambda>: .*torch.ones\(5, 2\)"
+         r".*\nRun the function eagerly"),
+        (lambda d: {"y": d["x"] * d["x"].sum().item()},
+         r"read a tensor's value in Python \(\.item\(\).*\n  at .*\.item\(\)"
+         r".*\nA compiled function is one fixed program"),
+    ],
+    ids=["shapes", "item"],
+)
+def test_torch_errors_while_tracing_name_the_line(fn: Any, message: str) -> None:
+    with pytest.raises(TraceError, match=message) as info:
+        capture(fn, X)
+    assert isinstance(info.value, RuntimeError)
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_data_dependent_control_flow_is_a_trace_error() -> None:
+    def branchy(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if d["x"].sum() > 0:
+            return {"y": d["x"] * 2}
+        return {"y": d["x"]}
+
+    with pytest.raises(TraceError, match=r"(?s)value in Python.*in branchy: if d\["):
+        capture(branchy, X)
+
+
+def test_a_foreach_kernel_says_to_pass_foreach_false() -> None:
+    def fn(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {"y": torch._foreach_add([d["x"]], 2.0)[0]}
+
+    with pytest.raises(UnsupportedOperationError,
+                       match=r"^aten._foreach_add.Scalar is a multi-tensor .*foreach=False"):
+        capture(fn, X)
+
+
+def test_an_in_place_update_of_a_transposed_view_writes_through() -> None:
+    def fn(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        y = d["x"] * torch.tensor([1.0, 2.0, 3.0, 4.0])
+        y.t().mul_(3.0).add_(1.0)  # a whole-tensor view (as a Linear weight's .grad is)
+        return {"y": y}
+
+    from mncore_compiler.interpreter import interpret
+
+    x = {"x": torch.randn(3, 4)}
+    torch.testing.assert_close(interpret(capture(fn, x), x)["y"], fn(x)["y"])
+
+
+def test_an_in_place_update_through_another_view_is_named() -> None:
+    def fn(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        y = d["x"] * 1
+        y.unsqueeze(0).expand(1, 3, 4).add_(1.0)
+        return {"y": y}
+
+    with pytest.raises(UnsupportedOperationError,
+                       match=r"^aten.add_.Tensor updates an aten.expand.default view of a tensor"):
         capture(fn, X)

@@ -131,10 +131,79 @@ for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
     CASES[_cmp] = ([(2, 3), (3,)], {}, _fn)
     CASES[f"{_cmp}_scalar"] = ([(3,)], {"scalar": 1.0}, lambda x, _fn=_fn: _fn(x, 1.0))
 
+# Convolution, pooling and upsampling, against torch.nn.functional.
+_F = torch.nn.functional
+_CONV = {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2), "groups": 2}
+_MAXP = {"kernel": (2, 3), "stride": (2, 1), "padding": (1, 1), "dilation": (1, 1),
+         "ceil_mode": True}
+_AVGP = {"kernel": (3, 2), "stride": (2, 2), "padding": (1, 0), "ceil_mode": False,
+         "count_include_pad": False, "divisor_override": None}
+_MAX_IDX = torch.tensor([[[[0, 2], [6, 8]]]])  # each gradient value goes to a corner of the 3x3
+CASES.update({
+    "conv": ([(2, 4, 5, 6), (6, 2, 3, 2)], _CONV, lambda x, w: _F.conv2d(
+        x, w, None, (2, 1), (1, 0), (1, 2), 2)),
+    "conv_input_grad": ([(2, 6, 3, 4), (6, 2, 3, 2)], {**_CONV, "input_shape": (2, 4, 5, 6)},
+                        lambda dy, w: torch.nn.grad.conv2d_input(
+                            (2, 4, 5, 6), w, dy, (2, 1), (1, 0), (1, 2), 2)),
+    "conv_weight_grad": ([(2, 6, 3, 4), (2, 4, 5, 6)], {**_CONV, "weight_shape": (6, 2, 3, 2)},
+                         lambda dy, x: torch.nn.grad.conv2d_weight(
+                             x, (6, 2, 3, 2), dy, (2, 1), (1, 0), (1, 2), 2)),
+    "max_pool": ([(2, 3, 5, 4)], _MAXP, lambda x: _F.max_pool2d(x, (2, 3), (2, 1), 1,
+                                                                  ceil_mode=True)),
+    "max_pool_indices": ([(2, 3, 5, 4)], _MAXP, lambda x: _F.max_pool2d(
+        x, (2, 3), (2, 1), 1, ceil_mode=True, return_indices=True)[1]),
+    "max_pool_backward": ([(1, 1, 2, 2), (1, 1, 3, 3), _MAX_IDX],
+                          {**_MAXP, "kernel": (2, 2), "stride": (1, 1), "padding": (0, 0),
+                           "ceil_mode": False},
+                          lambda dy, x, i: torch.zeros(1, 1, 9).index_add(
+                              2, i.flatten(), dy.flatten().reshape(1, 1, 4)).reshape(1, 1, 3, 3)),
+    "avg_pool": ([(2, 3, 5, 4)], _AVGP, lambda x: _F.avg_pool2d(
+        x, (3, 2), 2, (1, 0), count_include_pad=False)),
+    "avg_pool_backward": ([(1, 1, 2, 2)], {**_AVGP, "kernel": (2, 2), "padding": (0, 0),
+                                           "input_shape": (1, 1, 4, 4)},
+                          lambda dy: dy.repeat_interleave(2, 2).repeat_interleave(2, 3) / 4),
+    "adaptive_avg_pool": ([(2, 3, 5, 7)], {"output_size": (2, 3)},
+                          lambda x: _F.adaptive_avg_pool2d(x, (2, 3))),
+    "adaptive_avg_pool_backward": ([(1, 2, 1, 1)], {"input_shape": (1, 2, 3, 2)},
+                                   lambda dy: dy.expand(1, 2, 3, 2) / 6),
+    "upsample_nearest": ([(2, 3, 2, 3)], {"output_size": (4, 9), "scales": (None, None)},
+                         lambda x: _F.interpolate(x, size=(4, 9), mode="nearest")),
+    "upsample_nearest_backward": ([(1, 2, 4)], {"output_size": (4,), "scales": (2.0,),
+                                                "input_shape": (1, 2, 2)},
+                                  lambda dy: dy.reshape(1, 2, 2, 2).sum(3)),
+})  # fmt: skip
+
 
 def test_every_op_has_a_case() -> None:
     assert sorted(CASES) == sorted(OPS)
 
+
+# Indexing and the math ops a GPT needs (integer and bool operands given as tensors).
+_IDX = torch.tensor([2, 0, 2])
+_BITS = torch.tensor([[True, False], [True, True]])
+CASES.update({
+    "slice": ([(2, 7)], {"dim": 1, "start": 1, "end": 6, "step": 2}, lambda x: x[:, 1:6:2]),
+    "index_select": ([(3, 4), _IDX], {"dim": 0}, lambda x, i: x[i]),
+    "gather": ([(3, 4), torch.tensor([[3, 0], [1, 1], [2, 0]])], {"dim": 1},
+               lambda x, i: x.gather(1, i)),
+    "index_add": ([(3, 2), _IDX, (3, 2)], {"dim": 0}, lambda x, i, v: x.index_add(0, i, v)),
+    "scatter_add": ([(3, 2), torch.tensor([[2, 0], [2, 1]]), (2, 2)], {"dim": 0},
+                    lambda x, i, v: x.scatter_add(0, i, v)),
+    "cumsum": ([(2, 5)], {"dim": 1}, lambda x: x.cumsum(1)),
+    "log": ([(3,)], {}, torch.log),
+    "sin": ([(3,)], {}, torch.sin),
+    "cos": ([(3,)], {}, torch.cos),
+    "erf": ([(3,)], {}, torch.erf),
+    "pow_scalar": ([(3,)], {"scalar": 2.5, "reverse": True}, lambda x: 2.5 ** x),
+    "pow": ([(2, 3), (3,)], {}, torch.pow),
+    "clamp": ([(2, 3)], {"min": 0.7, "max": None}, lambda x: x.clamp(min=0.7)),
+    "floor_divide": ([torch.tensor([7, -7, 3]), torch.tensor([2, 2, -2])], {},
+                     torch.floor_divide),
+    "bitwise_not": ([_BITS], {}, torch.bitwise_not),
+    "bitwise_and": ([_BITS, torch.tensor([True, False])], {}, torch.bitwise_and),
+    "bitwise_or": ([_BITS, torch.tensor([False, False])], {}, torch.bitwise_or),
+    "bitwise_xor": ([torch.tensor([5, 3]), torch.tensor([1, 1])], {}, torch.bitwise_xor),
+})  # fmt: skip
 
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_single_op_graph(op: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import random
+import re
 import warnings
 from collections.abc import Callable
 
@@ -22,6 +23,8 @@ from amaranth.sim import Simulator
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.contracts import converter as cc
 from mncore_hdl.contracts import cosim, memctrl
+from mncore_hdl.contracts import testbench as tb
+from mncore_hdl.contracts.counters import COUNTER_BITS
 from mncore_hdl.converter import compile_program, registers
 from mncore_hdl.layout import conversion, host_layout, native_layout
 from mncore_hdl.testing.hdl_checks import imports_without_amaranth
@@ -163,7 +166,7 @@ def test_controller_ports_and_command_kinds():
     ports = _ports(lambda: MemoryController(SMALL, len(memctrl.PORTS)))
     assert ports["cmd_kind"] == ("out", memctrl.CMD_KIND_BITS)
     assert ports["csr_addr"] == ("in", memctrl.CSR_ADDR_BITS)
-    assert ports["csr_rdata"] == ("out", memctrl.COUNTER_BITS)
+    assert ports["csr_rdata"] == ("out", COUNTER_BITS)
     assert ports["ports__0__req__payload"] == ("in", memctrl.RequestFormat.of(SMALL).bits)
 
 
@@ -340,3 +343,88 @@ def test_driver_uses_only_ports_of_the_cosim_top():
     assert bus.driven <= set(cosim.top_inputs(SMALL)), bus.driven - set(cosim.top_inputs(SMALL))
     assert bus.read <= set(ports), bus.read - set(ports)
     assert asyncio.run(driver.execute({"op": "idle"})) == {"error": "unknown operation 'idle'"}
+
+
+# -- the testbench top around the co-simulation top ---------------------------------------------
+
+_TB_DECLARATION = re.compile(r"^  (?:reg|wire) (?:\[(\d+):0\] )?(\w+)(?: = [^;]+)?;$", re.MULTILINE)
+
+
+def _cosim_top_verilog(config) -> str:
+    """A ``cosim_top`` module header with the declared ports (held to the elaborated design by
+    :func:`test_top_ports_match_the_declared_lists`), as yosys writes it."""
+    ports = cosim.cosim_ports(config)
+    lines = [f"module cosim_top({', '.join(['clk', 'rst', *ports])});", "  input clk;",
+             "  input rst;"]
+    for name, (direction, width) in ports.items():
+        rng = f"[{width - 1}:0] " if width > 1 else ""
+        lines.append(f"  {'input' if direction == 'in' else 'output'} {rng}{name};")
+    return "\n".join([*lines, "endmodule", ""])
+
+
+def test_cosim_tb_signals_are_the_declared_ones():
+    """Every signal ``cosim_tb`` makes public (what the driver, the server and Verilator's
+    control file use) is declared in ``contracts.testbench`` with its width and direction,
+    and every declared one is in the testbench."""
+    from mncore_hdl.top.cosim_tb import TB_MODULE, cosim_tb_verilog, public_signals
+
+    top = _cosim_top_verilog(SMALL)
+    text = cosim_tb_verilog(top, SMALL)
+    body = text[text.index(f"module {TB_MODULE}("):text.index("endmodule")]
+    declared = {name: int(hi) + 1 if hi else 1 for hi, name in _TB_DECLARATION.findall(body)}
+    public = {name: access for access, _, name in public_signals(top)}
+    assert public.pop(tb.CLOCK) == "rd"
+    ports = tb.tb_ports(SMALL)
+    assert set(public) == set(ports), set(public) ^ set(ports)
+    assert {name: declared[name] for name in ports} == {n: w for n, (_, w) in ports.items()}
+    assert sorted(n for n, access in public.items() if access == "rw") == sorted(
+        tb.driven_ports(SMALL))
+    assert set(tb.control_ports(SMALL)) == set(tb.CONTROL)
+    for path in cosim.TOP_PATHS:  # the engines take over the port dma_path_code selects
+        assert (f"  wire {cosim.requester_prefix(path, 0)}dma = {tb.DMA_GO} && "
+                f"{tb.DMA_GROUPS}[0] && {tb.DMA_PATH} == {tb.dma_path_code(path)};") in text
+
+
+class RecordingBulkBus(RecordingBus):
+    """A :class:`~mlsdk.device.rtl.dma.BulkBus` on ``cosim_tb``: it also answers the back door
+    (a dump of zeros) and records every name."""
+
+    def __init__(self, memfile):
+        super().__init__()
+        self.memfile = memfile
+        self.mem_binary = False
+        self.values: dict[str, int] = {}
+
+    def set(self, name, value):
+        super().set(name, value)
+        self.values[name] = value
+
+    def has(self, name):
+        return name in tb.tb_ports(SMALL)
+
+    async def wait_change(self, name):
+        from mlsdk.device.rtl.dma import write_word_file
+
+        self.read.add(name)
+        if self.values.get(tb.MEM_DIR):
+            count = self.values[tb.MEM_HI] - self.values[tb.MEM_LO] + 1
+            write_word_file(self.memfile, np.zeros(count, dtype=np.uint64), self.mem_binary)
+
+
+def test_driver_dma_path_uses_only_ports_of_the_cosim_tb(tmp_path):
+    from mlsdk.device.rtl.driver import Driver, pack_words
+
+    bus = RecordingBulkBus(tmp_path / "mem.dat")
+    driver = Driver(bus, SMALL)
+    buf = {"group": 1, "groups": 2, "address": 0x10, "lw_per_group": 3}
+    ops = [{"op": "write", "path": "compute", "buffer": buf,
+            "data": pack_words(np.zeros((2, 3), dtype=np.uint64))},
+           {"op": "read", "path": "host", "buffer": buf}]
+    for op in ops:
+        result = asyncio.run(driver.execute(op))
+        assert "error" not in result, (op["op"], result)
+    ports = tb.tb_ports(SMALL)
+    assert bus.values[tb.DMA_PATH] == tb.dma_path_code("host")
+    assert bus.driven <= set(tb.driven_ports(SMALL)), bus.driven - set(tb.driven_ports(SMALL))
+    assert bus.read <= set(ports), bus.read - set(ports)
+    assert {tb.DMA_GO, tb.MEM_GO} <= bus.driven and {tb.DMA_DONE, tb.MEM_ACK} <= bus.read

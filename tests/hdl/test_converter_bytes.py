@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from mlsdk import Context, MNDevice
 from mlsdk.device.commands import Convert
 from mncore_hdl.arch import MNCORE2_SIM
-from mncore_hdl.converter.program import ConverterProgram, ProgramError, _walk, compile_program
+from mncore_hdl.converter.program import ConverterProgram, ProgramError, compile_program, walk_table
 from mncore_hdl.converter.timing import block_traffic, converter_beats
 from mncore_hdl.layout import (
     DTYPES,
@@ -37,8 +37,8 @@ def _walked_beats(prog: ConverterProgram) -> tuple[int, int]:
     one burst of ``burst`` LWs, clipped at the end of the source Group's footprint and skipped
     when it starts outside it; the writer writes each LW of the destination footprint once."""
     read = 0
-    for ob in _walk(prog.outer, 5 + len(prog.dims)):
-        for rd in _walk(prog.read, 2):
+    for ob in walk_table(prog.outer, 5 + len(prog.dims)):
+        for rd in walk_table(prog.read, 2):
             g, a = ob[0] + rd[0], ob[1] + rd[1]
             if 0 <= g < prog.src_groups and 0 <= a < prog.src_lw_per_group:
                 read += min(prog.burst, prog.src_lw_per_group - a)
@@ -55,7 +55,7 @@ def _device_bytes(src, dst, dtype: str) -> int:
         tensor = torch.zeros(src.shape, dtype=getattr(torch, dtype))
         dev.poke(src_buf, to_device(tensor, src))
         done = dev.execute(Convert(src_buf, str(src), dst_buf, str(dst),
-                                   conversion(src, dst).to_dict(), dtype))
+                                   conversion(src, dst), dtype))
         return done.bytes["converter"]
 
 

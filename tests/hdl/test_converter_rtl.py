@@ -16,7 +16,9 @@ from mncore_hdl.converter import Reg, compile_program, registers
 from mncore_hdl.converter.behavioural import BehaviouralMemory
 from mncore_hdl.converter.converter import LayoutConverter
 from mncore_hdl.converter.harness import ConverterHarness
-from mncore_hdl.converter.program import TableLoop, _carries, _walk
+from mncore_hdl.converter.program import TableLoop, carries_table, walk_table
+from mncore_hdl.converter.router import PortRouter
+from mncore_hdl.converter.streams import gathered_signature
 from mncore_hdl.converter.walker import LoopWalker
 from mncore_hdl.converter.writer import WriteEngine
 from mncore_hdl.layout import DTYPES, UnsupportedConversion, conversion, to_device
@@ -44,6 +46,8 @@ SMALL = MNCORE2_SIM.replace(sim_window_lw=4096, dram_bytes_per_group=4096 * 8)
     (lambda: BehaviouralMemory(SMALL, latency=True), TypeError, "Latency must be an integer"),
     (lambda: BehaviouralMemory(None), TypeError, "Config must be an ArchConfig"),
     (lambda: MemorySystem({}), TypeError, "Config must be an ArchConfig"),
+    (lambda: PortRouter("SMALL"), TypeError, "Config must be an ArchConfig"),
+    (lambda: gathered_signature(None), TypeError, "Config must be an ArchConfig"),
 ])
 def test_constructor_errors(factory, exc, msg):
     with warnings.catch_warnings():  # the half-built object is not an unused elaboratable
@@ -58,8 +62,8 @@ def test_constructor_errors(factory, exc, msg):
 def test_walker_matches_python_walk():
     rng = random.Random(7)
     loops = [(rng.randint(1, 4), (rng.randint(-5, 9), rng.randint(0, 40))) for _ in range(3)]
-    table = _carries(loops)
-    want = list(_walk(table, 2))
+    table = carries_table(loops)
+    want = list(walk_table(table, 2))
     dut = LoopWalker(4, 2)
     got = []
 

@@ -106,7 +106,7 @@ def _fake_profiled_build(tmp_path, write_profile: bool):
             (folder / "Vtop__ALL.gcda").write_text("profile")
 
     with open(build / "build.log", "w") as log:
-        vt._build_with_profile(build, train, step, compile_, log, lambda s: None)
+        vt.build_with_profile(build, train, step, compile_, log, lambda s: None)
     return build, steps, trained
 
 

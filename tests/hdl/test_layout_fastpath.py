@@ -16,15 +16,10 @@ from mncore_hdl.layout import (
     UnsupportedConversion,
     conversion,
 )
-from mncore_hdl.layout.mapping import (
-    from_device,
-    from_device_reference,
-    radix_pieces,
-    to_device,
-    to_device_reference,
-    write_image,
-)
+from mncore_hdl.layout.mapping import from_device, to_device, write_image
 from mncore_hdl.layout.random_layouts import random_layout
+from mncore_hdl.layout.reference import from_device_reference, to_device_reference
+from mncore_hdl.layout.strided import radix_pieces
 
 
 def _raw(tensor: torch.Tensor) -> torch.Tensor:

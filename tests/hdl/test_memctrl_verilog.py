@@ -113,12 +113,12 @@ def test_cache_key_changes_with_any_source_and_the_tools(monkeypatch):
     from mncore_hdl.tooling import verilog
 
     base = verilog.design_digest(MemoryController)
-    read = verilog._read_source
+    read = verilog.read_source
     for path in verilog.design_sources(MemoryController):
-        monkeypatch.setattr(verilog, "_read_source",
+        monkeypatch.setattr(verilog, "read_source",
                             lambda p, path=path: read(p) + (b"\n# edited" if p == path else b""))
         assert verilog.design_digest(MemoryController) != base, path
-    monkeypatch.setattr(verilog, "_read_source", read)
+    monkeypatch.setattr(verilog, "read_source", read)
     version = importlib.metadata.version
     monkeypatch.setattr(importlib.metadata, "version",
                         lambda tool: "0.0-other" if tool == "amaranth" else version(tool))
@@ -153,9 +153,9 @@ endmodule
 
 
 def test_merge_clocked_blocks_keeps_every_assignment_in_one_block_per_clock():
-    from mncore_hdl.tooling.verilog import _merge_clocked_blocks
+    from mncore_hdl.tooling.verilog import merge_clocked_blocks
 
-    text = _merge_clocked_blocks(_TWO_MODULES)
+    text = merge_clocked_blocks(_TWO_MODULES)
     a, b = text.split("endmodule\n")[:2]
     assert a.count("always @(posedge clk) begin") == 2        # the merged one and the memory's
     assert ("  always @(posedge clk) begin\n    r0 <= \\$1 ;\n    r1 <= \\$2 ;\n    q <= r0;\n"

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ from mlsdk import CacheOptions, CacheWarning, CodegenError, Context, IOSpec, MND
 from mlsdk.cache import compile_program
 from mlsdk.cachedir import CacheDir
 from mlsdk.options import read_option_json
-from mncore_compiler.program import DeviceProgram, _canonical
+from mncore_compiler.program import DeviceProgram, body_checksum
 from mncore_hdl.arch import MNCORE2
 from mncore_hdl.layout import Layout, LayoutError
 
@@ -76,7 +75,7 @@ def _mutate(body: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
         for step in where[:-1]:
             parent = parent[step]
         parent[where[-1]] = data.draw(json_values)
-    body["sha256"] = hashlib.sha256(_canonical(body)).hexdigest()  # as a forger would
+    body["sha256"] = body_checksum(body)  # as a forger would
     return body
 
 

@@ -14,7 +14,8 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from mlsdk import Context, MNDevice, set_tensor_name, storage
+from mlsdk import Context, MNDevice, storage
+from mlsdk.testing.training import sgd_with_momentum
 from mncore_compiler.errors import CaptureError
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -31,13 +32,7 @@ def _bn_mlp(affine: bool = True, momentum: float | None = 0.1) -> torch.nn.Modul
 
 def _sgd(model: torch.nn.Module, context: Context | None = None) -> torch.optim.SGD:
     """SGD with momentum over ``model``, its momentum buffers created (and registered)."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    for name, p in model.named_parameters():
-        buf = opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
-        if context is not None:
-            set_tensor_name(buf, f"opt.momentum.{name}")
-            context.register_buffer(buf)
-    return opt
+    return sgd_with_momentum(model, context)
 
 
 def _batches(steps: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from mlsdk import CacheError, CacheOptions, CacheWarning, storage
-from mncore_compiler.program import DeviceProgram
+from mncore_compiler.program import DeviceProgram, body_checksum
 
 
 def add(inputs):
@@ -46,13 +46,12 @@ def _only_entry(tmp_path: Path) -> Path:
 
 def _rewrite_program(entry: Path, edit) -> None:
     """Edit an entry's program.json and recompute its checksum, as a forger would."""
-    from mncore_compiler.program import _canonical
 
     path = entry / "program.json"
     body = json.loads(path.read_text())
     body.pop("sha256")
     edit(body)
-    body["sha256"] = __import__("hashlib").sha256(_canonical(body)).hexdigest()
+    body["sha256"] = body_checksum(body)
     path.unlink()  # a fresh inode: the codegen directory's hard link keeps the old bytes
     path.write_text(json.dumps(body))
 

@@ -6,16 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
-import os
-import random
-import signal
-import time
 from pathlib import Path
 
 import pytest
 import torch
 from mlsdk import CodegenError, Context, storage
-from mncore_compiler.program import DeviceProgram, _canonical
+from mlsdk.testing.codegen import killed_saves
+from mncore_compiler.program import DeviceProgram, body_checksum
 
 SEED = 22
 WEIGHTS = {"a": torch.linspace(-1.0, 1.0, 256), "b": torch.linspace(2.0, 3.0, 256)}
@@ -69,22 +66,9 @@ def test_a_reader_during_recompiles_sees_only_whole_programs(programs, tmp_path)
     assert len(list((target / "constants").iterdir())) <= 2  # the last program and the previous
 
 
-def _save_forever(program: DeviceProgram, directory: Path) -> None:
-    while True:
-        program.save(directory)
-
-
 def test_a_kill_during_a_save_never_loses_the_previous_program(programs, tmp_path):
-    rng = random.Random(SEED)
     target = tmp_path / "victim"
-    programs["a"].save(target)
-    for round_ in range(12):
-        child = multiprocessing.get_context("fork").Process(
-            target=_save_forever, args=(programs["ab"[round_ % 2]], target))
-        child.start()
-        time.sleep(rng.uniform(0.0, 0.05))
-        os.kill(child.pid, signal.SIGKILL)
-        child.join()
+    for round_ in killed_saves([programs["a"], programs["b"]], target, 12, SEED):
         assert _which(DeviceProgram.load(target)) in WEIGHTS, f"seed {SEED}, round {round_}"
     programs["a"].save(target)  # the killed writers' temporaries are swept by the next save
     left = [p for p in target.rglob("*") if p.name.endswith(".tmp")]
@@ -112,7 +96,7 @@ def _forge(directory: Path, edit) -> None:
     body = json.loads(path.read_text())
     body.pop("sha256")
     edit(body)
-    body["sha256"] = hashlib.sha256(_canonical(body)).hexdigest()
+    body["sha256"] = body_checksum(body)
     path.write_text(json.dumps(body))
 
 

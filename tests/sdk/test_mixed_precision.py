@@ -199,7 +199,7 @@ def test_codegen_dir_round_trip(tmp_path, seed):
     with Context(MNDevice("mncore2:auto")) as ctx:
         where = storage.path(tmp_path / "lin")
         compiled = ctx.compile(lambda d: {"y": lin(d["x"])}, {"x": x}, where, options=MIXED)
-        loaded = ctx.load(where)
+        loaded = ctx.load_codegen_dir(where)
         assert loaded.program.graph.constants["lin.weight"].dtype == torch.float16
         assert torch.equal(loaded({"x": x})["y"].cpu(), compiled({"x": x})["y"].cpu())
 

@@ -20,7 +20,7 @@ from mlsdk import (
     set_buffer_name_in_optimizer,
     storage,
 )
-from mlsdk.optim import _one_minus_pow
+from mlsdk.optim import one_minus_pow
 from mlsdk.testing.examples import run_example
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,7 +151,7 @@ def test_one_minus_pow_is_accurate():
     steps = torch.arange(1, 2001, dtype=torch.float32)
     for beta in (0.9, 0.99, 0.999, 0.9999):
         exact = 1 - torch.tensor(beta, dtype=torch.float64) ** steps.double()
-        torch.testing.assert_close(_one_minus_pow(beta, steps).double(), exact,
+        torch.testing.assert_close(one_minus_pow(beta, steps).double(), exact,
                                    rtol=1e-6, atol=0)
 
 

@@ -230,7 +230,7 @@ def test_compile_without_a_trace_uses_the_structure_of_an_eager_run(ctx, tmp_pat
     x = _t()
     _compile(ctx, tmp_path, pair, (x,))
     monkeypatch.setattr(ctx, "compile",
-                        lambda fn, samples, where, **kwargs: ctx.load(where))
+                        lambda fn, samples, where, **kwargs: ctx.load_codegen_dir(where))
     f = _compile(ctx, tmp_path, pair, (x,))
     _assert_tree_close(f(x), pair(x))
 

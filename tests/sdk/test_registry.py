@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 from pathlib import Path
 
@@ -180,7 +179,7 @@ def test_a_reloaded_program_shares_the_copy_and_needs_the_registration(tmp_path)
     with Context(MNDevice("mncore2:auto")) as context:
         context.registry.register("model", model)
         _compile(context, lambda d: {"y": model(d["x"])}, tmp_path / "f")
-        again = context.load(storage.path(tmp_path / "f"))
+        again = context.load_codegen_dir(storage.path(tmp_path / "f"))
         assert again.program.state == {"model.weight": "model.weight",
                                        "model.bias": "model.bias"}
         assert [r.state_bytes for r in context.report() if r.kind == "load"][1] == 0
@@ -189,10 +188,10 @@ def test_a_reloaded_program_shares_the_copy_and_needs_the_registration(tmp_path)
             torch.testing.assert_close(again({"x": x})["y"].cpu(), model(x), **TOL)
     with Context(MNDevice("mncore2:auto")) as fresh:
         with pytest.raises(RegistrationError, match="'model.weight'.*not registered"):
-            fresh.load(storage.path(tmp_path / "f"))
+            fresh.load_codegen_dir(storage.path(tmp_path / "f"))
         fresh.registry.register("model", _linear(9, 32, 8))
         with pytest.raises(RegistrationError, match=r"compiled for .* shape \(16, 32\)"):
-            fresh.load(storage.path(tmp_path / "f"))
+            fresh.load_codegen_dir(storage.path(tmp_path / "f"))
 
 
 # -- value proxies ------------------------------------------------------------------------------
@@ -374,7 +373,7 @@ def test_capture_marks_registered_constants_as_state():
 def test_program_state_is_saved_checked_and_reloaded(tmp_path):
     from mncore_compiler.driver import compile_function
     from mncore_compiler.errors import CodegenError
-    from mncore_compiler.program import DeviceProgram
+    from mncore_compiler.program import DeviceProgram, body_checksum
 
     model = _linear(19)
     program = compile_function(lambda d: {"y": model(d["x"])}, {"x": torch.randn(4, 32)},
@@ -387,9 +386,7 @@ def test_program_state_is_saved_checked_and_reloaded(tmp_path):
     body = json.loads(path.read_text())
     body["state"] = {"nope": "m.bias"}
     body.pop("sha256")
-    # program.json's checksum: sha256 of the rest of the body as canonical (sorted, compact) JSON.
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    body["sha256"] = hashlib.sha256(canonical).hexdigest()
+    body["sha256"] = body_checksum(body)  # a consistent but wrong program
     path.write_text(json.dumps(body))
     with pytest.raises(CodegenError, match="'state' names \\['nope'\\]"):
         DeviceProgram.load(tmp_path)

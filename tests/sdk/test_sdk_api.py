@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import numpy as np
@@ -108,11 +109,13 @@ def test_commands_round_trip_through_json():
     image = np.arange(32, dtype=np.uint64).reshape(2, 16)
     desc = conversion(host_layout((4, 8)), native_layout((4, 8)))
     commands = [HostWrite(buf, image), HostRead(buf),
-                Convert(buf, "a", buf, "b", desc.to_dict()),
+                Convert(buf, "a", buf, "b", desc),
                 Launch("f#1", {"x": buf}), Bind("f#1", "x", buf)]
     for command in commands:
         again = command_from_dict(json.loads(json.dumps(command.to_dict())))
         assert again == command and type(again) is type(command)
+        if isinstance(command, Convert):
+            assert again.descriptor == desc  # rebuilt as the typed descriptor
     assert np.array_equal(command_from_dict(commands[0].to_dict()).data, image)
     with pytest.raises(ValueError, match="Unknown device command kind 'Poke'"):
         command_from_dict({"kind": "Poke"})
@@ -172,25 +175,31 @@ def test_public_names_load_on_demand_and_cover_all():
 
 def test_every_device_table_row_names_a_device_class():
     """Each row imports (without starting anything) to a concrete Device subclass."""
-    from mlsdk.device.base import Device
+    from mlsdk.device.base import Device, DramDevice
     from mlsdk.device.registry import DEVICES
 
     assert sorted(DEVICE_STRINGS) == sorted(DEVICES)
     for name, entry in DEVICES.items():
         cls = entry.load()
-        assert issubclass(cls, Device) and not cls.__abstractmethods__, name
+        assert issubclass(cls, Device) and not inspect.isabstract(cls), name
+        # The capability the Context picks the function class by.
+        assert cls.has_memory == issubclass(cls, DramDevice), name
         assert DEVICE_STRINGS[name] == (entry.backend, entry.description)
-    with pytest.raises(TypeError, match="Can't instantiate abstract class Device"):
-        Device(MNDevice("mncore2:auto").config, "x")  # type: ignore[abstract]
+    with pytest.raises(TypeError, match="Can't instantiate abstract class DramDevice"):
+        DramDevice(MNDevice("mncore2:auto").config, "x")  # type: ignore[abstract]
 
 
 def test_the_host_reference_has_no_device_memory():
     with Context(MNDevice("pfvm:cpu")) as ctx:
         assert ctx.device.cycles_kind == "none" and ctx.device.counters() == {}
+        assert not ctx.device.has_memory
+        # It implements no memory hooks at all, rather than each one raising.
+        for hook in ("allocate", "execute", "dram_snapshot", "peek", "poke"):
+            assert not hasattr(ctx.device, hook), hook
         with pytest.raises(DeviceError, match="pfvm:cpu runs on the host and has no device "
-                                              "memory: allocating a buffer"):
-            ctx.device.allocate(host_layout((4, 8)))
-        with pytest.raises(DeviceError, match="has no device memory: HostRead buf#1"):
-            ctx.device.execute(HostRead(Buffer(1, 0, 1, 0, 8)))
-        with pytest.raises(DeviceError, match="has no device memory: a DRAM snapshot"):
-            ctx.device.dram_snapshot()
+                                              "memory"):
+            ctx.session.dram.allocate(host_layout((4, 8)))
+        with pytest.raises(DeviceError, match="pfvm:cpu runs on the host and has no device "
+                                              "memory"):
+            ctx.session.execute(HostRead(Buffer(1, 0, 1, 0, 8)),
+                                ctx.session.new_record("x.cpu()", kind="read"))

@@ -169,17 +169,17 @@ class TestCodegen:
     def test_load_round_trip(self, context, tmp_path):
         path = storage.path(tmp_path / "d")
         context.compile(double, {"x": torch.randn(8, 8)}, path)
-        f = context.load(path)
+        f = context.load_codegen_dir(path)
         x = torch.randn(8, 8)
         torch.testing.assert_close(f({"x": x})["y"].cpu(), x * 2)
         assert (tmp_path / "d" / "program.txt").read_text().startswith("program double")
 
     def test_missing_directory(self, context, tmp_path):
         with pytest.raises(CodegenError, match="does not exist"):
-            context.load(storage.path(tmp_path / "nowhere"))
+            context.load_codegen_dir(storage.path(tmp_path / "nowhere"))
         (tmp_path / "empty").mkdir()
         with pytest.raises(CodegenError, match="holds no program.json"):
-            context.load(storage.path(tmp_path / "empty"))
+            context.load_codegen_dir(storage.path(tmp_path / "empty"))
 
     def test_other_version(self, context, tmp_path):
         path = storage.path(tmp_path / "d")
@@ -189,7 +189,7 @@ class TestCodegen:
         body["version"] = 99
         program.write_text(json.dumps(body))
         with pytest.raises(CodegenError, match="format version 99; this kit reads version 1"):
-            context.load(path)
+            context.load_codegen_dir(path)
 
     def test_corrupt(self, context, tmp_path):
         path = storage.path(tmp_path / "d")
@@ -199,15 +199,15 @@ class TestCodegen:
         text = program.read_text()
         program.write_text(text[: len(text) // 2])
         with pytest.raises(CodegenError, match="not valid JSON"):
-            context.load(path)
+            context.load_codegen_dir(path)
         program.write_text(text.replace('"name"', '"nmae"', 1))
         with pytest.raises(CodegenError, match="corrupt"):
-            context.load(path)
+            context.load_codegen_dir(path)
         program.write_text(text)
         constant = sorted((tmp_path / "d" / "constants").iterdir())[0]
         constant.write_bytes(constant.read_bytes()[:-4] + b"\0\0\0\1")
         with pytest.raises(CodegenError, match="Constant file .* is corrupt"):
-            context.load(path)
+            context.load_codegen_dir(path)
 
 
 def test_poke_checks_its_image_and_buffer(context):

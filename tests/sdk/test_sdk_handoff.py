@@ -142,7 +142,7 @@ def test_output_may_share_an_input_name(context, tmp_path, seed):
     once = f({"x": sample})["x"]
     twice = f({"x": once})["x"].cpu()
     torch.testing.assert_close(twice, sample + 2)
-    g = context.load(storage.path(tmp_path / "s"))
+    g = context.load_codegen_dir(storage.path(tmp_path / "s"))
     assert g.output_specs["x"] == f.output_specs["x"]
     assert g.input_specs["x"] == f.input_specs["x"]
 

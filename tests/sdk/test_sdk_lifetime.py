@@ -138,7 +138,7 @@ def test_loading_one_directory_in_a_loop_does_not_exhaust_dram(small_context, tm
     path, weight = _weighted(tmp_path, ctx)
     x = torch.randn(8, 256)
     for _ in range(40):  # 40 x 256 KiB: ten times the DRAM
-        f = ctx.load(path)
+        f = ctx.load_codegen_dir(path)
         torch.testing.assert_close(f({"x": x})["y"].cpu(), x @ weight)
     del f
     gc.collect()
@@ -180,11 +180,11 @@ def test_collected_function_gives_back_its_memory(context, tmp_path):
 def test_out_of_memory_names_what_holds_it(small_context, tmp_path):
     ctx = small_context
     path, _ = _weighted(tmp_path, ctx)
-    keep = [ctx.load(path)]
+    keep = [ctx.load_codegen_dir(path)]
     proxies = [keep[0]({"x": torch.randn(8, 256)}) for _ in range(4)]
     with pytest.raises(DeviceMemoryError) as caught:
         for _ in range(64):
-            keep.append(ctx.load(path))
+            keep.append(ctx.load_codegen_dir(path))
     message = str(caught.value)
     owners = list(ctx.device.allocator.owners().items())
     assert len(keep) > 9 and len(owners) == len(keep) + 1

@@ -123,7 +123,7 @@ def test_a_write_failing_half_way_leaves_the_old_program_whole(context, tmp_path
         signal.signal(signal.SIGXFSZ, handler)
     assert (out / "program.json").read_bytes() == before
     assert json.loads(before)["name"] == "double"
-    reloaded = context.load(storage.path(out))
+    reloaded = context.load_codegen_dir(storage.path(out))
     assert reloaded({"x": torch.ones(4, 4)})["y"].cpu().eq(2).all()
     assert not [p for p in out.rglob("*.tmp")], "temporary files left behind"
 

@@ -7,7 +7,18 @@ its ops when imported; importing this package imports them all, so :data:`OPS` i
 
 from __future__ import annotations
 
-from . import elementwise, indexing, losses, matmul, normalization, pointwise, reductions, shape
+from . import (
+    conv,
+    elementwise,
+    indexing,
+    losses,
+    matmul,
+    normalization,
+    pointwise,
+    pooling,
+    reductions,
+    shape,
+)
 from .elementwise import COMPARISONS
 from .losses import NLL_REDUCTIONS
 from .matmul import MIXED_OPERAND_DTYPES
@@ -20,6 +31,7 @@ __all__ = [
     "OPS",
     "OpDef",
     "OpTypeError",
+    "conv",
     "elementwise",
     "get_op",
     "indexing",
@@ -28,6 +40,7 @@ __all__ = [
     "matmul",
     "normalization",
     "pointwise",
+    "pooling",
     "reductions",
     "register",
     "shape",

@@ -13,6 +13,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from .counters import COUNTER_BITS
+
 __all__ = [
     "REG_BITS", "REG_ADDR_BITS", "Reg", "ErrorCode", "ERROR_CODE_BITS",
     "CTRL_START", "CTRL_CLEAR", "STATUS_BUSY", "STATUS_DONE", "STATUS_ERROR",
@@ -21,7 +23,7 @@ __all__ = [
     "LoopTable", "OUTER", "READ", "GATHER", "OUTER_QUANTITIES", "READ_QUANTITIES",
     "GATHER_QUANTITIES", "LANE_BASE", "LANE_STRIDE", "LANE_FIELDS", "SCALAR_FIELDS",
     "RegisterField", "register_fields",
-    "COUNTER_BITS", "COUNTERS", "BUSY", "DONE", "ERROR", "ERROR_CODE", "STATUS_PORTS",
+    "COUNTERS", "BUSY", "DONE", "ERROR", "ERROR_CODE", "STATUS_PORTS",
     "REG_ADDR", "REG_WDATA", "REG_WE", "REG_RDATA", "REGISTER_BUS", "CONTROL_PORTS",
 ]
 
@@ -184,7 +186,6 @@ def register_fields() -> tuple[RegisterField, ...]:
 
 # -- ports of every design embedding the converter ---------------------------------------------
 
-COUNTER_BITS = 32
 #: Counters (cleared by start), by port name, with their read-only register.
 COUNTERS = {"beats_read": Reg.BEATS_READ, "beats_written": Reg.BEATS_WRITTEN,
             "stall_cycles": Reg.STALL_CYCLES, "busy_cycles": Reg.BUSY_CYCLES}

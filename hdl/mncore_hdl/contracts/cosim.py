@@ -10,11 +10,13 @@ from __future__ import annotations
 from ..arch import ArchConfig
 from ..descriptors import DESCRIPTOR_BITS, SLOT_BITS
 from .converter import CONTROL_PORTS
-from .memctrl import COUNTER_BITS, CSR_ADDR_BITS, RequestFormat, rdata_fields, wdata_fields
+from .counters import COUNTER_BITS
+from .memctrl import CSR_ADDR_BITS, RequestFormat, rdata_fields, wdata_fields
 
 __all__ = ["CYCLE_BITS", "SYSTEM_INSTANCE", "CONTROLLER_INSTANCE", "TB_DUT_INSTANCE",
            "BACKING_STORE",
-           "backing_store", "TOP_PATHS", "STREAMS", "requester_prefix", "csr_addr_port",
+           "backing_store", "TOP_PATHS", "REQ", "WDATA", "RDATA", "STREAMS", "VALID", "READY",
+           "PAYLOAD", "stream_member", "requester_prefix", "stream_port", "csr_addr_port",
            "csr_rdata_port", "MC_IDLE", "MC_ERROR", "CYCLE", "DESC_INDEX", "DESC_WDATA",
            "DESC_WE", "DESC_RDATA", "DESC_PORTS", "system_ports",
            "cosim_ports", "top_inputs"]
@@ -54,8 +56,13 @@ def backing_store(top: str, group: int = 0) -> str:
 
 #: The paths with a requester port per Group at the top (the converter's ports are internal).
 TOP_PATHS = ("host", "compute")
-#: A requester port's streams, and whether the requester (the top's user) drives each one.
-STREAMS = {"req": True, "wdata": True, "rdata": False}
+#: A requester port's streams (see ``mncore_hdl.memctrl.port``).
+REQ, WDATA, RDATA = "req", "wdata", "rdata"
+#: Each stream, and whether the requester (the top's user) drives it.
+STREAMS = {REQ: True, WDATA: True, RDATA: False}
+#: A stream's signals (``lib.stream``): ``valid`` and ``payload`` go with the stream, ``ready``
+#: back.
+VALID, READY, PAYLOAD = "valid", "ready", "payload"
 MC_IDLE = "mc_idle"
 MC_ERROR = "mc_error"
 CYCLE = "cycle"
@@ -73,12 +80,26 @@ def requester_prefix(path: str, group: int) -> str:
     return f"{path}__{group}__"
 
 
+def stream_member(stream: str, signal: str) -> str:
+    """Name of a stream's signal below a port's prefix (``req__valid``)."""
+    if stream not in STREAMS or signal not in (VALID, READY, PAYLOAD):
+        raise ValueError(f"Stream signal must be one of {sorted(STREAMS)} x "
+                         f"{[VALID, READY, PAYLOAD]}, not {(stream, signal)!r}")
+    return f"{stream}__{signal}"
+
+
+def stream_port(path: str, group: int, stream: str, signal: str) -> str:
+    """Top-level name of one stream signal of a requester port (``host__0__req__valid``)."""
+    return requester_prefix(path, group) + stream_member(stream, signal)
+
+
 def csr_addr_port(group: int) -> str:
     """Input selecting the CSR Group ``group``'s controller shows on :func:`csr_rdata_port`."""
     return f"mc_csr_addr__{group}"
 
 
 def csr_rdata_port(group: int) -> str:
+    """Output showing Group ``group``'s controller register selected by :func:`csr_addr_port`."""
     return f"mc_csr_rdata__{group}"
 
 
@@ -92,10 +113,9 @@ def system_ports(config: ArchConfig) -> dict[str, tuple[str, int]]:
         for g in range(config.groups):
             for stream, driven in STREAMS.items():
                 into, back = ("in", "out") if driven else ("out", "in")
-                pre = f"{requester_prefix(path, g)}{stream}__"
-                ports[pre + "valid"] = (into, 1)
-                ports[pre + "ready"] = (back, 1)
-                ports[pre + "payload"] = (into, payload[stream])
+                ports[stream_port(path, g, stream, VALID)] = (into, 1)
+                ports[stream_port(path, g, stream, READY)] = (back, 1)
+                ports[stream_port(path, g, stream, PAYLOAD)] = (into, payload[stream])
     ports.update(CONTROL_PORTS)
     for g in range(config.groups):
         ports[csr_addr_port(g)] = ("in", CSR_ADDR_BITS)

@@ -17,7 +17,7 @@ __all__ = [
     "Cmd", "CMD_KIND_BITS",
     "max_burst", "addr_bits", "RequestFormat", "wdata_fields", "rdata_fields", "FULL_STROBE",
     "pack_wdata", "unpack_rdata",
-    "COUNTER_BITS", "CSR_ADDR_BITS", "CONTROLLER_REGISTERS", "PORT_REGISTERS", "PORT_BASE",
+    "CSR_ADDR_BITS", "CONTROLLER_REGISTERS", "PORT_REGISTERS", "PORT_BASE",
     "PORT_STRIDE", "REPORTED_COUNTERS", "register_map", "csr_address",
 ]
 
@@ -132,7 +132,6 @@ def unpack_rdata(word: int) -> tuple[int, bool]:
 
 # -- performance counters and their register port ---------------------------------------------
 
-COUNTER_BITS = 32
 CSR_ADDR_BITS = 8
 
 #: Controller-wide registers, by word address.

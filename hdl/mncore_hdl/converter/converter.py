@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Module, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
-from ..contracts.converter import CONTROL_PORTS, ErrorCode
+from ..contracts.converter import CONTROL_PORTS, COUNTERS, STATUS_PORTS
 from ..memctrl.port import RequesterSignature, max_burst
+from .control import BufferHalves, ConverterControl
 from .gather import GatherEngine
 from .program import DEFAULT_BUFFER_LW, MAX_LANES
 from .reader import ReadEngine
 from .regfile import RegisterFile
+from .router import PortRouter
+from .streams import gathered_layout
 from .writer import WriteEngine
 
 __all__ = ["LayoutConverter", "CONTROL_MEMBERS", "forward_control"]
@@ -99,12 +102,15 @@ class LayoutConverter(wiring.Component):
         m = Module()
         config = self.config
 
-        # -- registers and checks ------------------------------------------------------------
+        # -- registers and checks, control -----------------------------------------------------
         m.submodules.regs = regs = RegisterFile(config, self.buffer_lw)
+        m.submodules.control = control = ConverterControl()
         forward_control(m, self, regs)  # the register bus in, status and counters read back
-        cfg = regs.cfg
-        running = Signal()
-        start_run = Signal()
+        for name in STATUS_PORTS.keys() | COUNTERS.keys():
+            m.d.comb += getattr(self, name).eq(getattr(control, name))
+        m.d.comb += [control.start.eq(regs.start), control.clear.eq(regs.clear),
+                     regs.check.eq(control.check), control.checked.eq(regs.checked),
+                     control.code.eq(regs.code)]
 
         # -- engines and buffer ----------------------------------------------------------------
         m.submodules.reader = reader = ReadEngine(config, self.buffer_lw)
@@ -112,101 +118,53 @@ class LayoutConverter(wiring.Component):
         m.submodules.writer = writer = WriteEngine(config, self.write_burst)
         self.engines = (reader, gather, writer)  # for white-box tests
         m.submodules.produced = produced = SyncFIFO(
-            width=config.lw_bits + 2 * 32, depth=8)
+            width=gathered_layout(config).size, depth=8)
         m.submodules.buffer = buffer = Memory(shape=unsigned(config.lw_bits),
                                               depth=self.buffer_lw, init=[])
+        m.submodules.halves = halves = BufferHalves()
         wport = buffer.write_port()
         rports = [buffer.read_port() for _ in range(MAX_LANES)]
         for engine in (reader, gather, writer):
-            m.d.comb += [engine.cfg.eq(cfg), engine.start.eq(start_run)]
+            m.d.comb += [engine.cfg.eq(regs.cfg), engine.start.eq(control.run)]
         m.d.comb += [wport.en.eq(reader.buf_en), wport.addr.eq(reader.buf_addr),
                      wport.data.eq(reader.buf_data)]
         for lane in range(MAX_LANES):
             m.d.comb += [rports[lane].addr.eq(gather.buf_addr[lane]),
                          gather.buf_data[lane].eq(rports[lane].data)]
-
-        claimed = Signal(2)
-        full = Signal(2)
-        m.d.sync += [
-            claimed.eq((claimed | reader.claim) & ~gather.release),
-            full.eq((full | reader.filled) & ~gather.release),
-        ]
-        m.d.comb += [reader.claimed.eq(claimed), gather.full.eq(full)]
-        with m.If(start_run):
-            m.d.sync += [claimed.eq(0), full.eq(0)]
+        m.d.comb += [halves.run.eq(control.run), halves.claim.eq(reader.claim),
+                     halves.filled.eq(reader.filled), halves.release.eq(gather.release),
+                     reader.claimed.eq(halves.claimed), gather.full.eq(halves.full)]
 
         # gather -> FIFO -> writer (the gather steps only with room for its pipeline)
         m.d.comb += [
-            produced.w_en.eq(gather.out_valid),
-            produced.w_data.eq(Cat(gather.out_data, gather.out_group[:32], gather.out_addr[:32])),
+            produced.w_en.eq(gather.out.valid),
+            produced.w_data.eq(gather.out.payload),
+            gather.out.ready.eq(produced.w_rdy),
             gather.out_space.eq(produced.level + 2 <= produced.depth),
-            writer.in_valid.eq(produced.r_rdy),
-            writer.in_data.eq(produced.r_data[:config.lw_bits]),
-            writer.in_group.eq(produced.r_data[config.lw_bits:config.lw_bits + 32].as_signed()),
-            writer.in_addr.eq(produced.r_data[config.lw_bits + 32:].as_signed()),
-            produced.r_en.eq(writer.in_ready),
+            writer.words.valid.eq(produced.r_rdy),
+            writer.words.payload.eq(produced.r_data),
+            produced.r_en.eq(writer.words.ready),
             writer.gather_done.eq(gather.done & ~produced.r_rdy),
         ]
 
-        # -- ports: requests arbitrated per Group (writes first), data streams routed ----------
-        stall = Signal()
-        stalls = []
+        # -- ports: the router arbitrates each Group's requests and routes the data ------------
+        m.submodules.router = router = PortRouter(config)
         for i, port in enumerate(self.ports):
-            wr_here = writer.req_valid & (writer.req_group == i)
-            rd_here = reader.req_valid & (reader.req_group == i) & ~wr_here
-            m.d.comb += [
-                port.req.valid.eq(wr_here | rd_here),
-                port.req.p.write.eq(wr_here),
-                port.req.p.addr.eq(Mux(wr_here, writer.req_addr, reader.req_addr)),
-                port.req.p.length.eq(Mux(wr_here, writer.req_len, reader.req_len)),
-                port.wdata.valid.eq(writer.wdata_valid[i]),
-                port.wdata.p.data.eq(writer.wdata_data),
-                port.wdata.p.strb.eq(-1),
-                writer.wdata_ready[i].eq(port.wdata.ready),
-                reader.rdata_valid[i].eq(port.rdata.valid),
-                reader.rdata_data[i].eq(port.rdata.p.data),
-                reader.rdata_error[i].eq(port.rdata.p.error),
-                port.rdata.ready.eq(reader.rdata_ready[i]),
-            ]
-            with m.If(wr_here):
-                m.d.comb += writer.req_ready.eq(port.req.ready)
-            with m.If(rd_here):
-                m.d.comb += reader.req_ready.eq(port.req.ready)
-            stalls.append((port.req.valid & ~port.req.ready)
-                          | (port.wdata.valid & ~port.wdata.ready))
-        m.d.comb += stall.eq(Cat(*stalls).any())
+            wiring.connect(m, wiring.flipped(port), router.ports[i])
+            m.d.comb += [router.wdata_valid[i].eq(writer.wdata_valid[i]),
+                         writer.wdata_ready[i].eq(router.wdata_ready[i]),
+                         reader.rdata_valid[i].eq(router.rdata_valid[i]),
+                         reader.rdata_data[i].eq(router.rdata_data[i]),
+                         reader.rdata_error[i].eq(router.rdata_error[i]),
+                         router.rdata_ready[i].eq(reader.rdata_ready[i])]
+        for side, engine in (("wr", writer), ("rd", reader)):
+            for name in ("valid", "group", "addr", "len"):
+                m.d.comb += getattr(router, f"{side}_{name}").eq(getattr(engine, f"req_{name}"))
+            m.d.comb += engine.req_ready.eq(getattr(router, f"{side}_ready"))
+        m.d.comb += router.wdata_data.eq(writer.wdata_data)
 
-        # -- control and counters ----------------------------------------------------------------
-        m.d.comb += self.busy.eq(running)
-        with m.FSM(name="control"):
-            with m.State("IDLE"):
-                with m.If(regs.start):
-                    m.d.comb += regs.check.eq(1)
-                    m.d.sync += [self.done.eq(0), self.error.eq(0), self.error_code.eq(0),
-                                 self.beats_read.eq(0), self.beats_written.eq(0),
-                                 self.stall_cycles.eq(0), self.busy_cycles.eq(0), running.eq(1)]
-                    m.next = "CHECK"
-                with m.Elif(regs.clear):
-                    m.d.sync += [self.done.eq(0), self.error.eq(0), self.error_code.eq(0)]
-            with m.State("CHECK"):
-                with m.If(regs.checked):
-                    with m.If(regs.code != 0):
-                        m.d.sync += [self.error.eq(1), self.error_code.eq(regs.code),
-                                     self.done.eq(1), running.eq(0)]
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.d.comb += start_run.eq(1)
-                        m.next = "RUN"
-            with m.State("RUN"):
-                m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
-                m.d.sync += self.stall_cycles.eq(self.stall_cycles + stall)
-                with m.If(reader.done & gather.done & writer.done):
-                    m.d.sync += [self.done.eq(1), running.eq(0)]
-                    m.next = "IDLE"
-        with m.If(reader.beat):
-            m.d.sync += self.beats_read.eq(self.beats_read + 1)
-        with m.If(writer.beat):
-            m.d.sync += self.beats_written.eq(self.beats_written + 1)
-        with m.If(reader.mem_error & ~self.error):
-            m.d.sync += [self.error.eq(1), self.error_code.eq(ErrorCode.MEMORY)]
+        # -- what the control counts and waits for ---------------------------------------------
+        m.d.comb += [control.engines_done.eq(reader.done & gather.done & writer.done),
+                     control.stall.eq(router.stall), control.beat_read.eq(reader.beat),
+                     control.beat_written.eq(writer.beat), control.mem_error.eq(reader.mem_error)]
         return m

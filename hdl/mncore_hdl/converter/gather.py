@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 from ..arch import ArchConfig
 from .config import config_layout
 from .program import MAX_AXES, MAX_LANES
+from .streams import gathered_signature
 from .walker import ACC_BITS, LoopWalker
 
 __all__ = ["GatherEngine"]
@@ -27,9 +28,11 @@ class GatherEngine(wiring.Component):
     ----------
     buf_addr : Out array; buf_data : In array
         The buffer read ports (one-cycle latency).
-    out_valid, out_group, out_addr, out_data : Out; out_space : In
+    out : Out(gathered_signature(config)); out_space : In
         The produced LWs (Group and address relative to the destination base) and whether two
-        more entries fit downstream.
+        more entries fit downstream. The engine's flow control is ``out_space``, one cycle
+        ahead of its pipeline: it only offers a word the FIFO has room for, so ``out.ready``
+        is always high when ``out.valid`` is and the engine does not read it.
     full : In(2); release : Out(2)
         Buffer halves ready to gather; pulse when a half has been read completely.
     """
@@ -44,10 +47,7 @@ class GatherEngine(wiring.Component):
             "done": Out(1),
             "buf_addr": Out(range(buffer_lw)).array(MAX_LANES),
             "buf_data": In(config.lw_bits).array(MAX_LANES),
-            "out_valid": Out(1),
-            "out_group": Out(signed(ACC_BITS)),
-            "out_addr": Out(signed(ACC_BITS)),
-            "out_data": Out(config.lw_bits),
+            "out": Out(gathered_signature(config)),
             "out_space": In(1),
             "full": In(2),
             "release": Out(2),
@@ -142,9 +142,9 @@ class GatherEngine(wiring.Component):
             if lane < 2:
                 wide_lanes.append(Mux(s1_use[lane], word.word_select(s1_sub[lane][0], 32), 0))
         m.d.comb += [
-            self.out_valid.eq(s1_valid & Cat(*s1_use).any()),
-            self.out_group.eq(s1_group),
-            self.out_addr.eq(s1_addr),
-            self.out_data.eq(Mux(wide, Cat(*wide_lanes), Cat(*narrow_lanes))),
+            self.out.valid.eq(s1_valid & Cat(*s1_use).any()),
+            self.out.payload.group.eq(s1_group),
+            self.out.payload.addr.eq(s1_addr),
+            self.out.payload.data.eq(Mux(wide, Cat(*wide_lanes), Cat(*narrow_lanes))),
         ]
         return m

@@ -30,7 +30,7 @@ from ..layout.conversion import ConversionDescriptor, Loop
 
 __all__ = ["MAX_LOOPS", "MAX_AXES", "MAX_LANES", "BLOCK_TARGET_LW", "DEFAULT_BUFFER_LW",
            "TableLoop", "LaneEntry", "ConverterProgram", "ProgramError", "compile_program",
-           "simulate_program"]
+           "simulate_program", "carries_table", "walk_table"]
 
 #: A block stops growing once it reads this many LWs: enough to overlap reads with writes,
 #: small enough that the first block's unoverlapped read stays short.
@@ -107,7 +107,7 @@ class ConverterProgram:
         return self.dst_groups * self.dst_lw_per_group
 
 
-def _carries(loops: list[tuple[int, tuple[int, ...]]]) -> tuple[TableLoop, ...]:
+def carries_table(loops: list[tuple[int, tuple[int, ...]]]) -> tuple[TableLoop, ...]:
     """Loops given innermost first as ``(extent, strides)``, with carries instead of strides."""
     out = []
     for k, (extent, strides) in enumerate(loops):
@@ -308,8 +308,8 @@ def compile_program(desc: ConversionDescriptor, config: ArchConfig,
         elem_bits=desc.elem_bits, dims=dims,
         src_groups=desc.src_groups, src_lw_per_group=desc.src_lw_per_group,
         dst_groups=desc.dst_groups, dst_lw_per_group=desc.dst_lw_per_group,
-        burst=burst, outer=_carries(outer_t), read=_carries(read_loops),
-        gather=_carries(gather), lanes=tuple(lane_tab[:MAX_LANES]), half_lw=half_lw,
+        burst=burst, outer=carries_table(outer_t), read=carries_table(read_loops),
+        gather=carries_table(gather), lanes=tuple(lane_tab[:MAX_LANES]), half_lw=half_lw,
         blocks=math.prod(lp.extent for lp in outer),
     )
 
@@ -325,7 +325,7 @@ def _digit_space(extents: list[int]):
 
 # -- a plain Python interpreter of the program: the converter's behaviour, step by step ----------
 
-def _walk(table: tuple[TableLoop, ...], nq: int):
+def walk_table(table: tuple[TableLoop, ...], nq: int):
     """Yield the accumulators of every step of a loop table (innermost first)."""
     acc = [0] * nq
     count = [0] * len(table)
@@ -355,17 +355,17 @@ def simulate_program(prog: ConverterProgram, src_image):
     dst = np.zeros((prog.dst_groups, prog.dst_lw_per_group), dtype=np.uint64)
     buf = [0] * prog.half_lw
     last_slot = (-1, -1)
-    for ob in _walk(prog.outer, 5 + MAX_AXES):
+    for ob in walk_table(prog.outer, 5 + MAX_AXES):
         sg, sa, sl, dg, da = ob[:5]
         olog = ob[5:]
         idx = 0
-        for rd in _walk(prog.read, 2):
+        for rd in walk_table(prog.read, 2):
             g, a = sg + rd[0], sa + rd[1]
             for beat in range(prog.burst):
                 if g < prog.src_groups and a + beat < prog.src_lw_per_group:
                     buf[idx] = int(src_image[g, a + beat])
                 idx += 1
-        for ga in _walk(prog.gather, 2 + MAX_AXES):
+        for ga in walk_table(prog.gather, 2 + MAX_AXES):
             word = 0
             used = False
             for lane, entry in enumerate(prog.lanes[:lanes]):

@@ -8,7 +8,6 @@ from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
 from ..contracts.converter import (
-    COUNTER_BITS,
     COUNTERS,
     CTRL_CLEAR,
     CTRL_START,
@@ -25,6 +24,7 @@ from ..contracts.converter import (
     Reg,
     register_fields,
 )
+from ..contracts.counters import COUNTER_BITS
 from ..memctrl.port import max_burst
 from .config import config_layout, field_view
 

@@ -56,7 +56,7 @@ import numpy as np
 
 from ..arch import ArchConfig
 from ..layout.conversion import ConversionDescriptor
-from .program import DEFAULT_BUFFER_LW, ConverterProgram, _walk, compile_program
+from .program import DEFAULT_BUFFER_LW, ConverterProgram, compile_program, walk_table
 
 __all__ = ["conversion_cycles", "BlockTraffic", "block_traffic", "block_traffic_fast",
            "converter_beats", "replay_cycles", "FIRST_BEAT_CYCLES",
@@ -118,7 +118,7 @@ def block_traffic(prog: ConverterProgram, src_group: int = 0,
     """
     per_group = max(1, prog.dst_lw_per_group)
     footprint = prog.dst_groups * per_group
-    outers = list(_walk(prog.outer, 5 + len(prog.dims)))
+    outers = list(walk_table(prog.outer, 5 + len(prog.dims)))
     bases = [min(footprint, max(0, ob[3] * per_group + ob[4])) for ob in outers]
     ends = [max(bases[i], bases[i + 1] if i + 1 < len(bases) else footprint)
             for i in range(len(bases))]
@@ -126,7 +126,7 @@ def block_traffic(prog: ConverterProgram, src_group: int = 0,
     blocks = []
     for ob, lo, hi in zip(outers, bases, ends, strict=True):
         reads = []
-        for rd in _walk(prog.read, 2):
+        for rd in walk_table(prog.read, 2):
             g, a = ob[0] + rd[0], ob[1] + rd[1]
             if 0 <= g < prog.src_groups and 0 <= a < prog.src_lw_per_group:
                 reads.append((src_group + g, min(prog.burst, prog.src_lw_per_group - a)))
@@ -138,7 +138,7 @@ def block_traffic(prog: ConverterProgram, src_group: int = 0,
 
 
 def _walk_array(table, nq: int) -> np.ndarray:
-    """Every accumulator of a loop table (as :func:`_walk` yields them), one row per step.
+    """Every accumulator of a loop table (as :func:`walk_table` yields them), one row per step.
 
     Loop ``k`` (innermost first) advances at step ``s`` ``s // inner_k - s // inner_k+1``
     times, ``inner_k`` being the steps of the loops inside it; each advance adds its carries.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 from ..arch import ArchConfig
 from ..memctrl.port import addr_bits, max_burst
 from .config import config_layout
-from .walker import ACC_BITS
+from .streams import gathered_signature
 
 __all__ = ["WriteEngine"]
 
@@ -32,7 +32,7 @@ class WriteEngine(wiring.Component):
 
     Attributes
     ----------
-    in_valid, in_group, in_addr, in_data : In; in_ready : Out
+    words : In(gathered_signature(config))
         LWs from the gather engine (relative Group and address).
     gather_done : In(1)
         No more LWs will come.
@@ -54,11 +54,7 @@ class WriteEngine(wiring.Component):
             "cfg": In(config_layout(config)),
             "start": In(1),
             "done": Out(1),
-            "in_valid": In(1),
-            "in_group": In(signed(ACC_BITS)),
-            "in_addr": In(signed(ACC_BITS)),
-            "in_data": In(config.lw_bits),
-            "in_ready": Out(1),
+            "words": In(gathered_signature(config)),
             "gather_done": In(1),
             "req_valid": Out(1),
             "req_group": Out(range(groups)),
@@ -86,17 +82,18 @@ class WriteEngine(wiring.Component):
         wa = Signal(addr_bits(cfgr))
         filled = Signal()
         match = Signal()
-        m.d.comb += match.eq((self.in_group == wg) & (self.in_addr == wa))
+        words = self.words
+        m.d.comb += match.eq((words.payload.group == wg) & (words.payload.addr == wa))
         push = Signal()
         with m.If(running & ~filled & beats.w_rdy):
-            with m.If(self.in_valid):
+            with m.If(words.valid):
                 m.d.comb += push.eq(1)
-                m.d.comb += self.in_ready.eq(match)
+                m.d.comb += words.ready.eq(match)
             with m.Elif(self.gather_done):
                 m.d.comb += push.eq(1)
         m.d.comb += [
             beats.w_en.eq(push),
-            beats.w_data.eq(Mux(self.in_valid & match, self.in_data, 0)),
+            beats.w_data.eq(Mux(words.valid & match, words.payload.data, 0)),
         ]
         with m.If(push):
             m.d.sync += wa.eq(wa + 1)

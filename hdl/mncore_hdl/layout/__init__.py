@@ -1,4 +1,4 @@
-"""Tensor layouts in DRAM: MN-Core sub-axis notation, the golden mapping, and conversions.
+"""Tensor layouts in DRAM: sub-axis notation and definition, golden and fast mappings, conversions.
 
 Importable without Amaranth (the compiler and the functional model use it).
 """
@@ -14,8 +14,9 @@ from .dtypes import (
     to_bits,
 )
 from .families import host_layout, native_layout
-from .mapping import from_device, image_shape, slots, to_device
-from .notation import Layout, LayoutError, SubAxis
+from .mapping import from_device, to_device
+from .notation import Layout, LayoutError, SubAxis, image_shape, slots
+from .reference import from_device_reference, to_device_reference
 
 __all__ = [
     "ConversionDescriptor", "Loop", "UnsupportedConversion", "conversion",
@@ -24,4 +25,5 @@ __all__ = [
     "host_layout", "native_layout",
     "from_device", "image_shape", "slots", "to_device",
     "Layout", "LayoutError", "SubAxis",
+    "from_device_reference", "to_device_reference",
 ]

@@ -14,14 +14,11 @@ import math
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from itertools import product
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .notation import ADDRESS, GROUP, Layout, LayoutError, SubAxis
-
-if TYPE_CHECKING:
-    from .mapping import Piece
+from .strided import Piece, copy_between, radix_pieces, rows_ok
 
 __all__ = ["Loop", "ConversionDescriptor", "conversion", "UnsupportedConversion"]
 
@@ -167,8 +164,6 @@ class ConversionDescriptor:
                 f"Conversion expects a destination image of {expected} uint64 LWs, "
                 f"got {dst_image.shape} {dst_image.dtype}"
             )
-        from .mapping import _copy_between, _rows_ok
-
         plan = _nest_plan(self)
         if plan is None:
             dst_image[...] = self.execute_reference(src_image)
@@ -178,15 +173,15 @@ class ConversionDescriptor:
             dst_image[...] = 0
         src = _raw_rows(src_image, raw)
         dst = _raw_rows(dst_image, raw)
-        if not _rows_ok(src):
+        if not rows_ok(src):
             src = np.ascontiguousarray(src)
-        if not _rows_ok(dst):
+        if not rows_ok(dst):
             # a destination whose rows overlap or run backwards: convert, then store
             dst_image[...] = self.execute(src_image)
             return
         item = src.itemsize
         for piece in plan:
-            _copy_between(dst, _geometry(dst, piece.dst_off, piece.dst_strides),
+            copy_between(dst, _geometry(dst, piece.dst_off, piece.dst_strides),
                           src, _geometry(src, piece.src_off, piece.src_strides),
                           piece.counts, item)
 
@@ -220,8 +215,6 @@ class _NestPiece:
 def _nest_plan(desc: ConversionDescriptor) -> list[_NestPiece] | None:
     """The nest cut into rectangular pieces that skip padding, or None when the loops of some
     axis do not form a mixed-radix number (only the index path handles such a descriptor)."""
-    from .mapping import Piece, radix_pieces
-
     lanes = desc.lanes
     loops = desc.loops
     if any(lp.axis < 0 or lp.axis >= len(desc.shape) for lp in loops):

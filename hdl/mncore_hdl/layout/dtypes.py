@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["ElementType", "ElementRangeError", "element_type", "DTYPES", "to_bits", "from_bits",
-           "check_representable"]
+           "check_representable", "stored_tensor"]
 
 LW_BITS = 64
 
@@ -135,7 +135,7 @@ def check_representable(tensor: Any) -> None:
     )
 
 
-def _stored(tensor: Any, etype: ElementType) -> Any:
+def stored_tensor(tensor: Any, etype: ElementType) -> Any:
     """``tensor`` as the torch dtype whose bits fill its lanes (range-checked if narrowed)."""
     import torch
 
@@ -158,7 +158,7 @@ def to_bits(tensor: Any) -> np.ndarray:
 
     etype = element_type(tensor.dtype)
     signed = torch.int32 if etype.bits == 32 else torch.int16
-    flat = _stored(tensor, etype).contiguous().view(signed).numpy()
+    flat = stored_tensor(tensor, etype).contiguous().view(signed).numpy()
     return flat.view(etype.raw)
 
 

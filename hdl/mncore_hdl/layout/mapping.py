@@ -1,374 +1,26 @@
-"""The mapping between a tensor and its DRAM image: element slots, to_device, from_device.
+"""The mapping between a tensor and its DRAM image: to_device, write_image, from_device.
 
-Two paths compute the same images. The index path (:func:`slots`, :func:`to_device_reference`,
-:func:`from_device_reference`) lists the image slot of every element; it is the golden model.
-The strided path (:func:`to_device`, :func:`from_device`) sees both the tensor and the image as
-numpy views whose dimensions are the layout's sub-axes, and copies once between them; padding
-splits an axis into a few rectangular pieces. Tests hold the two paths to identical images.
+Two paths compute the same images. The golden model (:mod:`.reference`) places every element
+through its slot (:func:`~.notation.slots`, the layout's definition); the strided path used here
+(:mod:`.strided`) sees both the tensor and the image as numpy views whose dimensions are the
+layout's sub-axes, and copies once between them. Tests hold the two paths to identical images.
 """
 
 from __future__ import annotations
 
-import math
-from itertools import product
 from typing import Any
 
 import numpy as np
 
-from .dtypes import _stored, element_type, from_bits, to_bits
-from .notation import ADDRESS, GROUP, Layout, LayoutError
+from .dtypes import element_type, from_bits, stored_tensor
+from .notation import Layout, image_shape
+from .reference import check_image, check_tensor, from_device_reference, to_device_reference
+from .strided import copy_between, copy_strided, image_view, is_dense, rows_ok, strided_plan
 
-__all__ = ["axis_coordinates", "slots", "to_device", "from_device", "image_shape",
-           "to_device_reference", "from_device_reference", "write_image", "is_dense",
-           "copy_strided", "Piece", "radix_pieces", "check_tensor"]
-
-
-def axis_coordinates(layout: Layout, axis: int) -> dict[str, np.ndarray]:
-    """Per-level coordinate offsets of every index along one logical axis.
-
-    Returns a dict level -> int64 array of length ``shape[axis]``; levels the axis does not
-    touch are absent.
-    """
-    dim = layout.shape[axis]
-    index = np.arange(dim, dtype=np.int64)
-    coords: dict[str, np.ndarray] = {}
-    inner = 1
-    for sub in reversed(layout.axes[axis]):
-        digit = (index // inner) % sub.extent
-        coords[sub.level] = coords.get(sub.level, 0) + digit * sub.stride
-        inner *= sub.extent
-    return coords
-
-
-def slots(layout: Layout) -> np.ndarray:
-    """For every element, its slot in the flattened image ``(group, address, lane)``.
-
-    The image is ``layout.groups x layout.lw_per_group`` LWs of ``lanes`` elements each, so an
-    element at Group ``g``, LW address ``a`` and lane ``l`` sits at
-    ``(g * lw_per_group + a) * lanes + l``.
-    """
-    weights = _level_weights(layout)
-    rank = len(layout.shape)
-    total = np.zeros((1,) * rank, dtype=np.int64)
-    for axis in range(rank):
-        shape = [1] * rank
-        shape[axis] = layout.shape[axis]
-        for level, coord in axis_coordinates(layout, axis).items():
-            total = total + (coord * weights[level]).reshape(shape)
-    return np.broadcast_to(total, layout.shape)
-
-
-def image_shape(layout: Layout) -> tuple[int, int]:
-    """Shape of the DRAM image: ``(groups, lw_per_group)`` LWs."""
-    return layout.groups, layout.lw_per_group
-
-
-# -- the index path (reference) ---------------------------------------------------------------
-
-def to_device_reference(tensor: Any, layout: Layout) -> np.ndarray:
-    """:func:`to_device` through the index of every element's slot (the golden model)."""
-    check_tensor(tensor, layout)
-    etype = layout.element
-    bits = to_bits(tensor)
-    flat: np.ndarray = np.zeros(layout.lw_count * etype.lanes, dtype=etype.raw)
-    flat[slots(layout).ravel()] = bits.ravel()
-    return flat.view(np.uint64).reshape(image_shape(layout))
-
-
-def from_device_reference(words: np.ndarray, layout: Layout) -> Any:
-    """:func:`from_device` through the index of every element's slot (the golden model)."""
-    words = _check_image(words, layout)
-    flat: np.ndarray = np.ascontiguousarray(words).reshape(-1).view(layout.element.raw)
-    bits = flat[slots(layout).ravel()].reshape(layout.shape)
-    return from_bits(bits, layout.dtype)
-
-
-# -- the strided path -------------------------------------------------------------------------
-
-class Piece:
-    """A rectangular piece of a mixed-radix index range ``[0, dim)``.
-
-    Digit ``k`` (major to minor) runs over ``counts[k]`` values from ``starts[k]`` (a count of
-    one for a digit held fixed); the piece's
-    indices are ``first .. first + prod(counts) - 1``, contiguous and in order.
-    """
-
-    __slots__ = ("starts", "counts", "first")
-
-    def __init__(self, starts: tuple[int, ...], counts: tuple[int, ...], first: int):
-        self.starts = starts
-        self.counts = counts
-        self.first = first
-
-
-def radix_pieces(extents: tuple[int, ...], dim: int) -> list[Piece]:
-    """Cover indices ``[0, dim)`` of a mixed-radix number (digits ``extents``, major first)
-    with rectangular pieces: for each digit ``k`` of ``dim``, the major digits fixed at dim's
-    digits, digit ``k`` below dim's, the minor digits free. Only the major digit may exceed the
-    index range (padding), so one piece covers an unpadded axis."""
-    inner = [1] * len(extents)
-    for k in range(len(extents) - 2, -1, -1):
-        inner[k] = inner[k + 1] * extents[k + 1]
-    if not extents or inner[0] * extents[0] == dim:
-        return [Piece((0,) * len(extents), tuple(extents), 0)]
-    pieces = []
-    fixed: list[int] = []
-    first = 0
-    rest = dim
-    for k in range(len(extents)):
-        digit = rest // inner[k]
-        if digit:
-            starts = tuple(fixed) + (0,) * (len(extents) - k)
-            pieces.append(Piece(starts, (1,) * k + (digit,) + tuple(extents[k + 1:]), first))
-        first += digit * inner[k]
-        rest -= digit * inner[k]
-        fixed.append(digit)
-    return pieces
-
-
-class _Chunk:
-    """One strided copy: a box of the tensor (per-axis slices, then split into sub-axes) and the
-    image view it lands on, as (Group, element-in-row) offset and strides."""
-
-    __slots__ = ("index", "split", "group_off", "elem_off", "group_strides", "elem_strides",
-                 "starts", "axis_counts", "_geometry")
-
-    def __init__(self, index, split, group_off, elem_off, group_strides, elem_strides,
-                 starts=(), axis_counts=()):
-        self.index = index
-        self.split = split
-        self.group_off = group_off
-        self.elem_off = elem_off
-        self.group_strides = group_strides
-        self.elem_strides = elem_strides
-        #: Per tensor axis, the box's first index and its counts per sub-axis.
-        self.starts = starts
-        self.axis_counts = axis_counts
-        # (kind, strides) -> geometry: calls repeat the same few base strides.
-        self._geometry: dict[tuple, tuple[int, tuple[int, ...]]] = {}
-
-    def image_geometry(self, row: int, item: int) -> tuple[int, tuple[int, ...]]:
-        """Byte offset and strides of the chunk's slots in an image of ``row``-byte Group
-        strides and ``item``-byte elements."""
-        key = ("image", row, item)
-        hit = self._geometry.get(key)
-        if hit is None:
-            hit = self._image_geometry(row, item)
-            if len(self._geometry) < 64:
-                self._geometry[key] = hit
-        return hit
-
-    def _image_geometry(self, row: int, item: int) -> tuple[int, tuple[int, ...]]:
-        strides = tuple(g * row + e * item
-                        for g, e in zip(self.group_strides, self.elem_strides, strict=True))
-        return self.group_off * row + self.elem_off * item, strides
-
-    def tensor_geometry(self, strides: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
-        """Byte offset and strides of the chunk's box in a tensor of byte ``strides``."""
-        hit = self._geometry.get(strides)
-        if hit is None:
-            hit = self._tensor_geometry(strides)
-            if len(self._geometry) < 64:
-                self._geometry[strides] = hit
-        return hit
-
-    def _tensor_geometry(self, strides: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
-        offset = sum(a * b for a, b in zip(self.starts, strides, strict=True))
-        out: list[int] = []
-        for counts, stride in zip(self.axis_counts, strides, strict=True):
-            inner = math.prod(counts)
-            for n in counts:
-                inner //= n
-                out.append(stride * inner)
-        return offset, tuple(out)
-
-
-class _Plan:
-    __slots__ = ("chunks", "dense", "identity")
-
-    def __init__(self, chunks: list[_Chunk], dense: bool, identity: bool):
-        self.chunks = chunks
-        #: Every image slot holds an element (no padding lane, no gap).
-        self.dense = dense
-        #: The image is the tensor's C-order bytes (row-major, packed, one Group).
-        self.identity = identity
-
-
-def _level_weights(layout: Layout) -> dict[str, int]:
-    lanes = layout.element.lanes
-    return {GROUP: layout.lw_per_group * lanes, ADDRESS: lanes, layout.element.lane_level: 1}
-
-
-def _plan(layout: Layout) -> _Plan:
-    """The strided copies of ``layout``, kept on the (frozen, immutable) layout itself: looking
-    it up costs no hash of the layout's nested tuples on every call."""
-    plan = layout.__dict__.get("_strided_plan")
-    if plan is None:
-        plan = _make_plan(layout)
-        object.__setattr__(layout, "_strided_plan", plan)
-    return plan
-
-
-def _make_plan(layout: Layout) -> _Plan:
-    """The strided copies of ``layout``: one, or a few per padded axis combination."""
-    lanes = layout.element.lanes
-    per_axis = []
-    for dim, axis in zip(layout.shape, layout.axes, strict=True):
-        extents = tuple(s.extent for s in axis) or (1,)
-        gsteps = tuple(s.stride if s.level == GROUP else 0 for s in axis) or (0,)
-        esteps = tuple(0 if s.level == GROUP else s.stride * (lanes if s.level == ADDRESS else 1)
-                       for s in axis) or (0,)
-        options = []
-        for piece in radix_pieces(extents, dim):
-            goff = sum(a * w for a, w in zip(piece.starts, gsteps, strict=True))
-            eoff = sum(a * w for a, w in zip(piece.starts, esteps, strict=True))
-            size = math.prod(piece.counts)
-            options.append((slice(piece.first, piece.first + size), piece.counts, goff, eoff,
-                            gsteps, esteps))
-        per_axis.append(options)
-    chunks = []
-    for combo in product(*per_axis):
-        chunks.append(_Chunk(
-            tuple(c[0] for c in combo) + (Ellipsis,),
-            tuple(n for c in combo for n in c[1]),
-            sum(c[2] for c in combo),
-            sum(c[3] for c in combo),
-            tuple(w for c in combo for w in c[4]),
-            tuple(w for c in combo for w in c[5]),
-            tuple(c[0].start for c in combo),
-            tuple(c[1] for c in combo),
-        ))
-    dense = layout.numel == layout.lw_count * lanes
-    identity = False
-    if dense and len(chunks) == 1 and layout.groups == 1:
-        chunk = chunks[0]
-        c_order = [1] * len(chunk.split)
-        for k in range(len(chunk.split) - 2, -1, -1):
-            c_order[k] = c_order[k + 1] * chunk.split[k + 1]
-        identity = chunk.elem_off == 0 and all(
-            e == c for n, e, c in zip(chunk.split, chunk.elem_strides, c_order, strict=True)
-            if n > 1)
-    return _Plan(chunks, dense, identity)
-
-
-def is_dense(layout: Layout) -> bool:
-    """True when every slot of the layout's footprint holds an element (nothing to zero)."""
-    return _plan(layout).dense
-
-
-def _image_view(raw: np.ndarray, chunk: _Chunk) -> np.ndarray:
-    """The chunk's slots in ``raw``, a ``(groups, row)`` array of elements (rows may lie
-    anywhere in memory, each contiguous)."""
-    start = raw[chunk.group_off, chunk.elem_off:]
-    row, item = raw.strides[0], raw.itemsize
-    strides = tuple(g * row + e * item
-                    for g, e in zip(chunk.group_strides, chunk.elem_strides, strict=True))
-    return np.lib.stride_tricks.as_strided(start, shape=chunk.split, strides=strides,
-                                           writeable=raw.flags.writeable)
-
-
-def copy_strided(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst[...] = src`` for two views of one shape and dtype, with the trailing dimensions
-    contiguous in both merged into one wider element (numpy copies short runs slowly)."""
-    item = dst.itemsize
-    run = 1
-    k = dst.ndim
-    while k > 0:
-        n = dst.shape[k - 1]
-        if n != 1 and (dst.strides[k - 1] != item * run or src.strides[k - 1] != item * run):
-            break
-        run *= n
-        k -= 1
-    if run > 1 and k < dst.ndim:
-        wide = np.dtype(f"V{item * run}")
-        shape = dst.shape[:k] + (run,)
-        as_strided = np.lib.stride_tricks.as_strided
-        dst = as_strided(dst, shape, dst.strides[:k] + (item,), writeable=True).view(wide)
-        src = as_strided(src, shape, src.strides[:k] + (item,), writeable=False).view(wide)
-    np.copyto(dst, src)
-
-
-def _merged(shape: tuple[int, ...], dst_strides: tuple[int, ...], src_strides: tuple[int, ...],
-            item: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], np.dtype]:
-    """Shape, strides and element of a copy once the trailing dimensions contiguous on both
-    sides are merged into one wider element (numpy copies short runs slowly)."""
-    key = (shape, dst_strides, src_strides, item)
-    hit = _MERGED.get(key)
-    if hit is not None:
-        return hit
-    run = 1
-    k = len(shape)
-    while k > 0:
-        n = shape[k - 1]
-        if n != 1 and (dst_strides[k - 1] != item * run or src_strides[k - 1] != item * run):
-            break
-        run *= n
-        k -= 1
-    dtype = np.dtype(f"V{item * run}") if run > 1 else np.dtype(f"u{item}")
-    out = (shape[:k], dst_strides[:k], src_strides[:k], dtype)
-    if len(_MERGED) < 4096:
-        _MERGED[key] = out
-    return out
-
-
-_MERGED: dict[tuple, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], np.dtype]] = {}
-
-
-def _strided(base: np.ndarray, offset: int, shape: tuple[int, ...],
-             strides: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A view of ``base``'s bytes from byte ``offset`` (writable when ``base`` is).
-
-    A C-contiguous base is a buffer the view is built on directly; otherwise ``base`` is a
-    ``(groups, row)`` array whose rows are contiguous (Groups of DRAM), and ``offset`` counts
-    ``base.strides[0]`` bytes per Group."""
-    if base.flags.c_contiguous:
-        return np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
-    group, byte = divmod(offset, base.strides[0])
-    row = base[group]
-    end = byte + dtype.itemsize + sum((n - 1) * st for n, st in zip(shape, strides, strict=True))
-    if end <= row.nbytes and min(strides, default=0) >= 0:
-        # within one Group's row (a copy split per Group): the row is the buffer
-        return np.ndarray(shape, dtype, buffer=row, offset=byte, strides=strides)
-    start = row.view(np.uint8)[byte:]
-    view = np.lib.stride_tricks.as_strided(start, shape + (dtype.itemsize,), strides + (1,),
-                                           writeable=base.flags.writeable)
-    return view.view(dtype)[..., 0]
-
-
-def _copy_between(dst: np.ndarray, dst_geometry: tuple[int, tuple[int, ...]],
-                  src: np.ndarray, src_geometry: tuple[int, tuple[int, ...]],
-                  shape: tuple[int, ...], item: int) -> None:
-    """Copy a box of ``shape`` elements of ``item`` bytes between two strided views, each
-    given as a base array and (byte offset, byte strides): one numpy copy."""
-    merged, dst_strides, src_strides, dtype = _merged(shape, dst_geometry[1], src_geometry[1],
-                                                      item)
-    dst_off, src_off = dst_geometry[0], src_geometry[0]
-    # A side spread over Groups (rows of a non-contiguous base, far apart in memory) is
-    # copied one Group at a time: several far-apart streams at once copy at about half the
-    # speed of one (measured: 16 MiB native <-> host rows in DRAM, 3.0 ms at once, 1.8 ms per
-    # Group, 1.2 ms for a memcpy).
-    split = [k for k in range(len(merged))
-             if merged[k] > 1 and ((not dst.flags.c_contiguous and dst_strides[k] >= dst.strides[0])
-                                   or (not src.flags.c_contiguous
-                                       and src_strides[k] >= src.strides[0]))]
-    if not split or math.prod(merged[k] for k in split) > 64:
-        np.copyto(_strided(dst, dst_off, merged, dst_strides, dtype),
-                  _strided(src, src_off, merged, src_strides, dtype))
-        return
-    keep = [k for k in range(len(merged)) if k not in split]
-    sub = tuple(merged[k] for k in keep)
-    sub_dst = tuple(dst_strides[k] for k in keep)
-    sub_src = tuple(src_strides[k] for k in keep)
-    for index in product(*(range(merged[k]) for k in split)):
-        d = dst_off + sum(i * dst_strides[k] for i, k in zip(index, split, strict=True))
-        s = src_off + sum(i * src_strides[k] for i, k in zip(index, split, strict=True))
-        np.copyto(_strided(dst, d, sub, sub_dst, dtype), _strided(src, s, sub, sub_src, dtype))
-
-
-def _rows_ok(image: np.ndarray) -> bool:
-    """An image :func:`_strided` can address: contiguous, or contiguous rows."""
-    return image.flags.c_contiguous or (image.ndim == 2 and image.strides[1] == image.itemsize
-                                        and image.strides[0] >= image.shape[1] * image.itemsize)
+# The SDK's functional model reads a layout's whole tensor <-> image service here: the fast
+# path, its checks and its golden counterpart (each defined once, in its own module).
+__all__ = ["to_device", "from_device", "write_image", "check_tensor", "is_dense",
+           "to_device_reference", "from_device_reference"]
 
 
 def _raw_image(words: np.ndarray, layout: Layout) -> np.ndarray:
@@ -386,7 +38,7 @@ def _raw_view(tensor: Any) -> np.ndarray:
     etype = element_type(tensor.dtype)
     signed = torch.int32 if etype.bits == 32 else torch.int16
     # A narrowed type (int64, bool) is converted to its stored form first: a new tensor.
-    return _stored(tensor, etype).view(signed).numpy().view(etype.raw)
+    return stored_tensor(tensor, etype).view(signed).numpy().view(etype.raw)
 
 
 def to_device(tensor: Any, layout: Layout) -> np.ndarray:
@@ -397,7 +49,7 @@ def to_device(tensor: Any, layout: Layout) -> np.ndarray:
     """
     check_tensor(tensor, layout)
     shape = image_shape(layout)
-    plan = _plan(layout)
+    plan = strided_plan(layout)
     if plan.identity and tensor.is_contiguous() and tensor.device.type == "cpu":
         # The image is the tensor's own bytes: a read-only view, no copy.
         view = _raw_view(tensor).reshape(-1).view(np.uint64).reshape(shape)
@@ -414,15 +66,15 @@ def write_image(words: np.ndarray, tensor: Any, layout: Layout) -> None:
     as they are."""
     bits = _raw_view(tensor)
     raw: np.ndarray = words.view(layout.element.raw)
-    plan = _plan(layout)
-    if bits.flags.c_contiguous and _rows_ok(raw):
+    plan = strided_plan(layout)
+    if bits.flags.c_contiguous and rows_ok(raw):
         row, item = raw.strides[0], raw.itemsize
         for chunk in plan.chunks:
-            _copy_between(raw, chunk.image_geometry(row, item),
+            copy_between(raw, chunk.image_geometry(row, item),
                           bits, chunk.tensor_geometry(bits.strides), chunk.split, item)
         return
     for chunk in plan.chunks:
-        copy_strided(_image_view(raw, chunk), bits[chunk.index].reshape(chunk.split))
+        copy_strided(image_view(raw, chunk), bits[chunk.index].reshape(chunk.split))
 
 
 def from_device(words: np.ndarray, layout: Layout, *, copy: bool = True) -> Any:
@@ -433,42 +85,18 @@ def from_device(words: np.ndarray, layout: Layout, *, copy: bool = True) -> Any:
     own bytes (a row-major packed layout in one Group, ``words`` writable): then it is a view
     of ``words``.
     """
-    words = _check_image(words, layout)
-    if (not copy and _plan(layout).identity and words.flags.writeable
+    words = check_image(words, layout)
+    if (not copy and strided_plan(layout).identity and words.flags.writeable
             and words.flags.c_contiguous):
         return from_bits(words.view(layout.element.raw).reshape(layout.shape), layout.dtype)
     raw: np.ndarray = _raw_image(words, layout)
-    if not _rows_ok(raw):
+    if not rows_ok(raw):
         raw = np.ascontiguousarray(raw)
     out: np.ndarray = np.empty(layout.shape, dtype=layout.element.raw)
     row, item = raw.strides[0], raw.itemsize
-    for chunk in _plan(layout).chunks:
-        _copy_between(out, chunk.tensor_geometry(out.strides),
+    for chunk in strided_plan(layout).chunks:
+        copy_between(out, chunk.tensor_geometry(out.strides),
                       raw, chunk.image_geometry(row, item), chunk.split, item)
     return from_bits(out, layout.dtype)
 
-
-def _check_image(words: Any, layout: Layout) -> np.ndarray:
-    words = np.asarray(words)
-    if words.dtype != np.uint64 or words.shape != image_shape(layout):
-        raise LayoutError(
-            f"Layout {layout}: expected an image of {image_shape(layout)} uint64 LWs, "
-            f"got {words.shape} {words.dtype}"
-        )
-    return words
-
-
-def check_tensor(tensor: Any, layout: Layout, *, raise_error: bool = True) -> bool:
-    """Whether ``tensor`` has the shape and dtype ``layout`` holds; raises LayoutError
-    instead of returning False unless ``raise_error`` is False."""
-    shape = tuple(getattr(tensor, "shape", ()))
-    dtype = str(getattr(tensor, "dtype", "?")).removeprefix("torch.")
-    if shape == layout.shape and dtype == layout.dtype:
-        return True
-    if raise_error:
-        raise LayoutError(
-            f"Layout {layout} holds a {layout.dtype} tensor of shape {layout.shape}, "
-            f"not a {dtype} tensor of shape {shape}"
-        )
-    return False
 

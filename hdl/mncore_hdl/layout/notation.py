@@ -15,9 +15,12 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from .dtypes import DTYPES, ElementType, element_type
 
-__all__ = ["SubAxis", "Layout", "LayoutError", "ADDRESS", "GROUP", "LEVELS"]
+__all__ = ["SubAxis", "Layout", "LayoutError", "ADDRESS", "GROUP", "LEVELS", "axis_coordinates",
+           "slots", "image_shape"]
 
 ADDRESS = "A"
 GROUP = "G"
@@ -197,8 +200,6 @@ class Layout:
         return True
 
     def _check_injective_by_enumeration(self) -> None:
-        from .mapping import slots
-
         if self.numel > 1 << 22:
             raise LayoutError(
                 f"Layout {self}: sub-axes overlap on one level and the tensor is too large "
@@ -322,3 +323,51 @@ def _split_parens(text: str, whole: str) -> list[str]:
     if depth:
         raise LayoutError(f"Layout {whole!r}: unbalanced '('")
     return parts
+
+
+# -- the layout's definition: every element's slot in the image ---------------------------------
+
+def axis_coordinates(layout: Layout, axis: int) -> dict[str, np.ndarray]:
+    """Per-level coordinate offsets of every index along one logical axis.
+
+    Returns a dict level -> int64 array of length ``shape[axis]``; levels the axis does not
+    touch are absent.
+    """
+    dim = layout.shape[axis]
+    index = np.arange(dim, dtype=np.int64)
+    coords: dict[str, np.ndarray] = {}
+    inner = 1
+    for sub in reversed(layout.axes[axis]):
+        digit = (index // inner) % sub.extent
+        coords[sub.level] = coords.get(sub.level, 0) + digit * sub.stride
+        inner *= sub.extent
+    return coords
+
+
+def slots(layout: Layout) -> np.ndarray:
+    """For every element, its slot in the flattened image ``(group, address, lane)``.
+
+    The image is ``layout.groups x layout.lw_per_group`` LWs of ``lanes`` elements each, so an
+    element at Group ``g``, LW address ``a`` and lane ``l`` sits at
+    ``(g * lw_per_group + a) * lanes + l``.
+    """
+    weights = _level_weights(layout)
+    rank = len(layout.shape)
+    total = np.zeros((1,) * rank, dtype=np.int64)
+    for axis in range(rank):
+        shape = [1] * rank
+        shape[axis] = layout.shape[axis]
+        for level, coord in axis_coordinates(layout, axis).items():
+            total = total + (coord * weights[level]).reshape(shape)
+    return np.broadcast_to(total, layout.shape)
+
+
+def image_shape(layout: Layout) -> tuple[int, int]:
+    """Shape of the DRAM image: ``(groups, lw_per_group)`` LWs."""
+    return layout.groups, layout.lw_per_group
+
+
+def _level_weights(layout: Layout) -> dict[str, int]:
+    lanes = layout.element.lanes
+    return {GROUP: layout.lw_per_group * lanes, ADDRESS: lanes, layout.element.lane_level: 1}
+

@@ -7,15 +7,10 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
+from .signatures import BankStateSignature, row_bits
 from .timers import TimingCounter
 
-__all__ = ["BankMachine", "row_bits"]
-
-
-def row_bits(config: ArchConfig) -> int:
-    """Bits of a row number inside the simulated window (plus the spare range bit)."""
-    from .port import addr_bits
-    return max(1, addr_bits(config) + 1 - config.col_bits - config.bank_bits)
+__all__ = ["BankMachine"]
 
 
 class BankMachine(wiring.Component):
@@ -39,12 +34,11 @@ class BankMachine(wiring.Component):
         A write data beat lands in this bank this cycle (restarts tWR).
     data_busy : Signal, in
         The data engine is still moving a burst of this bank (no precharge under it).
-    is_open, open_row : Signal, out
-        A row is open, and which.
+    state : Out(BankStateSignature)
+        What the scheduler sees: ``is_open`` and ``open_row`` (a row is open, and which), and
+        ``act_ready``, ``pre_ready``, ``col_ready`` (the command is legal this cycle).
     fresh : Signal, out
         The open row has not yet served a column command (its first column is a row miss).
-    act_ready, pre_ready, col_ready : Signal, out
-        The command is legal this cycle.
     """
 
     def __init__(self, config: ArchConfig):
@@ -60,12 +54,8 @@ class BankMachine(wiring.Component):
             "col_write": In(1),
             "wbeat": In(1),
             "data_busy": In(1),
-            "is_open": Out(1),
-            "open_row": Out(rb),
+            "state": Out(BankStateSignature(config)),
             "fresh": Out(1),
-            "act_ready": Out(1),
-            "pre_ready": Out(1),
-            "col_ready": Out(1),
         })
 
     def elaborate(self, platform):
@@ -85,20 +75,21 @@ class BankMachine(wiring.Component):
         ]
 
         # -- row state ------------------------------------------------------------------
+        state = self.state
         with m.If(self.act):
             m.d.sync += [
-                self.is_open.eq(1),
-                self.open_row.eq(self.act_row),
+                state.is_open.eq(1),
+                state.open_row.eq(self.act_row),
                 self.fresh.eq(1),
             ]
         with m.Elif(self.pre):
-            m.d.sync += self.is_open.eq(0)
+            m.d.sync += state.is_open.eq(0)
         with m.Elif(self.col):
             m.d.sync += self.fresh.eq(0)
 
         m.d.comb += [
-            self.act_ready.eq(~self.is_open & trp.ready),
-            self.pre_ready.eq(self.is_open & tras.ready & twr.ready & ~self.data_busy),
-            self.col_ready.eq(self.is_open & trcd.ready),
+            state.act_ready.eq(~state.is_open & trp.ready),
+            state.pre_ready.eq(state.is_open & tras.ready & twr.ready & ~self.data_busy),
+            state.col_ready.eq(state.is_open & trcd.ready),
         ]
         return m

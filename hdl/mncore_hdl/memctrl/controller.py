@@ -7,15 +7,17 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
-from ..contracts.memctrl import Cmd
+from ..contracts.counters import COUNTER_BITS
+from ..contracts.memctrl import CSR_ADDR_BITS, Cmd
 from .arbiter import RoundRobin
-from .bankmachine import BankMachine, row_bits
-from .csr import COUNTER_BITS, CSR_ADDR_BITS, StatsRegisters
+from .bankmachine import BankMachine
+from .csr import StatsRegisters
 from .datapath import DataEngine
 from .port import RequesterSignature
 from .refresher import Refresher
-from .requester import PortFrontend, chunk_addr_bits
+from .requester import PortFrontend
 from .scheduler import ErrorFlag, Scheduler
+from .signatures import chunk_addr_bits, row_bits
 
 __all__ = ["Cmd", "MemoryController", "check_config"]
 
@@ -123,9 +125,9 @@ class MemoryController(wiring.Component):
 
         # -- scheduler inputs: port heads, bank states, arbiter, refresher, data bus ----------
         for fe, view in zip(fes, sched.ports, strict=True):
-            _drive_view(m, view, fe)
+            wiring.connect(m, fe.head, view)
         for bm, view in zip(bms, sched.banks, strict=True):
-            _drive_view(m, view, bm)
+            wiring.connect(m, bm.state, view)
         m.d.comb += [
             arb.requests.eq(Cat(fe.head_eligible for fe in fes)),
             sched.grant.eq(arb.grant),
@@ -200,7 +202,7 @@ class MemoryController(wiring.Component):
             stats.conflict.eq(sched.pre & ~ref.want),
             stats.refresh.eq(sched.ref),
             stats.refresh_cycle.eq(sched.ref | ~ref.trfc_ready),
-            stats.busy.eq(Cat(fe.head_valid for fe in fes).any() | eng.active),
+            stats.busy.eq(Cat(fe.head.head_valid for fe in fes).any() | eng.active),
             stats.error.eq(self.error),
             stats.error_addr.eq(self.error_addr),
             stats.csr_addr.eq(self.csr_addr),
@@ -214,8 +216,3 @@ class MemoryController(wiring.Component):
             ]
         return m
 
-
-def _drive_view(m, view, source):
-    """Drive each member of a scheduler-side ``view`` from ``source``'s port of that name."""
-    for name in view.signature.members:
-        m.d.comb += getattr(view, name).eq(getattr(source, name))

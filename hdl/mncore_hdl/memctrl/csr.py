@@ -9,9 +9,10 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..contracts.memctrl import COUNTER_BITS, CSR_ADDR_BITS, register_map
+from ..contracts.counters import COUNTER_BITS
+from ..contracts.memctrl import CSR_ADDR_BITS, register_map
 
-__all__ = ["StatsRegisters", "COUNTER_BITS", "CSR_ADDR_BITS"]
+__all__ = ["StatsRegisters"]
 
 
 class StatsRegisters(wiring.Component):

@@ -8,7 +8,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
-from .requester import chunk_addr_bits
+from .signatures import chunk_addr_bits
 
 __all__ = ["DataEngine"]
 

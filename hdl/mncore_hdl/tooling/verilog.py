@@ -16,7 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["export_verilog", "export_memctrl", "design_sources", "design_digest"]
+__all__ = ["export_verilog", "export_memctrl", "design_sources", "design_digest",
+           "merge_clocked_blocks", "read_source"]
 
 _HDL_ROOT = Path(__file__).resolve().parents[1]
 _PACKAGE = _HDL_ROOT.name
@@ -46,7 +47,7 @@ def _imported(path: Path, name: str) -> set[str]:
     """Every module ``path`` (module ``name``) imports, at top level or inside a function."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
-    for node in ast.walk(ast.parse(_read_source(path), str(path))):
+    for node in ast.walk(ast.parse(read_source(path), str(path))):
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -60,7 +61,9 @@ def _imported(path: Path, name: str) -> set[str]:
     return out
 
 
-def _read_source(path: Path) -> bytes:
+def read_source(path: Path) -> bytes:
+    """The bytes of one design source, as the cache key reads them (tests replace this to
+    see the key follow an edit)."""
     return path.read_bytes()
 
 
@@ -115,7 +118,7 @@ def design_digest(design: Any) -> str:
     for path in design_sources(design):
         rel = path.relative_to(_HDL_ROOT) if path.is_relative_to(_HDL_ROOT) else path.name
         h.update(str(rel).encode() + b"\0")
-        h.update(_read_source(path))
+        h.update(read_source(path))
     return h.hexdigest()
 
 
@@ -186,7 +189,7 @@ _CLOCKED = re.compile(r"^  always @\(posedge (?P<clock>[^\s()]+)\)\n"
 _MODULE_START = re.compile(r"^(?=module )", re.MULTILINE)
 
 
-def _merge_clocked_blocks(text: str) -> str:
+def merge_clocked_blocks(text: str) -> str:
     """One ``always @(posedge clock)`` block per module and clock for its flip-flops."""
     out = []
     for module in _MODULE_START.split(text):
@@ -253,7 +256,7 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
     out_dir.mkdir(parents=True, exist_ok=True)
     with _zero_memories_uninitialised():
         text = verilog.convert(factory(), name=name, emit_src=False)
-    _atomic_write(v_path, _merge_clocked_blocks(_kick_comb_blocks(_zero_fill_memories(text))))
+    _atomic_write(v_path, merge_clocked_blocks(_kick_comb_blocks(_zero_fill_memories(text))))
     _atomic_write(j_path, json.dumps({"module": name, "key": key, **metadata},
                                      sort_keys=True, indent=2) + "\n")
     return v_path
@@ -262,6 +265,8 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
 def export_memctrl(config: Any, ports: int = 3, build_dir: str | os.PathLike[str] = "build/verilog",
                    name: str = "memctrl") -> Path:
     """Export :class:`~mncore_hdl.memctrl.controller.MemoryController` for ``config``."""
+    # Here, not at the top: the cache-key helpers above serve every design without loading
+    # the memory controller's.
     from ..memctrl.controller import MemoryController, check_config
 
     check_config(config)

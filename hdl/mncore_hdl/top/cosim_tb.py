@@ -42,8 +42,24 @@ import re
 import tempfile
 from pathlib import Path
 
-from ..arch import ArchConfig
-from ..contracts.cosim import TB_DUT_INSTANCE, backing_store
+from ..arch import LW_BYTES, ArchConfig
+from ..contracts import testbench as tb
+from ..contracts.cosim import (
+    PAYLOAD,
+    RDATA,
+    READY,
+    REQ,
+    TB_DUT_INSTANCE,
+    TOP_PATHS,
+    VALID,
+    WDATA,
+    backing_store,
+    requester_prefix,
+    stream_member,
+    stream_port,
+)
+from ..contracts.counters import COUNTER_BITS
+from ..contracts.memctrl import addr_bits, max_burst
 
 __all__ = ["TB_MODULE", "MEMFILE_DEFAULT", "RESET_EDGES", "STROBE_BITS", "TbPort", "top_ports",
            "cosim_tb_verilog", "write_cosim_tb", "export_cosim_tb", "public_signals"]
@@ -87,17 +103,18 @@ def top_ports(verilog_text: str, module: str = "cosim_top") -> list[TbPort]:
     return ports
 
 
-#: Inputs of ``cosim_tb`` beside the design's.
-_CONTROL_IN = ("dma_go", "dma_write", "dma_path", "dma_groups", "dma_addr", "dma_len",
-               "mem_sel", "mem_lo", "mem_hi", "mem_dir", "mem_go")
 #: Rising edges the testbench holds the design in reset for.
 RESET_EDGES = 3
-#: Outputs of ``cosim_tb`` it holds in registers.
-_LATCHED = ("dma_done", "dma_cycles", "dma_error", "mem_ack")
-#: Constant outputs of ``cosim_tb`` (read-only through VPI).
-_CONSTANT = ("mem_binary",)
 #: Bits of the write strobe above the 64-bit data word in a ``wdata`` payload.
-STROBE_BITS = 8
+STROBE_BITS = LW_BYTES
+#: The Verilog names of a requester port's stream signals the DMA engines drive or read.
+_REQ_VALID, _REQ_READY, _REQ_PAYLOAD = (stream_member(REQ, s) for s in (VALID, READY, PAYLOAD))
+_WDATA_VALID, _WDATA_READY, _WDATA_PAYLOAD = (stream_member(WDATA, s)
+                                              for s in (VALID, READY, PAYLOAD))
+_RDATA_VALID, _RDATA_READY, _RDATA_PAYLOAD = (stream_member(RDATA, s)
+                                              for s in (VALID, READY, PAYLOAD))
+#: Their inputs of the design, which ``cosim_tb`` muxes between the driver and its engines.
+_MUXED = (_REQ_VALID, _REQ_PAYLOAD, _WDATA_VALID, _WDATA_PAYLOAD, _RDATA_READY)
 
 _DMA = """\
 // One Group's host DMA engine: the driver's beat-by-beat transfer loop in hardware.
@@ -152,145 +169,164 @@ endmodule
 """
 
 
-def _lane_wiring(g: int, paths: tuple[str, ...]) -> list[str]:
+def _lane_wiring(g: int) -> list[str]:
     """Mux the Python-driven port inputs of Group ``g`` with its DMA engine."""
     lines = []
-    for p, path in enumerate(paths):
-        pre = f"{path}__{g}__"
-        use = f"dma_go && dma_groups[{g}] && dma_path == {p}"
+    for p, path in enumerate(TOP_PATHS):
+        pre = requester_prefix(path, g)
+        use = f"{tb.DMA_GO} && {tb.DMA_GROUPS}[{g}] && {tb.DMA_PATH} == {p}"
         lines += [
             f"  wire {pre}dma = {use};",
-            f"  wire {pre}req__valid_m = {pre}dma ? dma{g}_req_valid : {pre}req__valid;",
-            f"  wire [{{REQW}}:0] {pre}req__payload_m = {pre}dma ? dma{g}_req_payload"
-            f" : {pre}req__payload;",
-            f"  wire {pre}wdata__valid_m = {pre}dma ? dma{g}_wdata_valid : {pre}wdata__valid;",
-            f"  wire [71:0] {pre}wdata__payload_m = {pre}dma ? dma{g}_wdata_payload"
-            f" : {pre}wdata__payload;",
-            f"  wire {pre}rdata__ready_m = {pre}dma ? dma_rdata_ready : {pre}rdata__ready;",
+            f"  wire {pre}{_REQ_VALID}_m = {pre}dma ? dma{g}_req_valid : {pre}{_REQ_VALID};",
+            f"  wire [{{REQW}}:0] {pre}{_REQ_PAYLOAD}_m = {pre}dma ? dma{g}_req_payload"
+            f" : {pre}{_REQ_PAYLOAD};",
+            f"  wire {pre}{_WDATA_VALID}_m = {pre}dma ? dma{g}_wdata_valid"
+            f" : {pre}{_WDATA_VALID};",
+            f"  wire [71:0] {pre}{_WDATA_PAYLOAD}_m = {pre}dma ? dma{g}_wdata_payload"
+            f" : {pre}{_WDATA_PAYLOAD};",
+            f"  wire {pre}{_RDATA_READY}_m = {pre}dma ? dma_rdata_ready : {pre}{_RDATA_READY};",
         ]
     return lines
 
 
+def _control(config: ArchConfig) -> list[TbPort]:
+    """The testbench's own ports (``contracts.testbench``) but the constant ones."""
+    return [TbPort("input" if direction == "in" else "output", name, width)
+            for name, (direction, width) in tb.control_ports(config).items()
+            if name not in tb.CONSTANT]
+
+
+def _dma_engine(g: int, config: ArchConfig, req_w: int) -> list[str]:
+    """Group ``g``'s DMA engine instance, its port muxes and its outputs."""
+    aw = addr_bits(config)
+    row = max_burst(config)
+    sel = " : ".join(f"{tb.DMA_PATH} == {p} ? {requester_prefix(path, g)}" + "{}"
+                     for p, path in enumerate(TOP_PATHS[:-1]))
+    sel += f" : {requester_prefix(TOP_PATHS[-1], g)}" + "{}"
+
+    def pick(member: str) -> str:
+        return sel.replace("{}", member)
+
+    out = [
+        f"  wire dma{g}_req_valid, dma{g}_wdata_valid;",
+        f"  wire [{req_w - 1}:0] dma{g}_req_payload;",
+        f"  wire [71:0] dma{g}_wdata_payload;",
+        f"  cosim_tb_dma #(.AW({aw}), .LENW({req_w - aw - 1}), .ROWW({row.bit_length() - 1}), "
+        f".DEPTH({config.sim_window_lw})) dma{g} (",
+        f"    .clk({tb.CLOCK}), .go({tb.DMA_GO}), .write({tb.DMA_WRITE}),"
+        f" .en({tb.DMA_GROUPS}[{g}]),",
+        f"    .addr({tb.DMA_ADDR}), .len({tb.DMA_LEN}),",
+        f"    .req_ready({pick(_REQ_READY)}), .wdata_ready({pick(_WDATA_READY)}),",
+        f"    .rdata_valid({pick(_RDATA_VALID)}), .rdata_payload({pick(_RDATA_PAYLOAD)}),",
+        f"    .req_valid(dma{g}_req_valid), .req_payload(dma{g}_req_payload),",
+        f"    .wdata_valid(dma{g}_wdata_valid), .wdata_payload(dma{g}_wdata_payload),",
+        f"    .busy(dma_busy[{g}]), .busy_next(dma_busy_next[{g}]),"
+        f" .err_next(dma_err_next[{g}]));",
+    ]
+    return out + [line.replace("{REQW}", str(req_w - 1)) for line in _lane_wiring(g)]
+
+
+def _dma_done() -> list[str]:
+    """The transfer's end: ``dma_done``, ``dma_cycles`` and ``dma_error`` (latched)."""
+    go, done, cycles, error = tb.DMA_GO, tb.DMA_DONE, tb.DMA_CYCLES, tb.DMA_ERROR
+    return [
+        f"  reg [{COUNTER_BITS - 1}:0] dma_count = 0;",
+        f"  always @(posedge {tb.CLOCK}) begin",
+        f"    if (!{go}) begin",
+        f"      {done} <= 0;",
+        "      dma_count <= 0;",
+        f"    end else if (!{done}) begin",
+        "      dma_count <= dma_count + 1;",
+        "      if (!(|dma_busy_next)) begin",
+        "        // results before done: a simulator applies one process's updates in order, so",
+        f"        // whoever wakes on {done} already reads them",
+        f"        {cycles} <= dma_count + 1;",
+        f"        {error} <= dma_err_next;",
+        f"        {done} <= 1;",
+        "      end",
+        "    end",
+        "  end",
+    ]
+
+
+def _back_door(groups: int) -> list[str]:
+    """The bulk back door: a toggle of ``mem_go`` loads or dumps a range of one memory.
+
+    Verilator reads and writes the file as raw 64-bit words ($fread: big-endian; %u:
+    little-endian), 5x faster than its $readmemh parser; Icarus keeps hex, which its
+    $readmemh/$writememh handle faster than a word loop. ``mem_binary`` says which.
+    """
+    lo, hi, go, sel, dump = tb.MEM_LO, tb.MEM_HI, tb.MEM_GO, tb.MEM_SEL, tb.MEM_DIR
+    out = [
+        "  reg [8*1024-1:0] memfile;",
+        f'  initial if (!$value$plusargs("{MEMFILE_PLUSARG}=%s", memfile))'
+        f' memfile = "{MEMFILE_DEFAULT}";',
+        "`ifdef VERILATOR",
+        f"  wire {tb.MEM_BINARY} = 1'b1;",
+        "  integer mem_fd, mem_i, mem_n;",
+        "`else",
+        f"  wire {tb.MEM_BINARY} = 1'b0;",
+        "`endif",
+        f"  always @(posedge {go} or negedge {go}) begin",
+        f"    case ({sel})",
+    ]
+    for g in range(groups):
+        for k, mem in ((g, backing_store("cosim_tb", g)), (groups + g, f"dma{g}.stage")):
+            out += ["`ifdef VERILATOR",
+                    f"      {k}: if ({dump}) begin",
+                    '        mem_fd = $fopen(memfile, "wb");',
+                    f"        for (mem_i = {lo}; mem_i <= {hi}; mem_i = mem_i + 1)",
+                    f'          $fwrite(mem_fd, "%u", {mem}[mem_i]);',
+                    "        $fclose(mem_fd);",
+                    "      end else begin",
+                    '        mem_fd = $fopen(memfile, "rb");',
+                    f"        mem_n = $fread({mem}, mem_fd, {lo}, {hi} - {lo} + 1);",
+                    "        $fclose(mem_fd);",
+                    "      end",
+                    "`else",
+                    f"      {k}: if ({dump}) $writememh(memfile, {mem}, {lo}, {hi});",
+                    f"         else $readmemh(memfile, {mem}, {lo}, {hi});",
+                    "`endif"]
+    return out + ["      default: ;", "    endcase", f"    {tb.MEM_ACK} <= !{tb.MEM_ACK};",
+                  "  end"]
+
+
 def cosim_tb_verilog(top_text: str, config: ArchConfig) -> str:
     """Verilog of ``cosim_tb`` (the testbench top and its DMA engine) for ``cosim_top``."""
-    from ..memctrl.port import addr_bits, max_burst
-
     ports = top_ports(top_text)
     by_name = {p.name: p for p in ports}
     groups = config.groups
-    paths = ("host", "compute")
-    aw = addr_bits(config)
-    req_w = by_name["host__0__req__payload"].width
-    lenw = req_w - aw - 1
+    req_w = by_name[stream_port(TOP_PATHS[0], 0, REQ, PAYLOAD)].width
     row = max_burst(config)
     roww = row.bit_length() - 1
-    if (1 << roww) != row or by_name["host__0__wdata__payload"].width != 64 + STROBE_BITS:
+    if ((1 << roww) != row
+            or by_name[stream_port(TOP_PATHS[0], 0, WDATA, PAYLOAD)].width != 64 + STROBE_BITS):
         raise ValueError(f"cosim_tb expects a power-of-two row and 72-bit wdata, got row={row}")
-    muxed = {f"{path}__{g}__{m}" for g in range(groups) for path in paths
-             for m in ("req__valid", "req__payload", "wdata__valid", "wdata__payload",
-                       "rdata__ready")}
-    control = [
-        TbPort("input", "dma_go", 1), TbPort("input", "dma_write", 1),
-        TbPort("input", "dma_path", 1), TbPort("input", "dma_groups", groups),
-        TbPort("input", "dma_addr", aw), TbPort("input", "dma_len", aw),
-        TbPort("output", "dma_done", 1), TbPort("output", "dma_cycles", 32),
-        TbPort("output", "dma_error", groups),
-        TbPort("input", "mem_sel", 8), TbPort("input", "mem_lo", 32),
-        TbPort("input", "mem_hi", 32), TbPort("input", "mem_dir", 1),
-        TbPort("input", "mem_go", 1), TbPort("output", "mem_ack", 1),
-    ]
+    muxed = {requester_prefix(path, g) + m for g in range(groups) for path in TOP_PATHS
+             for m in _MUXED}
+    control = _control(config)
     # The only port is the clock. Every other input of the design is a register that VPI
     # writes: Verilator re-evaluates logic fed by top-level inputs (its "ico" region) on every
     # evaluation, which for this design (every next-state function depends on ``rst``) cost
     # about 40% of the simulation time when they were ports.
     out = ["// Generated by mncore_hdl.top.cosim_tb from cosim_top; do not edit.",
-           f"module {TB_MODULE}(clk);", "  input clk;"]
+           f"module {TB_MODULE}({tb.CLOCK});", f"  input {tb.CLOCK};"]
     out += [p.signal() for p in ports + control
-            if p.name not in ("clk", "rst") and p.name not in _LATCHED]
-    out += [f"  reg [{p.width - 1}:0] {p.name} = 0;" for p in control if p.name in _LATCHED]
+            if p.name not in (tb.CLOCK, tb.RESET) and p.name not in tb.LATCHED]
+    out += [f"  reg [{p.width - 1}:0] {p.name} = 0;" for p in control if p.name in tb.LATCHED]
     # Reset is generated here, not written by VPI: every next-state function of the design
     # depends on it, so as a VPI-writable signal it would be re-evaluated on every evaluation.
     # It is high for the first RESET_EDGES rising edges; the server waits for it to fall.
     out += [f"  reg [3:0] reset_left = {RESET_EDGES};",
-            "  wire rst = reset_left != 0;",
-            "  always @(posedge clk) if (rst) reset_left <= reset_left - 1;"]
+            f"  wire {tb.RESET} = reset_left != 0;",
+            f"  always @(posedge {tb.CLOCK}) if ({tb.RESET}) reset_left <= reset_left - 1;"]
     # -- DMA engines -------------------------------------------------------------------------
     out.append(f"  wire [{groups - 1}:0] dma_busy, dma_busy_next, dma_err_next;")
-    out.append("  wire dma_rdata_ready = dma_go && !dma_write && (|dma_busy);")
+    out.append(f"  wire dma_rdata_ready = {tb.DMA_GO} && !{tb.DMA_WRITE} && (|dma_busy);")
     for g in range(groups):
-        sel = " : ".join(f"dma_path == {p} ? {path}__{g}__" + "{}" for p, path in
-                         enumerate(paths[:-1])) + f" : {paths[-1]}__{g}__" + "{}"
-        def pick(member: str, sel: str = sel) -> str:
-            return sel.replace("{}", member)
-        out += [
-            f"  wire dma{g}_req_valid, dma{g}_wdata_valid;",
-            f"  wire [{req_w - 1}:0] dma{g}_req_payload;",
-            f"  wire [71:0] dma{g}_wdata_payload;",
-            f"  cosim_tb_dma #(.AW({aw}), .LENW({lenw}), .ROWW({roww}), "
-            f".DEPTH({config.sim_window_lw})) dma{g} (",
-            f"    .clk(clk), .go(dma_go), .write(dma_write), .en(dma_groups[{g}]),",
-            "    .addr(dma_addr), .len(dma_len),",
-            f"    .req_ready({pick('req__ready')}), .wdata_ready({pick('wdata__ready')}),",
-            f"    .rdata_valid({pick('rdata__valid')}), .rdata_payload({pick('rdata__payload')}),",
-            f"    .req_valid(dma{g}_req_valid), .req_payload(dma{g}_req_payload),",
-            f"    .wdata_valid(dma{g}_wdata_valid), .wdata_payload(dma{g}_wdata_payload),",
-            f"    .busy(dma_busy[{g}]), .busy_next(dma_busy_next[{g}]),"
-            f" .err_next(dma_err_next[{g}]));",
-        ]
-        out += [line.replace("{REQW}", str(req_w - 1)) for line in _lane_wiring(g, paths)]
-    out += [
-        "  reg [31:0] dma_count = 0;",
-        "  always @(posedge clk) begin",
-        "    if (!dma_go) begin",
-        "      dma_done <= 0;",
-        "      dma_count <= 0;",
-        "    end else if (!dma_done) begin",
-        "      dma_count <= dma_count + 1;",
-        "      if (!(|dma_busy_next)) begin",
-        "        // results before done: a simulator applies one process's updates in order, so",
-        "        // whoever wakes on dma_done already reads them",
-        "        dma_cycles <= dma_count + 1;",
-        "        dma_error <= dma_err_next;",
-        "        dma_done <= 1;",
-        "      end",
-        "    end",
-        "  end",
-    ]
-    # -- bulk back door ----------------------------------------------------------------------
-    # Verilator reads and writes the file as raw 64-bit words ($fread: big-endian; %u:
-    # little-endian), 5x faster than its $readmemh parser; Icarus keeps hex, which its
-    # $readmemh/$writememh handle faster than a word loop. `mem_binary` says which.
-    out += [
-        "  reg [8*1024-1:0] memfile;",
-        f'  initial if (!$value$plusargs("{MEMFILE_PLUSARG}=%s", memfile))'
-        f' memfile = "{MEMFILE_DEFAULT}";',
-        "`ifdef VERILATOR",
-        "  wire mem_binary = 1'b1;",
-        "  integer mem_fd, mem_i, mem_n;",
-        "`else",
-        "  wire mem_binary = 1'b0;",
-        "`endif",
-        "  always @(posedge mem_go or negedge mem_go) begin",
-        "    case (mem_sel)",
-    ]
-    for g in range(groups):
-        for k, mem in ((g, backing_store("cosim_tb", g)), (groups + g, f"dma{g}.stage")):
-            out += ["`ifdef VERILATOR",
-                    f"      {k}: if (mem_dir) begin",
-                    '        mem_fd = $fopen(memfile, "wb");',
-                    "        for (mem_i = mem_lo; mem_i <= mem_hi; mem_i = mem_i + 1)",
-                    f'          $fwrite(mem_fd, "%u", {mem}[mem_i]);',
-                    "        $fclose(mem_fd);",
-                    "      end else begin",
-                    '        mem_fd = $fopen(memfile, "rb");',
-                    f"        mem_n = $fread({mem}, mem_fd, mem_lo, mem_hi - mem_lo + 1);",
-                    "        $fclose(mem_fd);",
-                    "      end",
-                    "`else",
-                    f"      {k}: if (mem_dir) $writememh(memfile, {mem}, mem_lo, mem_hi);",
-                    f"         else $readmemh(memfile, {mem}, mem_lo, mem_hi);",
-                    "`endif"]
-    out += ["      default: ;", "    endcase", "    mem_ack <= !mem_ack;", "  end"]
+        out += _dma_engine(g, config, req_w)
+    out += _dma_done()
+    out += _back_door(groups)
     # -- the design ----------------------------------------------------------------------------
     conns = []
     for p in ports:
@@ -321,19 +357,22 @@ def public_signals(top_text: str) -> list[tuple[str, str, str]]:
     everything else private, which is what makes its model fast.
     """
     ports = top_ports(top_text)
-    out = [("rd", TB_MODULE, "rst"), ("rd", TB_MODULE, "clk")]
+    out = [("rd", TB_MODULE, tb.RESET), ("rd", TB_MODULE, tb.CLOCK)]
     for p in ports:
-        if p.name in ("clk", "rst"):
+        if p.name in (tb.CLOCK, tb.RESET):
             continue
         out.append(("rw" if p.direction == "input" else "rd", TB_MODULE, p.name))
-    out += [("rw", TB_MODULE, name) for name in _CONTROL_IN]
-    out += [("rd", TB_MODULE, name) for name in _LATCHED + _CONSTANT]
+    out += [("rw", TB_MODULE, name) for name, direction in tb.CONTROL.items()
+            if direction == "in"]
+    out += [("rd", TB_MODULE, name) for name in tb.LATCHED + tb.CONSTANT]
     return out
 
 
 def export_cosim_tb(config: ArchConfig, build_dir: str | os.PathLike[str] = "build/verilog"
                     ) -> list[Path]:
     """Verilog of ``cosim_tb`` and of the design it wraps, testbench first (both cached)."""
+    # Here, not at the top: the cocotb server imports this module inside the simulator, where
+    # loading the Amaranth design would only cost start-up time.
     from .cosim_top import export_cosim_top
 
     top = export_cosim_top(config, build_dir)

@@ -20,6 +20,7 @@ from ..arch import ArchConfig
 from ..contracts.cosim import CYCLE, CYCLE_BITS, DESC_PORTS, SYSTEM_INSTANCE
 from ..converter.converter import forward_control
 from ..descriptors import DESCRIPTOR_BITS, DESCRIPTOR_SLOTS
+from ..tooling.verilog import export_verilog
 from .system import MemorySystem
 
 __all__ = ["CosimTop", "CYCLE_BITS", "export_cosim_top"]
@@ -85,8 +86,6 @@ def export_cosim_top(config: ArchConfig, build_dir: str | os.PathLike[str] = "bu
                      ) -> Path:
     """Verilog of :class:`CosimTop` for ``config`` (module ``cosim_top``), cached by the
     sources the design imports."""
-    from ..tooling.verilog import export_verilog
-
     meta = {"component": "CosimTop", "config": config.to_dict()}
     return export_verilog(lambda: CosimTop(config), "cosim_top", meta, build_dir,
                           design=CosimTop)

@@ -15,10 +15,10 @@ from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
 from ..contracts.cosim import CONTROLLER_INSTANCE
+from ..contracts.counters import COUNTER_BITS
 from ..contracts.memctrl import (
     COMPUTE_PORT,
     CONVERTER_PORT,
-    COUNTER_BITS,
     CSR_ADDR_BITS,
     HOST_PORT,
     PORTS,
@@ -27,6 +27,7 @@ from ..converter.converter import CONTROL_MEMBERS, LayoutConverter, forward_cont
 from ..converter.program import DEFAULT_BUFFER_LW
 from ..memctrl.controller import MemoryController
 from ..memctrl.port import RequesterSignature
+from ..tooling.verilog import export_verilog
 
 __all__ = ["MemorySystem", "HOST_PORT", "COMPUTE_PORT", "CONVERTER_PORT", "export_memory_system"]
 
@@ -103,8 +104,6 @@ def export_memory_system(config: ArchConfig,
                          build_dir: str | os.PathLike[str] = "build/verilog") -> Path:
     """Verilog of :class:`MemorySystem` for ``config`` (module ``mem_system``; about 15 s on a
     cache miss), cached by the sources the design imports."""
-    from ..tooling.verilog import export_verilog
-
     meta = {"component": "MemorySystem", "config": config.to_dict()}
     return export_verilog(lambda: MemorySystem(config), "mem_system", meta, build_dir,
                           design=MemorySystem)

@@ -12,7 +12,8 @@ from .._lazy import lazy_exports
 
 #: Public name -> the module (relative to this package) that defines it.
 _EXPORTS = {
-    "Device": ".base", "LoadedProgram": ".base", "FunctionalDevice": ".functional",
+    "Device": ".base", "DramDevice": ".base", "LoadedProgram": ".base",
+    "FunctionalDevice": ".functional",
     "MNDevice": ".registry", "DEVICES": ".registry", "DEVICE_STRINGS": ".registry",
     **{name: ".commands" for name in (
         "Bind", "Buffer", "Command", "CommandResult", "Convert", "HostRead", "HostWrite",
@@ -20,7 +21,8 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "Device", "LoadedProgram", "FunctionalDevice", "MNDevice", "DEVICES", "DEVICE_STRINGS",
+    "Device", "DramDevice", "LoadedProgram", "FunctionalDevice", "MNDevice", "DEVICES",
+    "DEVICE_STRINGS",
     "Bind", "Buffer", "Command", "CommandResult", "Convert", "HostRead", "HostWrite", "Launch",
 ]
 
@@ -29,7 +31,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__, globals())
 
 
 if TYPE_CHECKING:
-    from .base import Device, LoadedProgram
+    from .base import Device, DramDevice, LoadedProgram
     from .commands import (
         Bind,
         Buffer,

@@ -1,17 +1,21 @@
-"""The device base class: the shared policy every backend runs, and the hooks a backend fills in.
+"""Device base classes: what every backend declares, and the shared policy of one with DRAM.
 
 A backend is one :class:`Device` subclass in one file, named by a row of the device table
-(:data:`mlsdk.device.registry.DEVICES`). It implements the abstract hooks that touch its memory
-system: ``_dram_read``, ``_dram_write``, ``_convert``, ``_poke``, ``peek`` and
-``dram_snapshot``. The documented default hooks (``_bind``, ``_compute_cycles``, ``counters``,
-``create``, ``compiled_function``, ``_load_input``, ``_dram_store``, ``_read_tensor``) may be
-overridden. Everything else (allocation, the command
-stream, Launch as loads -> compute -> stores, per-path byte counting, the record of what ran) is
-shared, so two backends given the same commands are comparable word for word.
+(:data:`mlsdk.device.registry.DEVICES`). It declares its capabilities (:attr:`Device.has_memory`,
+:attr:`Device.cycles_kind`), from which the front end picks how to run compiled functions on it;
+the device layer never builds front-end objects. A backend with device memory subclasses
+:class:`DramDevice` and implements the abstract hooks that touch its memory system:
+``_dram_read``, ``_dram_write``, ``_convert``, ``_poke``, ``peek`` and ``dram_snapshot``. The
+documented default hooks (``_bind``, ``_compute_cycles``, ``counters``, ``create``,
+``_load_input``, ``_dram_store``, ``_read_tensor``) may be overridden. Everything else
+(allocation, the command stream, Launch as loads -> compute -> stores, per-path byte counting,
+the record of what ran) is shared, so two backends given the same commands are comparable word
+for word. The host reference (``pfvm:cpu``) has no device memory: it subclasses
+:class:`Device` alone.
 
 Threads: :attr:`Device.lock` (a re-entrant :class:`DeviceLock`) guards the device. Every
-command, allocation and program (un)load takes it, and a Context holds it across a whole call
-(staging the inputs, Launch, handing out the outputs), so calls from several threads never
+command, allocation and program (un)load takes it, and the front end holds it across a whole
+call (staging the inputs, Launch, handing out the outputs), so calls from several threads never
 interleave. Finalizers (a collected TensorProxy or CompiledFunction) never wait for it: they
 queue what they give back, and the device takes it back at its next operation.
 """
@@ -19,7 +23,6 @@ queue what they give back, and the device takes it back at its next operation.
 from __future__ import annotations
 
 import collections
-import copy
 import gc
 import math
 import threading
@@ -27,7 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from mncore_hdl.arch import ArchConfig
@@ -46,13 +49,7 @@ from .commands import (
     Launch,
 )
 
-if TYPE_CHECKING:
-    from mncore_compiler.program import DeviceProgram
-
-    from ..compiled import CompiledFunction
-    from ..context import Context
-
-__all__ = ["Device", "DeviceLock", "LoadedProgram", "PAGE_LW", "DramSnapshot"]
+__all__ = ["Device", "DramDevice", "DeviceLock", "LoadedProgram", "PAGE_LW", "DramSnapshot"]
 
 #: LWs per page of a DRAM snapshot (32 KiB pages; also the functional model's storage page).
 PAGE_LW = 4096
@@ -113,9 +110,8 @@ class DeviceLock:
         return True
 
 
-class Device(ABC):
-    """A backend: a modeled MN-Core 2 executing the command stream (the host reference
-    ``pfvm:cpu`` is one too, whose :meth:`compiled_function` runs calls on the host instead).
+class Device:
+    """A backend, as the front end sees it: its chip, its name, its lock and what it can do.
 
     Parameters
     ----------
@@ -127,23 +123,18 @@ class Device(ABC):
 
     #: "modeled" (analytic), "measured" (RTL) or "none".
     cycles_kind: ClassVar[str] = "none"
+    #: Whether the backend has device memory and executes the command stream
+    #: (a :class:`DramDevice`); the host reference has none and runs calls on the host.
+    has_memory: ClassVar[bool] = False
 
     def __init__(self, config: ArchConfig, name: str):
         self.config = config
         self.name = name
         #: The VCD the backend writes of its session, once written; None when it writes none.
         self.vcd_path: Path | None = None
-        self.allocator = Allocator(config.groups, config.dram_lw_per_group)
-        self.programs: dict[str, LoadedProgram] = {}
-        #: The input descriptor table: (function, io) -> the buffer Launch reads it from.
-        self.descriptors: dict[tuple[str, str], Buffer] = {}
         self.closed = False
         #: The device's lock (see the module docstring).
         self.lock = DeviceLock()
-        # Programs (and their buffers) of collected functions, to unload at a safe point.
-        self._retired: collections.deque[tuple[str, tuple[Buffer, ...]]] = collections.deque()
-        # Convert descriptors parsed, by id of the command's dict (see _descriptor).
-        self._descriptors: dict[int, list[Any]] = {}
 
     @classmethod
     def create(cls, config: ArchConfig, name: str, options: Mapping[str, str]) -> Device:
@@ -154,15 +145,37 @@ class Device(ABC):
         """
         return cls(config, name)
 
-    # -- the front end ----------------------------------------------------------------------
+    def counters(self) -> dict[str, int]:
+        """Backend counters (default hook: none; the RTL backends return the converter's and
+        every controller's counters)."""
+        return {}
 
-    def compiled_function(self, context: Context, program: DeviceProgram, key: str,
-                          strict: bool) -> CompiledFunction:
-        """Wrap ``program`` for ``context`` (default hook: a function whose every call runs
-        as device commands, :class:`~mlsdk.compiled.CompiledFunction`)."""
-        from ..compiled import CompiledFunction
+    def close(self) -> None:
+        self.closed = True
 
-        return CompiledFunction(context, program, key, strict)
+    def _check_open(self) -> None:
+        if self.closed:
+            raise DeviceError(f"Device {self.name!r} is closed (its Context has ended)")
+
+
+class DramDevice(Device, ABC):
+    """A modeled MN-Core 2 with device memory, executing the command stream.
+
+    Takes the parameters of :class:`Device`.
+    """
+
+    has_memory = True
+
+    def __init__(self, config: ArchConfig, name: str):
+        super().__init__(config, name)
+        self.allocator = Allocator(config.groups, config.dram_lw_per_group)
+        self.programs: dict[str, LoadedProgram] = {}
+        #: The input descriptor table: (function, io) -> the buffer Launch reads it from.
+        self.descriptors: dict[tuple[str, str], Buffer] = {}
+        # Programs (and their buffers) of collected functions, to unload at a safe point.
+        self._retired: collections.deque[tuple[str, tuple[Buffer, ...]]] = collections.deque()
+        # Converter bytes by descriptor (see _converter_moved).
+        self._moved: dict[ConversionDescriptor, int] = {}
 
     # -- buffers and programs ---------------------------------------------------------------
 
@@ -257,12 +270,8 @@ class Device(ABC):
         elif isinstance(command, Convert):
             self._check_buffer(command.src)
             self._check_buffer(command.dst)
-            descriptor, moved = self._descriptor(command.descriptor)
-            result.cycles = self._convert(descriptor, command.src, command.dst)
-            if moved is None:
-                moved = self._converter_bytes(descriptor)
-                self._descriptors[id(command.descriptor)][3] = moved
-            result.bytes["converter"] = moved
+            result.cycles = self._convert(command.descriptor, command.src, command.dst)
+            result.bytes["converter"] = self._converter_moved(command.descriptor)
         elif isinstance(command, Launch):
             self._launch(command, result)
         elif isinstance(command, Bind):
@@ -273,17 +282,15 @@ class Device(ABC):
             raise TypeError(f"Expected a device command, not {command!r}")
         return result
 
-    def _descriptor(self, data: dict) -> tuple[ConversionDescriptor, int | None]:
-        """The descriptor a Convert command carries, parsed once per command dict (calls
-        repeat the same Convert), and the converter bytes counted for it so far (or None).
-        A dict changed since it was parsed is parsed again."""
-        entry = self._descriptors.get(id(data))
-        if entry is None or entry[0] is not data or entry[1] != data:
-            if len(self._descriptors) >= 256:
-                self._descriptors.clear()
-            entry = [data, copy.deepcopy(data), ConversionDescriptor.from_dict(data), None]
-            self._descriptors[id(data)] = entry
-        return entry[2], entry[3]
+    def _converter_moved(self, descriptor: ConversionDescriptor) -> int:
+        """:meth:`_converter_bytes` of ``descriptor``, counted once per distinct descriptor
+        (calls repeat the same Convert; equal descriptors move equal bytes)."""
+        moved = self._moved.get(descriptor)
+        if moved is None:
+            if len(self._moved) >= 256:
+                self._moved.clear()
+            moved = self._moved[descriptor] = self._converter_bytes(descriptor)
+        return moved
 
     def _launch(self, command: Launch, result: CommandResult) -> None:
         program = self.programs.get(command.program)
@@ -392,18 +399,6 @@ class Device(ABC):
     def dram_snapshot(self) -> DramSnapshot:
         """Every Group's non-zero pages of :data:`PAGE_LW` LWs, by page number (to compare
         the DRAM of two backends)."""
-
-    def counters(self) -> dict[str, int]:
-        """Backend counters (default hook: none; the RTL backends return the converter's and
-        every controller's counters)."""
-        return {}
-
-    def close(self) -> None:
-        self.closed = True
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise DeviceError(f"Device {self.name!r} is closed (its Context has ended)")
 
     def _check_buffer(self, buf: Buffer) -> None:
         if not self.allocator.is_live(buf):

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from mncore_hdl.arch import LW_BYTES
+from mncore_hdl.layout import ConversionDescriptor
 
 __all__ = [
     "Buffer", "HostWrite", "HostRead", "Convert", "Launch", "Bind", "Command",
@@ -82,15 +83,22 @@ class HostRead:
 
 @dataclass(frozen=True)
 class Convert:
-    """DRAM -> DRAM layout conversion by the layout converter."""
+    """DRAM -> DRAM layout conversion by the layout converter, programmed with
+    ``descriptor`` (:func:`mncore_hdl.layout.conversion` of the two layouts)."""
 
     kind: ClassVar[str] = "Convert"
     src: Buffer
     src_layout: str
     dst: Buffer
     dst_layout: str
-    descriptor: dict[str, Any] = field(repr=False, compare=False)
+    descriptor: ConversionDescriptor = field(repr=False, compare=False)
     dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.descriptor, ConversionDescriptor):
+            raise TypeError("Convert's descriptor must be a ConversionDescriptor (from "
+                            "mncore_hdl.layout.conversion), not "
+                            f"{type(self.descriptor).__name__}")
 
     def summary(self) -> str:
         return f"Convert {self.src} {self.src_layout} -> {self.dst} {self.dst_layout}"
@@ -98,7 +106,7 @@ class Convert:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "src": self.src.to_dict(), "src_layout": self.src_layout,
                 "dst": self.dst.to_dict(), "dst_layout": self.dst_layout,
-                "descriptor": self.descriptor, "dtype": self.dtype}
+                "descriptor": self.descriptor.to_dict(), "dtype": self.dtype}
 
 
 @dataclass(frozen=True)
@@ -156,7 +164,8 @@ def command_from_dict(data: dict[str, Any]) -> Command:
         return HostRead(Buffer(**data["buffer"]))
     if kind == "Convert":
         return Convert(Buffer(**data["src"]), data["src_layout"], Buffer(**data["dst"]),
-                       data["dst_layout"], data["descriptor"], data.get("dtype", "float32"))
+                       data["dst_layout"], ConversionDescriptor.from_dict(data["descriptor"]),
+                       data.get("dtype", "float32"))
     if kind == "Launch":
         bindings = {k: Buffer(**b) for k, b in data["bindings"].items()}
         outputs = {k: Buffer(**b) for k, b in data.get("outputs", {}).items()}

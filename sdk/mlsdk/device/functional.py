@@ -10,17 +10,14 @@ from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor, Layout, from_device
 from mncore_hdl.layout.mapping import check_tensor, is_dense, write_image
 
-from .base import Device, DramSnapshot
+from .base import DramDevice, DramSnapshot
 from .commands import Buffer
 from .dram import PAGE_LW, DramStore, GroupDram
 
-__all__ = ["FunctionalDevice", "SparseDram", "PAGE_LW"]
-
-#: One Group's DRAM (kept under its former name; now a row of a lazily backed DramStore).
-SparseDram = GroupDram
+__all__ = ["FunctionalDevice", "LayoutNumbers", "PAGE_LW", "layout_key"]
 
 
-class FunctionalDevice(Device):
+class FunctionalDevice(DramDevice):
     """MN-Core 2 as numpy arrays: exact data, modeled cycles.
 
     Cycles come from :mod:`mncore_hdl.memctrl.timing` (memory streams) and
@@ -54,7 +51,7 @@ class FunctionalDevice(Device):
         # a constant is decoded once, not once per Launch. The cycles are the read's either way.
         cycles = self._stream_cycles(buf.lw_per_group, write=False)
         decoded = self.dram.decoded
-        key = (buf.id, _layout_key(layout))
+        key = (buf.id, layout_key(layout))
         value = decoded.get(key)
         if value is not None:
             return value, cycles
@@ -103,7 +100,7 @@ class FunctionalDevice(Device):
         if (check_tensor(tensor, layout, raise_error=False) and tensor.device.type == "cpu"
                 and not self.dram.holds(tensor)
                 and not tensor.is_inference()
-                and self.dram.store_deferred((buf.id, _layout_key(layout)), *span,
+                and self.dram.store_deferred((buf.id, layout_key(layout)), *span,
                                              tensor.detach(), layout, owner=buf)):
             return cycles
         # Lays the tensor out straight into DRAM: no image in between.
@@ -117,7 +114,7 @@ class FunctionalDevice(Device):
         # A tensor kept for the buffer in this layout (a Launch output, a decoded input) is
         # what decoding the DRAM would give: the host gets a copy of it, no decode.
         cycles = self._stream_cycles(buf.lw_per_group, write=False)
-        value = self.dram.decoded.get((buf.id, _layout_key(layout)))
+        value = self.dram.decoded.get((buf.id, layout_key(layout)))
         if value is not None:
             # contiguous, as a decode would give; a copy either way
             dense = value.contiguous()
@@ -158,26 +155,45 @@ class FunctionalDevice(Device):
         return [d.snapshot() for d in self.drams]
 
 
-#: Every layout a device has keyed a tensor by, and its number: equal layouts, one number.
-_LAYOUT_NUMBERS: dict[Layout, int] = {}
-_NEXT_NUMBER = itertools.count()
-_MAX_LAYOUT_NUMBERS = 1 << 16
-#: Marks a number given in this process: a layout copied or unpickled carries another
-#: process's (or a stale) mark, and is looked up again.
-_THIS_PROCESS = object()
+class LayoutNumbers:
+    """Layouts as cache keys: a small int per layout, equal for equal layouts, kept on the
+    (frozen) layout itself. A Layout hashes its nested sub-axes on every lookup, and a key
+    object with a Python ``__hash__`` costs a call per lookup; an int costs neither.
+
+    Parameters
+    ----------
+    limit : int
+        How many layouts the table holds before it starts again. Numbers are never reused, so a
+        layout numbered again after that gets a fresh number: a cache miss at worst, never
+        another layout's entry.
+    """
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        if not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"The limit must be a positive int, not {limit!r}")
+        self.limit = limit
+        self._numbers: dict[Layout, int] = {}
+        self._next = itertools.count()
+        # Marks a number this table gave: a layout copied or unpickled carries a copy of the
+        # mark (a plain object, so copying a layout never copies the table), not the mark.
+        self._mark = object()
+
+    def __len__(self) -> int:
+        return len(self._numbers)
+
+    def key(self, layout: Layout) -> int:
+        """The number of ``layout``. A number kept on a layout by another table, or by another
+        process (a layout copied or unpickled), is not trusted: it is looked up again."""
+        kept = layout.__dict__.get("_cache_key")
+        if kept is not None and kept[1] is self._mark:
+            return kept[0]
+        if len(self._numbers) >= self.limit:
+            self._numbers.clear()  # bounded for long sessions
+        number = self._numbers.setdefault(layout, next(self._next))
+        object.__setattr__(layout, "_cache_key", (number, self._mark))
+        return number
 
 
-def _layout_key(layout: Layout) -> int:
-    """The layout as a cache key: a small int, equal for equal layouts, kept on the (frozen)
-    layout itself. A Layout hashes its nested sub-axes on every lookup, and a key object with
-    a Python ``__hash__`` costs a call per lookup; an int costs neither."""
-    kept = layout.__dict__.get("_cache_key")
-    if kept is not None and kept[1] is _THIS_PROCESS:
-        return kept[0]
-    if len(_LAYOUT_NUMBERS) >= _MAX_LAYOUT_NUMBERS:
-        # Bounded for long sessions: numbers are never reused, so a layout numbered again
-        # after this gets a fresh number (a cache miss at worst, never another's entry).
-        _LAYOUT_NUMBERS.clear()
-    number = _LAYOUT_NUMBERS.setdefault(layout, next(_NEXT_NUMBER))
-    object.__setattr__(layout, "_cache_key", (number, _THIS_PROCESS))
-    return number
+#: The table every device of this process keys its decoded values by.
+LAYOUT_NUMBERS = LayoutNumbers()
+layout_key = LAYOUT_NUMBERS.key

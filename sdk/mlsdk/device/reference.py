@@ -14,99 +14,25 @@ DeviceNotAvailableError naming ``pfvm:cpu``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NoReturn
 
-import numpy as np
 import torch
-from mncore_compiler.interpreter import interpret
 from mncore_hdl.arch import ArchConfig
-from mncore_hdl.layout import ConversionDescriptor, Layout
 
-from .._values import check_output_values
-from ..compiled import CompiledFunction
-from ..errors import DeviceError, DeviceNotAvailableError, InputError, IOSpecMismatchError
-from ..iospec import IOSpec
-from ..proxy import TensorProxy
-from .base import Device, DramSnapshot
-from .commands import Buffer, Command, CommandResult
+from ..errors import DeviceNotAvailableError
+from .base import Device
 
-if TYPE_CHECKING:
-    from mncore_compiler.program import DeviceProgram
-
-    from ..context import Context
-
-__all__ = ["ReferenceDevice", "HostFunction", "TORCH_DEVICES"]
+__all__ = ["ReferenceDevice", "TORCH_DEVICES"]
 
 #: Device string -> the torch device its functions run on.
 TORCH_DEVICES: dict[str, str] = {"pfvm:cpu": "cpu", "pfvm:cuda": "cuda"}
 
 
-class HostFunction(CompiledFunction):
-    """A compiled function on the host reference: nothing is loaded, and each call runs the
-    graph eagerly on tensors of the device's torch device (its constants moved there once).
-    A TensorProxy input is read back with ``.cpu()`` and moved again, simple rather than fast.
-
-    A TensorProxy input is accepted when its shape and dtype match the input's (layouts do not
-    exist on the host, so there is nothing to relocate or convert, and ``bindings`` stays
-    empty). An allocated input proxy (``allocate_input_proxy()``, holding its host tensor) is
-    accepted where its spec is memcopyable to the input's, as on a device.
-    """
-
-    def _load(self) -> None:
-        """Nothing to allocate or bind: move the constants to the torch device, once."""
-        graph = self.program.graph
-        where = self.torch_device
-        self._graph = replace(graph, constants={n: t.to(where)
-                                                for n, t in graph.constants.items()})
-
-    @property
-    def torch_device(self) -> torch.device:
-        """The torch device the function runs on (its device's)."""
-        device = self.context.device
-        assert isinstance(device, ReferenceDevice)  # HostFunctions are made only by it
-        return device.torch_device
-
-    def _input_buffer(self, spec: IOSpec) -> Buffer | None:
-        """Input proxies hold a host tensor: no buffer."""
-        return None
-
-    def _run(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
-        values = {}
-        where = self.torch_device
-        for name, spec in self.input_specs.items():
-            value = inputs[name]
-            if isinstance(value, TensorProxy):
-                value.check_usable(self.context)
-                if not value.spec.is_memcopyable_to(spec):
-                    value.check_convertible_to(spec, f"input {name!r} of {self.name}")
-                if value.spec.shape != spec.shape or value.spec.dtype != spec.dtype:
-                    raise IOSpecMismatchError(
-                        f"Cannot pass {value.spec} to input {name!r} of {self.name}, which "
-                        f"expects {spec}")
-                value = value.cpu()
-            elif isinstance(value, torch.Tensor):
-                self._check_tensor(spec, value)
-            else:
-                raise InputError(f"Input {name!r} of {self.name} must be a torch.Tensor or a "
-                                 f"TensorProxy, not {type(value).__name__}")
-            values[name] = value.to(where)
-        self.context._new_record(self.name)
-        graph = self._graph
-        if self.program.state:  # registered constants: the registry's host copies
-            state = self.context.registry.host_values(self.program)
-            constants = {**graph.constants, **{n: t.to(where) for n, t in state.items()}}
-            graph = replace(graph, constants=constants)
-        results = interpret(graph, values)
-        check_output_values(self.name, results)
-        if self.program.state_writes:  # a training step: its updates become the host copies
-            self.context.registry.commit_writes(self.program, results)
-        return {n: TensorProxy(self.context, self.output_specs[n], None, results[n])
-                for n in self.program.outputs}
-
-
 class ReferenceDevice(Device):
     """The host itself: functions run as torch eager; no DRAM, no commands, no cycles.
+
+    It declares no device memory (``has_memory`` is False), so the Context runs its
+    functions as :class:`mlsdk.host.HostFunction`, and it has none of a
+    :class:`~mlsdk.device.base.DramDevice`'s memory hooks.
 
     Parameters
     ----------
@@ -144,35 +70,3 @@ class ReferenceDevice(Device):
                 f"(torch.cuda.is_available() is False; torch {torch.__version__}, {built}); "
                 "use 'pfvm:cpu', the same host reference on the CPU")
         return cls(config, name, torch_device)
-
-    def compiled_function(self, context: Context, program: DeviceProgram, key: str,
-                          strict: bool) -> CompiledFunction:
-        return HostFunction(context, program, key, strict)
-
-    def _no_memory(self, what: str) -> NoReturn:
-        raise DeviceError(f"{self.name} runs on the host and has no device memory: "
-                          f"{what} needs a device backend such as mncore2:auto")
-
-    def allocate(self, layout: Layout, owner: str = "unowned") -> Buffer:
-        self._no_memory(f"allocating a buffer of layout {layout}")
-
-    def execute(self, command: Command) -> CommandResult:
-        self._no_memory(command.summary())
-
-    def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
-        self._no_memory(f"reading {buf}")
-
-    def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
-        self._no_memory(f"writing {buf}")
-
-    def _convert(self, descriptor: ConversionDescriptor, src: Buffer, dst: Buffer) -> int:
-        self._no_memory(f"converting {src} into {dst}")
-
-    def peek(self, buf: Buffer) -> np.ndarray:
-        self._no_memory(f"peeking {buf}")
-
-    def _poke(self, buf: Buffer, image: np.ndarray) -> None:
-        self._no_memory(f"poking {buf}")
-
-    def dram_snapshot(self) -> DramSnapshot:
-        self._no_memory("a DRAM snapshot")

@@ -95,12 +95,21 @@ def _split_options(name: str, entry: DeviceEntry) -> dict[str, str]:
         takers = " and ".join(n for n, e in DEVICES.items() if e.takes_options)
         raise ValueError(f"Device {base!r} takes no options, but {name!r} gives {query!r}; "
                          f"options (e.g. ?waves=DIR) apply to {takers}")
-    options = dict(parse_qsl(query, keep_blank_values=True))
+    options: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key in options:
+            raise ValueError(f"Option {key!r} is given twice in device string {name!r}; give "
+                             "it once")
+        options[key] = value
     unknown = sorted(set(options) - set(DEVICE_OPTIONS))
     if unknown:
         known = "; ".join(f"{k}: {v}" for k, v in DEVICE_OPTIONS.items())
         raise ValueError(f"Unknown option(s) {unknown} in device string {name!r}; "
                          f"known options are {known}")
+    if "waves" in options:
+        from .rtl.waves import check_waves_folder
+
+        check_waves_folder(options["waves"], f"The ?waves option of device {base!r}")
     return options
 
 

@@ -53,12 +53,12 @@ def staged_conversion(device: str, tensor: torch.Tensor) -> StagedConversion:
     src = native_layout(tuple(tensor.shape), "float32", MNCORE2_SIM)
     dst = host_layout(tuple(tensor.shape), "float32")
     with Context(MNDevice(device, config=MNCORE2_SIM)) as ctx:
-        dev = ctx.device
+        dev = ctx.session.dram
         src_buf, dst_buf = dev.allocate(src), dev.allocate(dst)
         dev.poke(src_buf, to_device(tensor, src))
         t = time.perf_counter()
         done = dev.execute(Convert(src_buf, str(src), dst_buf, str(dst),
-                                   conversion(src, dst).to_dict(), "float32"))
+                                   conversion(src, dst), "float32"))
         wall = time.perf_counter() - t
         return StagedConversion(done.cycles, wall, dev.counters(), dev.peek(dst_buf),
                                 to_device(tensor, dst))

@@ -17,6 +17,8 @@ class _Attention(nn.Module):
     """Causal self-attention: fused qkv projection split in three, ``h`` heads; ``sdpa`` picks
     ``F.scaled_dot_product_attention`` over the explicit masked softmax."""
 
+    mask: torch.Tensor
+
     def __init__(self, d: int, h: int, block: int, sdpa: bool):
         super().__init__()
         self.h, self.sdpa = h, sdpa

@@ -5,11 +5,13 @@ batches, and the compiled step's function (zero_grad, forward, loss, backward, s
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["KINDS", "loss_for", "make_batches", "make_train_step", "mlp", "model_for"]
+__all__ = ["KINDS", "loss_for", "make_batches", "make_train_step", "mlp", "model_for",
+           "sgd_with_momentum"]
 
 #: The two problems.
 KINDS = ("mse", "xent")
@@ -53,3 +55,18 @@ def make_train_step(model: torch.nn.Module, opt: torch.optim.Optimizer,
         opt.step()
         return {"loss": loss}
     return train_step
+
+
+def sgd_with_momentum(model: torch.nn.Module, context: Any = None,
+                      lr: float = 0.1) -> torch.optim.SGD:
+    """SGD with momentum 0.9 over ``model``, its momentum buffers created now and, given a
+    ``context`` (an :class:`mlsdk.Context`), named ``opt.momentum.<param>`` and registered."""
+    from mlsdk import set_tensor_name
+
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for name, p in model.named_parameters():
+        buf = opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
+        if context is not None:
+            set_tensor_name(buf, f"opt.momentum.{name}")
+            context.register_buffer(buf)
+    return opt

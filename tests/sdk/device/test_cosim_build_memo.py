@@ -8,8 +8,8 @@ from mlsdk.device.rtl import icarus
 from mncore_hdl.arch import MNCORE2_SIM
 
 
-def test_a_build_is_checked_once_per_process_while_its_folder_exists(tmp_path, monkeypatch):
-    monkeypatch.setattr(icarus, "_BUILT", {})
+def test_a_build_is_checked_once_per_process_while_its_folder_exists(tmp_path):
+    memo = icarus.BuildMemo()
     calls: list[str] = []
     folder = tmp_path / "build"
 
@@ -18,12 +18,12 @@ def test_a_build_is_checked_once_per_process_while_its_folder_exists(tmp_path, m
         folder.mkdir(exist_ok=True)
         return folder
 
-    assert icarus._built("fake", MNCORE2_SIM, build, print) == folder
-    assert icarus._built("fake", MNCORE2_SIM, build, print) == folder
+    assert memo.folder("fake", MNCORE2_SIM, build, print) == folder
+    assert memo.folder("fake", MNCORE2_SIM, build, print) == folder
     assert calls == ["build"]
-    assert icarus._built("fake+waves", MNCORE2_SIM, build, print) == folder  # another variant
+    assert memo.folder("fake+waves", MNCORE2_SIM, build, print) == folder  # another variant
     assert calls == ["build", "build"]
     folder.rmdir()  # a deleted build folder is built (checked) again
-    assert icarus._built("fake", MNCORE2_SIM, build, print) == folder
+    assert memo.folder("fake", MNCORE2_SIM, build, print) == folder
     assert calls == ["build", "build", "build"]
 

@@ -9,19 +9,16 @@ a simulator: a caller interrupted by Ctrl-C never makes a later request read its
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 import torch
+from cosim_fakes import FakeSession, echo
 from mlsdk import storage
+from mlsdk.device.rtl import icarus
 from mlsdk.device.rtl.amaranth_sim import AmaranthSession
-from mlsdk.device.rtl.icarus import IcarusSession
 from mlsdk.device.rtl.protocol import Exchange, ProtocolError
 from mlsdk.testing.interrupts import sigint_after
 from mncore_hdl.arch import MNCORE2_SIM
-
-FAKE_SERVER = Path(__file__).with_name("fake_cosim_server.py")
-
 
 
 def interrupted(session, msg: dict, after: float = 0.2) -> None:
@@ -29,28 +26,16 @@ def interrupted(session, msg: dict, after: float = 0.2) -> None:
         session.request(msg, 30.0)
 
 
-class FakeSocketSession(IcarusSession):
-    kind = "fake"
-    label = "Fake"
-    launcher = str(FAKE_SERVER)
-
-    def _build(self, say):
-        return Path(".")
-
-
 @pytest.fixture
-def socket_session(request, monkeypatch):
+def socket_session(request, monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_COSIM_MODE", getattr(request, "param", ""))
-    session = FakeSocketSession(MNCORE2_SIM)
+    monkeypatch.setattr(icarus, "BUILD_ROOT", tmp_path)  # a failed session keeps its run folder
+    session = FakeSession(MNCORE2_SIM)
     dropped: list[tuple[dict, dict]] = []
     session.exchange.on_dropped = lambda req, ans: dropped.append((req, ans))
     session.dropped = dropped  # type: ignore[attr-defined]
     yield session
     session.close(timeout=5.0)
-
-
-def echo(value: int, delay: float = 0.0) -> dict:
-    return {"op": "echo", "value": value, "delay": delay}
 
 
 def test_exchange_drops_older_answers_and_rejects_unknown_ones():

@@ -52,7 +52,7 @@ def _session(device: FunctionalDevice) -> tuple[list[torch.Tensor], list, dict]:
     run(HostWrite(w, to_device(_values(1), NATIVE)))
     read()
     run(HostWrite(staged, to_device(_values(2), HOST)))
-    run(Convert(staged, str(HOST), w, str(NATIVE), conversion(HOST, NATIVE).to_dict()))
+    run(Convert(staged, str(HOST), w, str(NATIVE), conversion(HOST, NATIVE)))
     read()
     run(HostWrite(a, to_device(_values(3), NATIVE)))
     run(Launch("write", {"a": a}, {"w": w}))  # another program's output lands in w

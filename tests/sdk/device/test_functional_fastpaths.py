@@ -1,6 +1,6 @@
 """The functional model's bookkeeping shortcuts against what they replace: DRAM views kept for
-row-major Launch inputs, Convert descriptors parsed once, the allocator's running Group usage,
-and layout cache keys."""
+row-major Launch inputs, converter bytes counted once per descriptor, the allocator's running
+Group usage, and layout cache keys."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import pickle
 import random
 
 import numpy as np
+import pytest
 import torch
 from mlsdk.device.allocator import ALIGN_LW, Allocator
 from mlsdk.device.base import LoadedProgram
 from mlsdk.device.commands import Convert, HostRead, HostWrite, Launch
-from mlsdk.device.functional import FunctionalDevice, _layout_key
+from mlsdk.device.functional import FunctionalDevice, LayoutNumbers, layout_key
 from mncore_hdl.arch import MNCORE2
 from mncore_hdl.layout import (
     ConversionDescriptor,
@@ -59,7 +60,7 @@ def test_a_row_major_input_kept_as_a_dram_view_sees_every_later_write():
     assert device._views == {}
 
 
-def test_a_convert_descriptor_changed_in_place_is_parsed_again():
+def test_a_convert_carries_its_descriptor_typed():
     device = FunctionalDevice(MNCORE2, "mncore2:auto")
     fresh = FunctionalDevice(MNCORE2, "mncore2:auto")
     src, dst = device.allocate(HOST), device.allocate(NATIVE)
@@ -67,17 +68,19 @@ def test_a_convert_descriptor_changed_in_place_is_parsed_again():
     values = torch.randn(SHAPE)
     device.poke(src, to_device(values, HOST))
     fresh.poke(src, to_device(values, HOST))
-    data = conversion(HOST, NATIVE).to_dict()
-    command = Convert(src, str(HOST), dst, str(NATIVE), data, "float32")
+    descriptor = conversion(HOST, NATIVE)
+    command = Convert(src, str(HOST), dst, str(NATIVE), descriptor, "float32")
+    assert command.descriptor is descriptor
     first = device.execute(command)
     assert device.execute(command).to_dict() == first.to_dict()  # the memo's answer
     assert first.to_dict() == fresh.execute(copy.deepcopy(command)).to_dict()
     assert torch.equal(from_device(device.peek(dst), NATIVE), values)
-    # The same dict object, now describing another conversion: parsed again, not served stale.
-    data.clear()
-    data.update(conversion(NATIVE, HOST).to_dict())
-    parsed, moved = device._descriptor(data)
-    assert parsed == ConversionDescriptor.from_dict(data) and moved is None
+    # An equal descriptor (e.g. rebuilt from JSON) is the same conversion.
+    again = Convert(src, str(HOST), dst, str(NATIVE),
+                    ConversionDescriptor.from_dict(descriptor.to_dict()), "float32")
+    assert device.execute(again).to_dict() == first.to_dict()
+    with pytest.raises(TypeError, match="descriptor must be a ConversionDescriptor .*not dict"):
+        Convert(src, str(HOST), dst, str(NATIVE), descriptor.to_dict(), "float32")
 
 
 def test_running_group_usage_matches_the_ranges_in_use():
@@ -99,18 +102,15 @@ def test_a_layout_key_from_another_process_is_not_trusted():
     # The key is kept on the layout; a layout unpickled (the compile cache) or copied carries
     # the number another process gave some layout, which must not alias a different layout.
     foreign = pickle.loads(pickle.dumps(HOST))
-    object.__setattr__(foreign, "_cache_key", (_layout_key(NATIVE), object()))
-    assert _layout_key(foreign) == _layout_key(HOST) != _layout_key(NATIVE)
+    object.__setattr__(foreign, "_cache_key", (layout_key(NATIVE), object()))
+    assert layout_key(foreign) == layout_key(HOST) != layout_key(NATIVE)
 
 
-def test_layout_numbers_stay_bounded_and_never_alias(monkeypatch):
-    import mlsdk.device.functional as functional
-
-    monkeypatch.setattr(functional, "_MAX_LAYOUT_NUMBERS", 2)
-    monkeypatch.setattr(functional, "_LAYOUT_NUMBERS", {})
+def test_layout_numbers_stay_bounded_and_never_alias():
+    numbers = LayoutNumbers(limit=2)
     layouts = [copy.deepcopy(layout) for layout in (HOST, NATIVE, HOST, NATIVE)]
-    keys = [_layout_key(layout) for layout in layouts]
-    assert len(functional._LAYOUT_NUMBERS) <= 2
+    keys = [numbers.key(layout) for layout in layouts]
+    assert len(numbers) <= 2
     # HOST and NATIVE never share a number, whenever each was numbered.
     assert not {keys[0], keys[2]} & {keys[1], keys[3]}
 
@@ -118,13 +118,13 @@ def test_layout_numbers_stay_bounded_and_never_alias(monkeypatch):
 def test_equal_layouts_share_a_cache_key_and_hit_the_same_entry():
     twin = copy.deepcopy(NATIVE)
     twin.__dict__.pop("_cache_key", None)
-    assert twin is not NATIVE and _layout_key(twin) == _layout_key(NATIVE)
-    assert hash(_layout_key(twin)) == hash(_layout_key(NATIVE))
-    assert _layout_key(HOST) != _layout_key(NATIVE)
+    assert twin is not NATIVE and layout_key(twin) == layout_key(NATIVE)
+    assert hash(layout_key(twin)) == hash(layout_key(NATIVE))
+    assert layout_key(HOST) != layout_key(NATIVE)
     device, x, y = _device_with_copy_program()
     values = torch.randn(SHAPE)
     device.execute(HostWrite(x, to_device(values, HOST)))
     device.execute(Launch("p", {"x": x}, {"y": y}))
-    kept = device.dram.decoded.get((y.id, _layout_key(twin)))
+    kept = device.dram.decoded.get((y.id, layout_key(twin)))
     assert kept is not None and torch.equal(kept, values + 1)
     assert np.array_equal(device.peek(y), to_device(values + 1, NATIVE))

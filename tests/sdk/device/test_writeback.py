@@ -132,7 +132,7 @@ def _step(pair: _Pair, op: str, seed: int) -> None:
             desc = conversion(b, a)
         except LayoutError:
             return
-        pair.run(Convert(bufs["y"], str(b), bufs["w"], str(a), desc.to_dict(), a.dtype))
+        pair.run(Convert(bufs["y"], str(b), bufs["w"], str(a), desc, a.dtype))
     elif op == "partial":  # a write over part of z's range, from before it to inside it
         buf = bufs["z"]
         count = max(1, buf.lw_per_group // 2)

@@ -1,8 +1,9 @@
 """cocotb side of ``mncore2:icarus``: a test that serves device operations over a socket.
 
 Started by :class:`~mlsdk.device.rtl.icarus.IcarusSession` (never by pytest). It connects to
-``127.0.0.1:$MNCORE_COSIM_PORT``, resets the top, then reads one JSON operation per line and
-answers one JSON result per line, executing each with the shared
+the session's Unix socket with the session's secret
+(:func:`~mlsdk.device.rtl.endpoint.connect_to_runtime`), resets the top, then reads one JSON
+operation per line and answers one JSON result per line, executing each with the shared
 :class:`~mlsdk.device.rtl.driver.Driver`. Every answer and progress line echoes the request's
 ``seq`` (:mod:`mlsdk.device.rtl.protocol`). While it waits for a line the simulator is blocked,
 so simulated time does not advance between commands. EOF or ``stop`` ends the test.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,10 +22,12 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Edge, RisingEdge, with_timeout
 from mncore_hdl.arch import ArchConfig
-from mncore_hdl.contracts.cosim import TB_DUT_INSTANCE, backing_store, top_inputs
-from mncore_hdl.top.cosim_tb import MEMFILE_DEFAULT
+from mncore_hdl.contracts import testbench as tb
+from mncore_hdl.contracts.cosim import CYCLE, TB_DUT_INSTANCE, backing_store, top_inputs
+from mncore_hdl.top.cosim_tb import MEMFILE_DEFAULT, RESET_EDGES, TB_MODULE
 
 from mlsdk.device.rtl.driver import Driver
+from mlsdk.device.rtl.endpoint import connect_to_runtime
 
 
 class CocotbBus:
@@ -43,10 +45,10 @@ class CocotbBus:
         self._handles: dict[str, object] = {}
         self._mem_handles: list | None = None
         self._settled = False  # woken by the back door, not by a clock edge
-        bulk = os.environ.get("MNCORE_COSIM_DMA", "1") != "0" and self.has("mem_go")
+        bulk = os.environ.get("MNCORE_COSIM_DMA", "1") != "0" and self.has(tb.MEM_GO)
         # cosim_tb's default back-door file, relative to the simulator's working folder
         self.memfile = Path.cwd() / MEMFILE_DEFAULT if bulk else None
-        self.mem_binary = bulk and self.get("mem_binary") == 1
+        self.mem_binary = bulk and self.get(tb.MEM_BINARY) == 1
 
     def has(self, name: str) -> bool:
         try:
@@ -58,7 +60,7 @@ class CocotbBus:
     @property
     def _mems(self) -> list:
         if self._mem_handles is None:  # the stores sit in the design, below cosim_tb
-            top = "cosim_tb" if self.has(TB_DUT_INSTANCE) else "cosim"
+            top = TB_MODULE if self.has(TB_DUT_INSTANCE) else "cosim"
             self._mem_handles = [self._path(backing_store(top, g))
                                  for g in range(self.config.groups)]
         return self._mem_handles
@@ -83,14 +85,14 @@ class CocotbBus:
             value = int(self._h(name).value)
         except ValueError:  # X or Z before the first assignment
             return 0
-        if name == "cycle" and self._settled:
+        if name == CYCLE and self._settled:
             # After a back-door wake the last edge's updates are visible; the driver measures
             # with the value that edge sampled, which for the free-running counter is one less.
             value -= 1
         return value
 
     async def edge(self, names: Sequence[str]) -> list[int]:
-        await RisingEdge(self.dut.clk)  # values read now are the ones the edge sampled
+        await RisingEdge(self._h(tb.CLOCK))  # values read now are the ones the edge sampled
         self._settled = False
         return [self.get(n) for n in names]
 
@@ -105,7 +107,7 @@ class CocotbBus:
                 return False
             return True
         for _ in range(max_cycles):
-            await RisingEdge(self.dut.clk)
+            await RisingEdge(self._h(tb.CLOCK))
             self._settled = False
             if self.get(name) == value:
                 return True
@@ -138,21 +140,22 @@ async def _reset(dut, config: ArchConfig) -> None:
     The first operation then starts one clock edge after reset, as on mncore2:rtl, so the
     refresh timers have the same phase on every backend, and so do all cycles.
     """
-    if hasattr(dut, "dma_go"):
+    clock, reset = getattr(dut, tb.CLOCK), getattr(dut, tb.RESET)
+    if hasattr(dut, tb.DMA_GO):
         # cosim_tb holds reset itself for its first edges (a VPI-written reset would slow
         # Verilator's model); its inputs start at 0. Values read after an edge are the ones the
         # edge sampled, so the loop ends at the first edge that sampled reset low.
         while True:
-            await RisingEdge(dut.clk)
-            if str(dut.rst.value) == "0":
+            await RisingEdge(clock)
+            if str(reset.value) == "0":
                 return
     # Every input starts at 0, as in Amaranth's simulator (Icarus would leave them at z).
-    dut.rst.value = 1
+    reset.value = 1
     for name in top_inputs(config):
         getattr(dut, name).value = 0
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    await RisingEdge(dut.clk)
+    await ClockCycles(clock, RESET_EDGES)
+    reset.value = 0
+    await RisingEdge(clock)
 
 
 @cocotb.test()
@@ -160,9 +163,7 @@ async def serve(dut):
     """Serve operations until the runtime says ``stop`` or goes away."""
     config = ArchConfig.from_dict(json.loads(os.environ["MNCORE_COSIM_CONFIG"]))
     period_ns = 2  # simulated time is only a clock here; cycles are what the runtime reads
-    sock = socket.create_connection(("127.0.0.1", int(os.environ["MNCORE_COSIM_PORT"])),
-                                    timeout=30)
-    sock.settimeout(None)
+    sock = connect_to_runtime()
     stream = sock.makefile("rwb")
 
     def send(obj) -> None:

@@ -1,6 +1,6 @@
 """The thin base of the RTL-backed devices: the command stream executed on the co-simulation top.
 
-:class:`RtlDevice` fills the :class:`~mlsdk.device.base.Device` hooks with driver operations
+:class:`RtlDevice` fills the :class:`~mlsdk.device.base.DramDevice` hooks with driver operations
 sent to a simulator session; a subclass only says how to start its session
 (:meth:`RtlDevice._open_session`): ``mncore2:rtl`` runs Amaranth's simulator in-process
 (:class:`~mlsdk.device.rtl.amaranth_sim.AmaranthDevice`), ``mncore2:icarus`` runs Icarus in a
@@ -27,11 +27,11 @@ from mncore_hdl.descriptors import SlotTable
 from mncore_hdl.layout import ConversionDescriptor
 
 from ...errors import DeviceError
-from ..base import PAGE_LW, Device, DramSnapshot
+from ..base import PAGE_LW, Device, DramDevice, DramSnapshot
 from ..commands import Buffer, Command, CommandResult, Launch
 from .driver import pack_words, unpack_words
 from .protocol import Exchange
-from .waves import waves_folder, write_gtkw
+from .waves import make_waves_folder, waves_folder, write_gtkw
 
 __all__ = ["RtlDevice", "RtlSession", "Progress"]
 
@@ -77,7 +77,7 @@ def _progress_printer() -> Progress | None:
     return show
 
 
-class RtlDevice(Device):
+class RtlDevice(DramDevice):
     """MN-Core 2's memory system in RTL simulation: exact data, measured cycles.
 
     Parameters
@@ -132,7 +132,7 @@ class RtlDevice(Device):
         if self._session is not None:
             return self._session
         if self.waves_dir is not None:
-            self.waves_dir.mkdir(parents=True, exist_ok=True)
+            make_waves_folder(self.waves_dir)
             stem = f"mncore2_{self.simulator}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
             self.vcd_path = self.waves_dir / f"{stem}.vcd"
         start = time.perf_counter()

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Protocol, TypeGuard
 
 import numpy as np
+from mncore_hdl.contracts import testbench as tb
 
-__all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "dma_transfer"]
+__all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "dma_transfer", "write_word_file",
+           "read_word_file"]
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
@@ -53,10 +55,10 @@ def has_dma(bus: object) -> TypeGuard[BulkBus]:
     """Whether ``bus`` drives a ``cosim_tb`` (DMA engines and file back door)."""
     has = getattr(bus, "has", None)
     return bool(has is not None and getattr(bus, "memfile", None) is not None
-                and has("dma_go") and has("mem_go"))
+                and has(tb.DMA_GO) and has(tb.MEM_GO))
 
 
-def _write_words(path: Path, words: np.ndarray, binary: bool) -> None:
+def write_word_file(path: Path, words: np.ndarray, binary: bool) -> None:
     """The back-door file for a load: raw big-endian words (``$fread``) or hex lines."""
     data = np.ascontiguousarray(words, dtype=">u8").tobytes()
     tmp = path.with_name(path.name + ".tmp")
@@ -67,7 +69,7 @@ def _write_words(path: Path, words: np.ndarray, binary: bool) -> None:
     os.replace(tmp, path)
 
 
-def _read_words(path: Path, count: int, binary: bool) -> np.ndarray:
+def read_word_file(path: Path, count: int, binary: bool) -> np.ndarray:
     """The words of a dump: raw little-endian words (``%u``) or ``$writememh`` lines."""
     if binary:
         data = path.read_bytes()
@@ -93,12 +95,12 @@ def _read_words(path: Path, count: int, binary: bool) -> np.ndarray:
 
 
 async def _mem(bus: BulkBus, sel: int, lo: int, count: int, dump: bool) -> None:
-    bus.set("mem_sel", sel)
-    bus.set("mem_lo", lo)
-    bus.set("mem_hi", lo + count - 1)
-    bus.set("mem_dir", int(dump))
-    bus.set("mem_go", 1 - bus.get("mem_go"))
-    await bus.wait_change("mem_ack")
+    bus.set(tb.MEM_SEL, sel)
+    bus.set(tb.MEM_LO, lo)
+    bus.set(tb.MEM_HI, lo + count - 1)
+    bus.set(tb.MEM_DIR, int(dump))
+    bus.set(tb.MEM_GO, 1 - bus.get(tb.MEM_GO))
+    await bus.wait_change(tb.MEM_ACK)
 
 
 async def load_words(bus: BulkBus, sel: int, lo: int, words: np.ndarray) -> None:
@@ -106,7 +108,7 @@ async def load_words(bus: BulkBus, sel: int, lo: int, words: np.ndarray) -> None
     ``groups + g``: its staging memory), with no clock edge."""
     if len(words) == 0:
         return
-    _write_words(bus.memfile, words, bus.mem_binary)
+    write_word_file(bus.memfile, words, bus.mem_binary)
     await _mem(bus, sel, lo, len(words), dump=False)
 
 
@@ -115,7 +117,7 @@ async def dump_words(bus: BulkBus, sel: int, lo: int, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros(0, dtype=np.uint64)
     await _mem(bus, sel, lo, count, dump=True)
-    return _read_words(bus.memfile, count, bus.mem_binary)
+    return read_word_file(bus.memfile, count, bus.mem_binary)
 
 
 async def dma_transfer(bus: BulkBus, groups: int, path: str, buf: dict[str, int],
@@ -135,14 +137,14 @@ async def dma_transfer(bus: BulkBus, groups: int, path: str, buf: dict[str, int]
         for i in range(buf["groups"]):
             await load_words(bus, groups + first + i, 0, image[i])
     mask = sum(1 << (first + i) for i in range(buf["groups"]))
-    bus.set("dma_write", int(write))
-    bus.set("dma_path", {"host": 0, "compute": 1}[path])
-    bus.set("dma_groups", mask)
-    bus.set("dma_addr", buf["address"])
-    bus.set("dma_len", total)
-    bus.set("dma_go", 1)
-    ok = await bus.wait_until("dma_done", 1, max_cycles)
-    bus.set("dma_go", 0)
+    bus.set(tb.DMA_WRITE, int(write))
+    bus.set(tb.DMA_PATH, tb.dma_path_code(path))
+    bus.set(tb.DMA_GROUPS, mask)
+    bus.set(tb.DMA_ADDR, buf["address"])
+    bus.set(tb.DMA_LEN, total)
+    bus.set(tb.DMA_GO, 1)
+    ok = await bus.wait_until(tb.DMA_DONE, 1, max_cycles)
+    bus.set(tb.DMA_GO, 0)
     if not ok:
         raise TimeoutError(f"{'write' if write else 'read'} of {total} LW per Group through "
                            f"the {path} port did not finish within {max_cycles} cycles")

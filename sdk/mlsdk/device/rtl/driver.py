@@ -51,6 +51,7 @@ from mncore_hdl.contracts.memctrl import (
     pack_wdata,
     unpack_rdata,
 )
+from mncore_hdl.contracts.testbench import DMA_CYCLES, DMA_ERROR
 from mncore_hdl.descriptors import Descriptor, decode, encode
 
 from .dma import dma_transfer, dump_words, has_dma, load_words
@@ -286,10 +287,10 @@ class Driver:
             await self._drain()
             return bus.get(CYCLE) - start, image
         assert words is not None
-        if bus.get("dma_error"):
+        if bus.get(DMA_ERROR):
             raise DriverError(f"the memory controller flagged an out-of-window address reading "
                               f"0x{buf['address']:x}+{total} LW")
-        return bus.get("dma_cycles"), words
+        return bus.get(DMA_CYCLES), words
 
     async def _port_beats(self, port: int) -> list[list[int]]:
         """``[read_beats, write_beats]`` of requester ``port`` on every controller."""

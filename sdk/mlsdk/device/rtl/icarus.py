@@ -1,8 +1,9 @@
 """``mncore2:icarus``: the co-simulation top as Verilog, under cocotb on Icarus, in a child process.
 
 On first use the runtime exports the top to Verilog and compiles it (both cached under
-``build/cosim``), listens on a localhost socket and starts the simulator as the leader of a new
-process group. Operations and results cross as JSON lines. Every wait is bounded: a simulator
+``build/cosim``), listens on a Unix socket in the session's private run folder
+(:mod:`.endpoint`) and starts the simulator as the leader of a new process group. Operations
+and results cross as JSON lines. Every wait is bounded: a simulator
 that exits or stops answering becomes a :class:`~mlsdk.errors.DeviceError`-ready error result,
 and ``close()`` (also run by a finalizer at interpreter exit, e.g. after Ctrl-C) kills the whole
 process group, so no simulator outlives its Context.
@@ -22,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import weakref
 from collections.abc import Callable
@@ -33,10 +35,11 @@ from mncore_hdl.top.cosim_tb import TB_MODULE
 
 from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
-from .protocol import Exchange
+from .endpoint import Listener
+from .protocol import Exchange, ProtocolError
 
 __all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "SERVER_MODULE",
-           "build_icarus"]
+           "KEEP_RUNS_ENV", "BUILDS", "BuildMemo", "build_icarus", "answer_limit"]
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 BUILD_ROOT = Path(os.environ.get("MNCORE_BUILD_DIR", REPO_ROOT / "build")) / "cosim"
@@ -82,21 +85,27 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
     return build_dir
 
 
-#: Build folders this process already built or checked, by (simulator, config): a session
-#: after the first one skips the export's digest and the build cache's checks (0.2-0.4 s).
-_BUILT: dict[tuple[str, str], Path] = {}
+class BuildMemo:
+    """Build folders already built or checked, by (simulator and variant, config): a session
+    after the first one skips the export's digest and the build cache's checks (0.2-0.4 s)."""
+
+    def __init__(self) -> None:
+        self._folders: dict[tuple[str, str], Path] = {}
+
+    def folder(self, kind: str, config: ArchConfig,
+               build: Callable[[Callable[[str], None]], Path],
+               say: Callable[[str], None]) -> Path:
+        """``build(say)``, once per (``kind``, ``config``) while its folder exists."""
+        key = (kind, config.to_json())
+        known = self._folders.get(key)
+        if known is not None and known.is_dir():
+            return known
+        self._folders[key] = build_dir = build(say)
+        return build_dir
 
 
-def _built(kind: str, config: ArchConfig, build: Callable[[Callable[[str], None]], Path],
-           say: Callable[[str], None]) -> Path:
-    """``build(say)``, once per process and (simulator and variant, config) while its folder
-    exists."""
-    key = (kind, config.to_json())
-    known = _BUILT.get(key)
-    if known is not None and known.is_dir():
-        return known
-    _BUILT[key] = build_dir = build(say)
-    return build_dir
+#: This process's memo, shared by every Icarus and Verilator session.
+BUILDS = BuildMemo()
 
 
 #: Environment of every simulator process: cocotb would install pytest's assertion rewriting
@@ -155,6 +164,12 @@ def _vvp_well_formed(vvp: Path) -> bool:
                                        for n in names)
 
 
+def answer_limit(config: ArchConfig) -> int:
+    """Longest answer line accepted: a read of the whole simulated DRAM (base64), plus 1 MiB."""
+    window = config.groups * config.sim_window_lw * config.lw_bytes
+    return 4 * -(-window // 3) + (1 << 20)
+
+
 def _terminate(proc: subprocess.Popen, sock: socket.socket | None) -> None:
     """Kill the simulator's process group (idempotent; used by close and the finalizer)."""
     if sock is not None:
@@ -180,8 +195,39 @@ def _terminate(proc: subprocess.Popen, sock: socket.socket | None) -> None:
             pass
 
 
+#: Set to 1 to keep every session's run folder (``build/cosim/runs/<sim>-<pid>-<id>/``: the
+#: simulator's log, results and back-door DRAM image); a failed session's is always kept.
+KEEP_RUNS_ENV = "MNCORE_COSIM_KEEP_RUNS"
+
+
+class _RunFolder:
+    """A session's private working folder (mode 0700), removed when the session ends well."""
+
+    def __init__(self, kind: str):
+        runs = BUILD_ROOT / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        # mkdtemp: a fresh name, created 0700, never a folder someone made beforehand
+        self.path = Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-", dir=runs))
+        self.failed = False
+
+    def finish(self) -> None:
+        """Remove the folder, unless the session failed or the user asked to keep it."""
+        if not self.failed and os.environ.get(KEEP_RUNS_ENV, "") in ("", "0"):
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _end(proc: subprocess.Popen, sock: socket.socket | None, run: _RunFolder) -> None:
+    """Stop the simulator, then tidy its run folder (close and the finalizer)."""
+    _terminate(proc, sock)
+    run.finish()
+
+
 class IcarusSession:
-    """One Icarus simulator process serving operations over a localhost socket.
+    """One Icarus simulator process serving operations over a private Unix socket.
+
+    The connection is made by :mod:`.endpoint`; the session runs in its own run folder
+    (:data:`KEEP_RUNS_ENV`). Answers are checked before use (:func:`.protocol.check_answer`),
+    and a line longer than :func:`answer_limit` loses the session.
 
     Parameters
     ----------
@@ -219,42 +265,48 @@ class IcarusSession:
         self.config = config
         self.progress = progress
         self.dead: str | None = None
-        build_dir = _built(f"{self.kind}{'+waves' if vcd else ''}", config, self._build, say)
-        self.test_dir = BUILD_ROOT / "runs" / f"{self.kind}-{os.getpid()}-{id(self):x}"
-        self.test_dir.mkdir(parents=True, exist_ok=True)
+        build_dir = BUILDS.folder(f"{self.kind}{'+waves' if vcd else ''}", config, self._build,
+                                  say)
+        self.waves = Path(vcd) if vcd else None
+        self.run = _RunFolder(self.kind)
+        self.test_dir = self.run.path
         self.log_path = self.test_dir / "simulator.log"
-        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        server.bind(("127.0.0.1", 0))
-        server.listen(1)
+        listener = Listener(self.test_dir)
         env = {**SIMULATOR_ENV, **os.environ}
         sdk_root, hdl_root = REPO_ROOT / "sdk", REPO_ROOT / "hdl"
         env["PYTHONPATH"] = os.pathsep.join(
             [str(sdk_root), str(hdl_root), env.get("PYTHONPATH", "")])
-        env["MNCORE_COSIM_PORT"] = str(server.getsockname()[1])
+        env.update(listener.env())
         env["MNCORE_COSIM_CONFIG"] = config.to_json()
         argv, extra = self._command(build_dir, Path(vcd).resolve() if vcd else None)
         env.update(extra)
         say(f"starting the {self.label} simulator")
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                argv, env=env, cwd=self.test_dir, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True)
         self.sock: socket.socket | None = None
-        self._finalizer = weakref.finalize(self, _terminate, self.proc, None)
         try:
-            self.sock = self._accept(server)
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(
+                    argv, env=env, cwd=self.test_dir, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, start_new_session=True)
+            self._finalizer = weakref.finalize(self, _end, self.proc, None, self.run)
+            self.sock = self._accept(listener)
         finally:
-            server.close()
+            listener.close()
         self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _terminate, self.proc, self.sock)
-        self._buffer = b""
+        self._finalizer = weakref.finalize(self, _end, self.proc, self.sock, self.run)
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer already searched for a newline
+        self.answer_limit = answer_limit(config)
         self.exchange = Exchange(self.label)
         # True from the start of a request's send to its end: if an interrupt leaves it set,
         # part of a line may have gone out, and the stream can no longer be framed.
         self._sending = False
-        ready = self._receive(time.monotonic() + START_TIMEOUT, "start")
-        if "error" in ready:
-            self._fail(ready["error"])
+        try:
+            ready = self._receive(time.monotonic() + START_TIMEOUT, "start")
+        except ProtocolError as exc:
+            self._fail(str(exc))
+        if "error" in ready or ready.get("ready") is not True:
+            self._fail(str(ready.get("error", f"the {self.label} simulator's first line was "
+                                              f"{str(ready)[:80]}, not its ready line")))
 
     def _log_tail(self, lines: int = 15) -> str:
         try:
@@ -263,39 +315,88 @@ class IcarusSession:
             return "(no simulator log)"
         return "\n".join(text[-lines:])
 
-    def _accept(self, server: socket.socket) -> socket.socket:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
+    def _accept(self, listener: Listener) -> socket.socket:
+        """The simulator's connection (others that reach the socket first are refused)."""
+        def alive() -> None:
             if self.proc.poll() is not None:
-                self._fail(f"the {self.label} simulator exited with code {self.proc.returncode} "
+                self._fail(f"the {self.label} simulator {self._exited()} "
                            f"before connecting; log {self.log_path}:\n{self._log_tail()}")
-            ready, _, _ = select.select([server], [], [], 0.5)
-            if ready:
-                conn, _ = server.accept()
-                return conn
-        self._fail(f"the {self.label} simulator did not connect within {START_TIMEOUT:.0f} s; "
-                   f"log {self.log_path}:\n{self._log_tail()}")
+
+        try:
+            return listener.accept(self.proc.pid, time.monotonic() + START_TIMEOUT, alive)
+        except TimeoutError:
+            refused = (f"; refused {len(listener.refused)} other connection(s): "
+                       f"{'; '.join(listener.refused[:3])}" if listener.refused else "")
+            self._fail(f"the {self.label} simulator did not connect within "
+                       f"{START_TIMEOUT:.0f} s{refused}; log {self.log_path}:\n{self._log_tail()}")
         raise AssertionError("unreachable")
 
-    def _fail(self, reason: str) -> None:
+    def _exited(self) -> str:
+        """How the simulator ended, for messages (a file-size limit kills it by SIGXFSZ)."""
+        code = self.proc.returncode
+        if code == -signal.SIGXFSZ:
+            wrote = f", such as its waves {self.waves}," if self.waves else ""
+            return (f"was killed by SIGXFSZ (a file it wrote{wrote} reached the file-size "
+                    "limit, ulimit -f)")
+        return f"exited with code {code}"
+
+    def _lose(self, reason: str) -> str:
+        """Mark the session lost (its run folder is kept, and named) and stop the simulator."""
+        if str(self.test_dir) not in reason:
+            reason += f" (run folder kept: {self.test_dir})"
         self.dead = reason
+        self.run.failed = True
         _terminate(self.proc, self.sock)
-        raise RuntimeError(reason)
+        return reason
+
+    def _fail(self, reason: str) -> None:
+        raise RuntimeError(self._lose(reason))
+
+    def _next_line(self) -> bytes | None:
+        """The next whole line of the receive buffer, or None (ProtocolError past the limit)."""
+        newline = self._buffer.find(b"\n", self._scanned)
+        if (newline if newline >= 0 else len(self._buffer)) > self.answer_limit:
+            raise ProtocolError(f"the {self.label} simulator sent a line of more than "
+                                f"{self.answer_limit} bytes")
+        if newline < 0:
+            self._scanned = len(self._buffer)
+            return None
+        line = bytes(self._buffer[:newline])
+        del self._buffer[:newline + 1]
+        self._scanned = 0
+        return line
+
+    def _parse(self, line: bytes) -> dict[str, Any] | None:
+        """An answer line as an object; None for a progress line (passed on)."""
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise ProtocolError(f"the {self.label} simulator sent a line that is not JSON "
+                                f"({type(exc).__name__}): {line[:80]!r}") from None
+        if not isinstance(msg, dict):
+            raise ProtocolError(f"the {self.label} simulator sent {line[:80]!r}, not an object")
+        if "progress" not in msg:
+            return msg
+        report = msg["progress"]
+        if not (isinstance(report, list) and len(report) == 2
+                and all(type(v) is int for v in report)):
+            raise ProtocolError(f"the {self.label} simulator sent a progress line "
+                                f"{line[:80]!r}, not [cycle, operations]")
+        if self.progress is not None:
+            self.progress(*report)
+        return None
 
     def _receive(self, deadline: float, op: str) -> dict[str, Any]:
         """The next answer line; progress lines are passed on; bounded by ``deadline``."""
         assert self.sock is not None
         timeout = max(deadline - time.monotonic(), 0.0)
         while True:
-            newline = self._buffer.find(b"\n")
-            if newline >= 0:
-                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
-                msg = json.loads(line)
-                if "progress" in msg:
-                    if self.progress is not None:
-                        self.progress(*msg["progress"])
-                    continue
-                return msg
+            line = self._next_line()
+            if line is not None:
+                msg = self._parse(line)
+                if msg is not None:
+                    return msg
+                continue
             left = deadline - time.monotonic()
             if left <= 0:
                 self._fail(f"the {self.label} simulator did not answer {op!r} within "
@@ -306,11 +407,11 @@ class IcarusSession:
                 if not chunk:
                     self.proc.poll()
                     self._fail(f"the {self.label} simulator closed the connection during {op!r} "
-                               f"(exit code {self.proc.returncode}); log {self.log_path}:\n"
+                               f"({self._exited()}); log {self.log_path}:\n"
                                f"{self._log_tail()}")
                 self._buffer += chunk
             elif self.proc.poll() is not None:
-                self._fail(f"the {self.label} simulator exited with code {self.proc.returncode} "
+                self._fail(f"the {self.label} simulator {self._exited()} "
                            f"during {op!r}; log {self.log_path}:\n{self._log_tail()}")
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -322,9 +423,8 @@ class IcarusSession:
         every later request gets a fatal error saying so.
         """
         if not self.dead and self._sending:
-            self.dead = (f"the {self.label} session was interrupted while sending a request "
-                         "and cannot be resynchronised; close this Context and open a new one")
-            _terminate(self.proc, self.sock)
+            self._lose(f"the {self.label} session was interrupted while sending a request "
+                       "and cannot be resynchronised; close this Context and open a new one")
         if self.dead:
             return {"error": self.dead, "fatal": True}
         assert self.sock is not None
@@ -341,12 +441,13 @@ class IcarusSession:
         except (RuntimeError, OSError) as exc:
             self.exchange.done(seq)
             if not self.dead:
-                self.dead = f"lost the {self.label} simulator: {exc}"
-                _terminate(self.proc, self.sock)
+                self._lose(f"lost the {self.label} simulator: {exc}")
             return {"error": self.dead, "fatal": True}
 
     def close(self, timeout: float = 30.0) -> None:
-        """Stop the server (the VCD is flushed), wait for the process, kill it if it lingers."""
+        """Stop the server (the VCD is flushed), wait for the process, kill it if it lingers;
+        then remove the run folder, unless the session failed or ``$MNCORE_COSIM_KEEP_RUNS``
+        is set."""
         if not self.dead and not self._sending and self.proc.poll() is None \
                 and self.sock is not None:
             try:

@@ -27,6 +27,7 @@ from mncore_hdl.arch import ArchConfig
 from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
 from .icarus import BUILD_ROOT, SERVER_MODULE, IcarusSession
+from .waves import vcd_problem, write_or_remove
 
 __all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "train_model",
            "cocotb_gpi_env", "fix_vcd_scope_names", "TRAINING"]
@@ -75,7 +76,7 @@ def train_model(config: ArchConfig, folder: Path) -> None:
                                                   dtype=np.uint64)
         device.execute(HostWrite(a, image))
         device.execute(HostRead(a))
-        device.execute(Convert(a, str(src), b, str(dst), conversion(src, dst).to_dict(),
+        device.execute(Convert(a, str(src), b, str(dst), conversion(src, dst),
                                "float32"))
         device.execute(HostRead(b))
     finally:
@@ -83,7 +84,7 @@ def train_model(config: ArchConfig, folder: Path) -> None:
 
 
 class VerilatorSession(IcarusSession):
-    """One Verilator simulator process serving operations over a localhost socket.
+    """One Verilator simulator process serving operations over a private Unix socket.
 
     Takes the parameters of :class:`~mlsdk.device.rtl.icarus.IcarusSession`.
     """
@@ -122,7 +123,8 @@ class VerilatorSession(IcarusSession):
     def close(self, timeout: float = 30.0) -> None:
         """Stop the simulator; then make its VCD header readable by every VCD reader."""
         super().close(timeout)
-        if self.vcd is not None and self.vcd.exists():
+        # a VCD cut short is left as it is, for the device to report (write_gtkw)
+        if self.vcd is not None and self.vcd.exists() and vcd_problem(self.vcd) is None:
             fix_vcd_scope_names(self.vcd)
 
 
@@ -152,9 +154,18 @@ def fix_vcd_scope_names(vcd: Path) -> None:
     Verilator names its top scope ``$rootio`` and keeps yosys's internal names such as
     ``$auto$verilog_backend.cc:...$1`` as they are; a leading ``$`` reads as a keyword, so
     those become ``_rootio`` and ``\\$auto...`` (the escaped-identifier spelling Icarus uses).
-    Only the header changes; the value changes are copied as they are.
+    Only the header changes; the value changes are copied as they are. Raises DeviceError
+    naming the file when the copy cannot be written (the VCD is then left as it was).
     """
     tmp = vcd.with_name(vcd.name + ".tmp")
+    write_or_remove(tmp, lambda path: _copy_renamed(vcd, path),
+                    f"{tmp}, the waveform file {vcd} with its header's names renamed")
+    os.replace(tmp, vcd)
+
+
+def _copy_renamed(vcd: Path, tmp: Path) -> None:
+    """Copy ``vcd`` to ``tmp`` with its header's names made readable
+    (:func:`fix_vcd_scope_names`)."""
     with open(vcd, "rb") as src, open(tmp, "wb") as dst:
         for line in src:
             words = line.split()
@@ -169,7 +180,6 @@ def fix_vcd_scope_names(vcd: Path) -> None:
                 line = indent + b" ".join(words) + b"\n"
             dst.write(line)
         shutil.copyfileobj(src, dst, 1 << 20)
-    os.replace(tmp, vcd)
 
 
 class _TrainingSession(VerilatorSession):

@@ -1,0 +1,316 @@
+"""Real models compiled vs torch eager: a ResNet-style CNN and a GPT, inference and training.
+
+Per model and mode, prints the wall time of one compiled call (its outputs read back with
+``.cpu()``) next to the same call in torch eager, and the modeled cycles of one call from
+``Context.report()``. Sizes (``--size full``, the default): the CNN at ResNet-18 widths
+(64-128-256-512, two blocks a stage), batch 32 of 3x32x32; the GPT with 4 layers, d=256,
+8 heads, T=128, batch 8, vocabulary 256, in both attention variants (masked softmax and
+``F.scaled_dot_product_attention``). Inference runs the model in ``eval()``; a training step
+is zero_grad, forward, cross-entropy, backward and the optimizer step (the CNN with SGD
+momentum and BatchNorm in train mode, the GPT with AdamW), its state registered on the device.
+An MLP (what compiles today) is the reference point. A model that does not compile yet is
+reported as such, with the unsupported ops the compile error lists, and the others still run.
+
+Torch runs on ``--threads`` threads (default 1) on both paths, as ``bench_training.py`` does.
+
+    ./exec_with_env.sh python3 bench/bench_models.py [--models mlp,cnn,gpt,gpt-sdpa]
+        [--modes infer,train] [--size full|small] [--repeat 3] [--device mncore2:auto]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from mlsdk import (
+    Context,
+    MLSDKError,
+    MNCoreAdamW,
+    MNCoreSGD,
+    MNDevice,
+    set_buffer_name_in_optimizer,
+    storage,
+)
+from mncore_compiler.errors import CompilerError, UnsupportedOperationError
+from torch import nn
+
+Batch = dict[str, torch.Tensor]
+
+# -- the models ---------------------------------------------------------------------------------
+
+
+class Block(nn.Module):
+    """A ResNet basic block: two 3x3 convolutions with BatchNorm, a 1x1 shortcut on change."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.b2 = nn.BatchNorm2d(cout)
+        self.sc = None if stride == 1 and cin == cout else nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        return F.relu(y + (x if self.sc is None else self.sc(x)))
+
+
+class CNN(nn.Module):
+    """ResNet-18 layout: stem, four stages of two blocks (widths w, 2w, 4w, 8w), pool, fc."""
+
+    def __init__(self, width: int = 64, classes: int = 10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False),
+                                  nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2))
+        stages, cin = [], width
+        for index, cout in enumerate(width * m for m in (1, 2, 4, 8)):
+            stride = 1 if index == 0 else 2
+            stages += [Block(cin, cout, stride), Block(cout, cout, 1)]
+            cin = cout
+        self.stages = nn.Sequential(*stages)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(self.pool(self.stages(self.stem(x))), 1))
+
+
+class Attention(nn.Module):
+    def __init__(self, d: int, heads: int, block: int, sdpa: bool):
+        super().__init__()
+        self.heads, self.sdpa = heads, sdpa
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.register_buffer("mask", torch.tril(torch.ones(block, block, dtype=torch.bool)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+                   for t in self.qkv(x).split(C, dim=2))
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / (C // self.heads) ** 0.5)
+            att = att.masked_fill(~self.mask[:T, :T], float("-inf"))
+            y = F.softmax(att, dim=-1) @ v
+        return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, d: int, heads: int, block: int, sdpa: bool):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = Attention(d, heads, block, sdpa)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """Token and learned position embeddings, decoder blocks, a tied lm head."""
+
+    def __init__(self, vocab: int, d: int, heads: int, layers: int, block: int, sdpa: bool):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(block, d)
+        self.blocks = nn.ModuleList(GPTBlock(d, heads, block, sdpa) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.tok(idx) + self.pos(torch.arange(0, idx.shape[1], dtype=torch.long))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+@dataclass(frozen=True)
+class Case:
+    """A model, a batch and how it trains: ``loss(output, batch) -> scalar``."""
+
+    describe: str
+    model: nn.Module
+    batch: Batch
+    optimizer: str  # "sgd" (momentum 0.9) or "adamw"
+    loss: Callable[[torch.Tensor, Batch], torch.Tensor]
+
+
+def _xent(out: torch.Tensor, batch: Batch) -> torch.Tensor:
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), batch["y"].reshape(-1))
+
+
+def make_case(name: str, size: str) -> Case:
+    """The model ``name`` at ``size`` ("full": the figures' sizes; "small": a smoke test)."""
+    torch.manual_seed(0)
+    full = size == "full"
+    if name == "mlp":
+        batch, width = (64, 512) if full else (8, 16)
+        model: nn.Module = nn.Sequential(nn.Linear(width, width), nn.ReLU(),
+                                         nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
+        data = {"x": torch.randn(batch, width), "y": torch.randint(0, 10, (batch,))}
+        return Case(f"MLP {width}-{width}-10, batch {batch}", model, data, "sgd", _xent)
+    if name == "cnn":
+        batch, width, side = (32, 64, 32) if full else (2, 4, 8)
+        data = {"x": torch.randn(batch, 3, side, side), "y": torch.randint(0, 10, (batch,))}
+        return Case(f"ResNet-18 widths {width}..{8 * width}, batch {batch} at {side}x{side}",
+                    CNN(width), data, "sgd", _xent)
+    if name in ("gpt", "gpt-sdpa"):
+        sdpa = name == "gpt-sdpa"
+        layers, d, T, batch = (4, 256, 128, 8) if full else (1, 16, 8, 2)
+        vocab, heads = (256, 8) if full else (32, 2)
+        tokens = torch.randint(0, vocab, (batch, T + 1))
+        data = {"x": tokens[:, :-1].contiguous(), "y": tokens[:, 1:].contiguous()}
+        attention = "sdpa" if sdpa else "masked softmax"
+        return Case(f"GPT {layers} layers d={d} T={T} batch {batch}, {attention}",
+                    GPT(vocab, d, heads, layers, T, sdpa), data, "adamw", _xent)
+    raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODELS)}")
+
+
+MODELS = ("mlp", "cnn", "gpt", "gpt-sdpa")
+MODES = ("infer", "train")
+
+# -- the functions compiled and timed -----------------------------------------------------------
+
+
+def _optimizer(case: Case, model: nn.Module, mncore: bool) -> torch.optim.Optimizer:
+    if case.optimizer == "sgd":
+        cls = MNCoreSGD if mncore else torch.optim.SGD
+        return cls(model.parameters(), lr=0.01, momentum=0.9, foreach=False)
+    cls = MNCoreAdamW if mncore else torch.optim.AdamW
+    return cls(model.parameters(), lr=1e-3, weight_decay=0.1, foreach=False)
+
+
+def _functions(case: Case, model: nn.Module, opt: torch.optim.Optimizer | None
+               ) -> Callable[[Batch], Batch]:
+    if opt is None:
+        return lambda d: {"out": model(d["x"])}
+
+    def train_step(d: Batch) -> Batch:
+        opt.zero_grad()
+        loss = case.loss(model(d["x"]), d)
+        loss.backward()
+        opt.step()
+        return {"loss": loss}
+    return train_step
+
+
+def _median_seconds(call: Callable[[], object], repeat: int) -> float:
+    call()  # warm
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def time_eager(case: Case, mode: str, repeat: int) -> float:
+    model = copy.deepcopy(case.model)
+    model.train(mode == "train")
+    fn = _functions(case, model, _optimizer(case, model, False) if mode == "train" else None)
+    if mode == "infer":
+        with torch.no_grad():
+            return _median_seconds(lambda: fn(case.batch), repeat)
+    return _median_seconds(lambda: fn(case.batch), repeat)
+
+
+@dataclass
+class Compiled:
+    seconds: float = 0.0
+    cycles: float = 0.0
+    error: str = ""
+
+
+def time_compiled(case: Case, mode: str, repeat: int, device: str, outdir: Path) -> Compiled:
+    """One compiled call's wall time (outputs read back) and modeled cycles, or why the model
+    does not compile."""
+    model = copy.deepcopy(case.model)
+    model.train(mode == "train")
+    with Context(MNDevice(device)) as context:
+        context.registry.register("model", model)
+        opt = None
+        if mode == "train":
+            opt = _optimizer(case, model, True)
+            set_buffer_name_in_optimizer(opt, "opt")
+            context.register_optimizer_buffers(opt)
+        try:
+            fn = context.compile(_functions(case, model, opt), case.batch,
+                                 storage.path(outdir / f"{mode}"))
+        except UnsupportedOperationError as exc:
+            ops = sorted({problem.split(" ", 1)[0] for problem, _ in exc.problems})
+            return Compiled(error="does not compile yet, unsupported: " + ", ".join(ops))
+        except (CompilerError, MLSDKError) as exc:
+            return Compiled(error=f"does not compile: {str(exc).splitlines()[0]}")
+
+        def call() -> None:
+            for value in fn(case.batch).values():
+                value.cpu()
+
+        try:
+            seconds = _median_seconds(call, repeat)
+        except MLSDKError as exc:  # e.g. a model larger than the device's DRAM
+            return Compiled(error=f"does not run: {type(exc).__name__}: {exc}")
+        calls = context.report().calls(fn.name)
+        cycles = statistics.median(record.cycles for record in calls)
+    return Compiled(seconds, cycles)
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated, of {', '.join(MODELS)} (default: all)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="comma-separated, of infer, train (default: both)")
+    parser.add_argument("--size", choices=("full", "small"), default="full",
+                        help="full: the figures' sizes; small: a seconds-long smoke run")
+    parser.add_argument("--repeat", type=int, default=3, help="timed calls (median)")
+    parser.add_argument("--device", default="mncore2:auto")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for both paths (default 1)")
+    args = parser.parse_args(argv)
+    models, modes = args.models.split(","), args.modes.split(",")
+    for value, known, what in ((models, MODELS, "--models"), (modes, MODES, "--modes")):
+        unknown = [v for v in value if v not in known]
+        if unknown:
+            parser.error(f"{what}: unknown {', '.join(unknown)}; expected {', '.join(known)}")
+    if args.repeat < 1 or args.threads < 1:
+        parser.error(f"--repeat and --threads must be at least 1, not {args.repeat} and "
+                     f"{args.threads}")
+    torch.set_num_threads(args.threads)
+    print(f"{args.device} vs torch eager; torch threads {torch.get_num_threads()} "
+          f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}); median of {args.repeat}")
+    print(f"{'model':<10}{'mode':<7}{'eager ms':>10}{'compiled ms':>13}{'ratio':>8}"
+          f"{'modeled cycles':>16}")
+    with tempfile.TemporaryDirectory(prefix="mncore_bench_models_") as tmp:
+        for name in models:
+            case = make_case(name, args.size)
+            print(f"# {name}: {case.describe}")
+            for mode in modes:
+                eager = time_eager(case, mode, args.repeat)
+                got = time_compiled(case, mode, args.repeat, args.device,
+                                    Path(tmp) / name)
+                head = f"{name:<10}{mode:<7}{eager * 1e3:>10.2f}"
+                if got.error:
+                    print(f"{head}  {got.error}")
+                else:
+                    print(f"{head}{got.seconds * 1e3:>13.2f}{got.seconds / eager:>7.1f}x"
+                          f"{got.cycles:>16.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""The views the scheduler has of a port and of a bank, declared once for both sides."""
+
+from __future__ import annotations
+
+from amaranth.lib import wiring
+from amaranth.lib.wiring import Out
+
+from ..arch import ArchConfig
+from .port import addr_bits
+
+__all__ = ["HeadSignature", "BankStateSignature", "chunk_addr_bits", "row_bits"]
+
+
+def chunk_addr_bits(config: ArchConfig) -> int:
+    """Width of internal addresses: a request address plus a burst never wraps around."""
+    return addr_bits(config) + 1
+
+
+def row_bits(config: ArchConfig) -> int:
+    """Bits of a row number inside the simulated window (plus the spare range bit)."""
+    return max(1, addr_bits(config) + 1 - config.col_bits - config.bank_bits)
+
+
+class HeadSignature(wiring.Signature):
+    """What the scheduler sees of one port: its head chunk and its look-ahead row.
+
+    The members are outputs of the driving side: :class:`~.requester.PortFrontend`'s ``head``
+    port, connected to one of :class:`~.scheduler.Scheduler`'s ``ports``.
+
+    Members
+    -------
+    head_valid, head_addr, head_len, head_write, head_oow : Out
+        The chunk waiting for a column command; ``head_oow`` when it lies outside the window.
+    la_valid, la_addr : Out
+        The start of the next row this port will touch after the head's row.
+    """
+
+    def __init__(self, config: ArchConfig):
+        caw = chunk_addr_bits(config)
+        super().__init__({
+            "head_valid": Out(1),
+            "head_addr": Out(caw),
+            "head_len": Out(range(config.timing.burst_length + 1)),
+            "head_write": Out(1),
+            "head_oow": Out(1),
+            "la_valid": Out(1),
+            "la_addr": Out(caw),
+        })
+
+
+class BankStateSignature(wiring.Signature):
+    """What the scheduler sees of one bank: its open row and which commands are legal.
+
+    The members are outputs of the driving side: :class:`~.bankmachine.BankMachine`'s ``state``
+    port, connected to one of :class:`~.scheduler.Scheduler`'s ``banks``.
+    """
+
+    def __init__(self, config: ArchConfig):
+        super().__init__({
+            "is_open": Out(1),
+            "open_row": Out(row_bits(config)),
+            "act_ready": Out(1),
+            "pre_ready": Out(1),
+            "col_ready": Out(1),
+        })

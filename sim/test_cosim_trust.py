@@ -1,0 +1,113 @@
+"""The simulator connection and waves of the cocotb backends, on the real simulators.
+
+An intruder thread connects to the session's socket the moment it appears, before the
+simulator does: it receives nothing, and the session's results are right. A session writing
+waves under a file-size limit (``RLIMIT_FSIZE``, set in a child process and inherited by the
+simulator) reports the cut VCD by name at close and writes no ``.gtkw`` for it. Before, the
+runtime accepted the first connection on a localhost port as the simulator, and a cut VCD got
+a save file and no word.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+import torch
+from mlsdk import Context, MNDevice, storage
+from mlsdk.device.rtl import icarus
+from mlsdk.testing.flows import require_device
+
+DEVICES = ["mncore2:icarus", "mncore2:verilator"]
+
+
+def triple(inputs):
+    return {"y": inputs["x"] * 3}
+
+
+def intrude(runs, stop: threading.Event, got: list[bytes]) -> None:
+    """Connect to the first session socket that appears under ``runs``; keep what arrives."""
+    while not stop.is_set():
+        for path in runs.glob(f"*-{os.getpid()}-*/cosim.sock"):  # this process's sessions
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.connect(str(path))
+                except OSError:
+                    continue
+                sock.settimeout(10.0)
+                sock.sendall(b'{"ready": true, "seq": 0}\n')
+                try:
+                    got.append(sock.recv(1 << 16))
+                except ConnectionResetError:  # closed with the intruder's line unread
+                    got.append(b"")
+                except OSError as exc:
+                    got.append(repr(exc).encode())
+                return
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_intruder_on_the_socket_gets_nothing(device, tmp_path):
+    require_device(device)
+    runs = icarus.BUILD_ROOT / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    mine = f"*-{os.getpid()}-*"  # pytest -n: other workers' sessions come and go
+    before = set(runs.glob(mine))
+    stop, got = threading.Event(), []
+    thread = threading.Thread(target=intrude, args=(runs, stop, got), daemon=True)
+    thread.start()
+    x = torch.randn(16, 64, generator=torch.Generator().manual_seed(3))
+    try:
+        with Context(MNDevice(device)) as ctx:
+            f = ctx.compile(triple, {"x": x}, storage.path(tmp_path / "f"))
+            assert torch.equal(f({"x": x})["y"].cpu(), x * 3)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert got == [b""], "the intruder should be closed unanswered"
+    assert set(runs.glob(mine)) == before  # the session's run folder is gone
+
+
+CHILD = textwrap.dedent("""
+    import resource, sys, torch
+    from mlsdk import Context, MNDevice, storage
+    limit = int(sys.argv[3])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    x = torch.arange(64.0).reshape(8, 8)
+    ctx = Context(MNDevice(sys.argv[1] + "?waves=" + sys.argv[2]))
+    try:  # Icarus writes on past the limit; Verilator's model is killed by SIGXFSZ
+        f = ctx.compile(lambda i: {"y": i["x"] * 3}, {"x": x}, storage.path(sys.argv[2] + "/f"))
+        assert torch.equal(f({"x": x})["y"].cpu(), x * 3)
+    except Exception as exc:
+        print("call:", type(exc).__name__, exc)
+    try:
+        ctx.close()
+    except Exception as exc:
+        print("close:", type(exc).__name__, exc)
+""")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_waves_under_a_file_size_limit_are_reported(device, tmp_path):
+    require_device(device)
+    limit = 100_000  # the VCD's header alone is longer; the tensors and logs are shorter
+    out = subprocess.run([sys.executable, "-c", CHILD, device, str(tmp_path), str(limit)],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    vcds = list(tmp_path.glob("*.vcd"))
+    assert len(vcds) == 1 and vcds[0].stat().st_size == limit
+    assert f"close: DeviceError The waveform file {vcds[0]} is incomplete" in out.stdout, \
+        out.stdout
+    if "call:" in out.stdout:  # the simulator died at the limit: the error says why
+        assert f"killed by SIGXFSZ (a file it wrote, such as its waves {vcds[0]}," in out.stdout
+        for kept in set(re.findall(r"log (\S+)/simulator\.log", out.stdout)):
+            shutil.rmtree(kept)  # kept for debugging, as a failed session's is
+    assert not list(tmp_path.glob("*.gtkw"))
