@@ -25,7 +25,6 @@ import torch
 from mlsdk import MNCoreAdamW, set_buffer_name_in_optimizer, storage
 from mlsdk.testing.examples import run_example
 from mlsdk.testing.gpt import GPT, make_gpt_step
-from mncore_compiler.errors import UnsupportedOperationError
 
 RTOL, ATOL = 1e-5, 1e-5
 PARAM_RTOL = PARAM_ATOL = 1e-4
@@ -40,19 +39,8 @@ def _batches(steps: int, seed: int, vocab: int = 64, batch: int = 4, length: int
              "y": torch.randint(0, vocab, (batch, length), generator=g)} for _ in range(steps)]
 
 
-_VIEW_WRITES = "updates a view of a tensor in place"
-_NO_VIEW_WRITES = ("in-place writes through a t() view (a Linear weight's .grad) are not "
-                   "supported on this branch (issue 23, the errs branch adds them)")
-
-
 def _compile_step(context, step, batch, tmp_path):
-    try:
-        return context.compile(step, batch, storage.path(tmp_path / "step"))
-    except UnsupportedOperationError as exc:
-        if _VIEW_WRITES not in str(exc):
-            raise
-        # Both accumulation and clip_grad_norm_ write into a Linear weight's .grad, a t() view.
-        pytest.skip(_NO_VIEW_WRITES)
+    return context.compile(step, batch, storage.path(tmp_path / "step"))
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -116,12 +104,7 @@ def test_gpt_single_batch_step_with_clipping_matches_torch(context, tmp_path, se
 
 
 def test_train_gpt_example_learns(tmp_path):
-    try:
-        run = run_example("train_gpt.py", "--steps", "30", "--outdir", str(tmp_path),
-                          cwd=tmp_path, timeout=300)
-    except AssertionError as exc:
-        if _VIEW_WRITES not in str(exc):
-            raise
-        pytest.skip(_NO_VIEW_WRITES)
+    run = run_example("train_gpt.py", "--steps", "30", "--outdir", str(tmp_path), cwd=tmp_path,
+                      timeout=300)
     losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", run.stdout)]
     assert "final loss" in run.stdout and losses[-1] < losses[0] / 2
