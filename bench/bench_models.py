@@ -40,6 +40,7 @@ from mlsdk import (
     set_buffer_name_in_optimizer,
     storage,
 )
+from mlsdk.testing.gpt import GPT
 from mncore_compiler.errors import CompilerError, UnsupportedOperationError
 from torch import nn
 
@@ -83,57 +84,6 @@ class CNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(torch.flatten(self.pool(self.stages(self.stem(x))), 1))
-
-
-class Attention(nn.Module):
-    def __init__(self, d: int, heads: int, block: int, sdpa: bool):
-        super().__init__()
-        self.heads, self.sdpa = heads, sdpa
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-        self.register_buffer("mask", torch.tril(torch.ones(block, block, dtype=torch.bool)))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2)
-                   for t in self.qkv(x).split(C, dim=2))
-        if self.sdpa:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            att = (q @ k.transpose(-2, -1)) * (1.0 / (C // self.heads) ** 0.5)
-            att = att.masked_fill(~self.mask[:T, :T], float("-inf"))
-            y = F.softmax(att, dim=-1) @ v
-        return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
-
-
-class GPTBlock(nn.Module):
-    def __init__(self, d: int, heads: int, block: int, sdpa: bool):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = Attention(d, heads, block, sdpa)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class GPT(nn.Module):
-    """Token and learned position embeddings, decoder blocks, a tied lm head."""
-
-    def __init__(self, vocab: int, d: int, heads: int, layers: int, block: int, sdpa: bool):
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(block, d)
-        self.blocks = nn.ModuleList(GPTBlock(d, heads, block, sdpa) for _ in range(layers))
-        self.ln = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab, bias=False)
-        self.head.weight = self.tok.weight
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        x = self.tok(idx) + self.pos(torch.arange(0, idx.shape[1], dtype=torch.long))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x))
 
 
 @dataclass(frozen=True)

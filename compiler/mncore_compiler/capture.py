@@ -448,6 +448,17 @@ class _Converter:
         args = _bind(node.target, self.resolve(node.args), self.resolve(node.kwargs))
         result = handler(self, args, node)
         raw = _bind(node.target, node.args, node.kwargs)
+        if mutated and isinstance(result, tuple) and isinstance(raw[mutated[0]], list):
+            # A foreach op (clip_grad_norm_'s _foreach_mul_) writes each tensor of a list.
+            for target, value in zip(raw[mutated[0]], result, strict=True):
+                new = self.coerce(node, value, self.resolve(target))
+                self.fz.write(node, target, new)
+                if target in self.fz.views:
+                    # Written through: later reads of that view (the op returns no tensor
+                    # to read instead) see the new value.
+                    self.fz.views[target] = self.fz.views[node]
+                    self.values[target] = new
+            return None
         if mutated:
             if len(mutated) != 1 or not isinstance(result, str):
                 raise UnsupportedOperationError(unsupported_op(key))

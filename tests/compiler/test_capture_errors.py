@@ -21,13 +21,13 @@ X = {"x": torch.ones(3, 4)}
     ("fn", "aten"),
     [
         (lambda d: {"y": torch.sort(d["x"]).values}, "aten.sort.default"),
-        (lambda d: {"y": d["x"][0]}, "aten.select.int"),
-        (lambda d: {"y": d["x"][:, 1:3]}, "aten.slice.Tensor"),
+        (lambda d: {"y": torch.flip(d["x"], [0])}, "aten.flip.default"),
+        (lambda d: {"y": torch.roll(d["x"], 1, 1)}, "aten.roll.default"),
         (lambda d: {"y": d["x"].clone().floor_()}, "aten.floor_.default"),
-        (lambda d: {"y": torch.layer_norm(d["x"], [4])}, "aten.native_layer_norm.default"),
-        (lambda d: {"y": d["x"] // 2}, "aten.floor_divide.default"),
+        (lambda d: {"y": torch.cumprod(d["x"], 1)}, "aten.cumprod.default"),
+        (lambda d: {"y": d["x"] % 2}, "aten.remainder.Scalar"),
     ],
-    ids=["sort", "select", "slice", "inplace", "layer_norm", "floordiv"],
+    ids=["sort", "flip", "roll", "inplace", "cumprod", "remainder"],
 )
 def test_unsupported_op_is_named(fn: Any, aten: str) -> None:
     with pytest.raises(UnsupportedOperationError, match=f"^{aten} is not supported") as info:
@@ -195,10 +195,10 @@ def test_data_dependent_control_flow_is_a_trace_error() -> None:
 
 def test_a_foreach_kernel_says_to_pass_foreach_false() -> None:
     def fn(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {"y": torch._foreach_mul([d["x"]], 2.0)[0]}
+        return {"y": torch._foreach_add([d["x"]], 2.0)[0]}
 
     with pytest.raises(UnsupportedOperationError,
-                       match=r"^aten._foreach_mul.Scalar is a multi-tensor .*foreach=False"):
+                       match=r"^aten._foreach_add.Scalar is a multi-tensor .*foreach=False"):
         capture(fn, X)
 
 

@@ -178,6 +178,33 @@ def test_every_op_has_a_case() -> None:
     assert sorted(CASES) == sorted(OPS)
 
 
+# Indexing and the math ops a GPT needs (integer and bool operands given as tensors).
+_IDX = torch.tensor([2, 0, 2])
+_BITS = torch.tensor([[True, False], [True, True]])
+CASES.update({
+    "slice": ([(2, 7)], {"dim": 1, "start": 1, "end": 6, "step": 2}, lambda x: x[:, 1:6:2]),
+    "index_select": ([(3, 4), _IDX], {"dim": 0}, lambda x, i: x[i]),
+    "gather": ([(3, 4), torch.tensor([[3, 0], [1, 1], [2, 0]])], {"dim": 1},
+               lambda x, i: x.gather(1, i)),
+    "index_add": ([(3, 2), _IDX, (3, 2)], {"dim": 0}, lambda x, i, v: x.index_add(0, i, v)),
+    "scatter_add": ([(3, 2), torch.tensor([[2, 0], [2, 1]]), (2, 2)], {"dim": 0},
+                    lambda x, i, v: x.scatter_add(0, i, v)),
+    "cumsum": ([(2, 5)], {"dim": 1}, lambda x: x.cumsum(1)),
+    "log": ([(3,)], {}, torch.log),
+    "sin": ([(3,)], {}, torch.sin),
+    "cos": ([(3,)], {}, torch.cos),
+    "erf": ([(3,)], {}, torch.erf),
+    "pow_scalar": ([(3,)], {"scalar": 2.5, "reverse": True}, lambda x: 2.5 ** x),
+    "pow": ([(2, 3), (3,)], {}, torch.pow),
+    "clamp": ([(2, 3)], {"min": 0.7, "max": None}, lambda x: x.clamp(min=0.7)),
+    "floor_divide": ([torch.tensor([7, -7, 3]), torch.tensor([2, 2, -2])], {},
+                     torch.floor_divide),
+    "bitwise_not": ([_BITS], {}, torch.bitwise_not),
+    "bitwise_and": ([_BITS, torch.tensor([True, False])], {}, torch.bitwise_and),
+    "bitwise_or": ([_BITS, torch.tensor([False, False])], {}, torch.bitwise_or),
+    "bitwise_xor": ([torch.tensor([5, 3]), torch.tensor([1, 1])], {}, torch.bitwise_xor),
+})  # fmt: skip
+
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_single_op_graph(op: str) -> None:
     shapes, attrs, expect = CASES[op]

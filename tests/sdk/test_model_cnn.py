@@ -79,9 +79,7 @@ def _micro_batches(batch: dict[str, torch.Tensor], micro: int) -> dict[str, torc
 
 TRAINING = [
     pytest.param(1, False, id="one-batch"),
-    pytest.param(2, True, id="accumulate2-clip", marks=pytest.mark.xfail(
-        strict=True, reason="needs gradient accumulation (i23-errs: a Linear weight's .grad is "
-        "a t() view) and clip_grad_norm_'s ops (i23-gpt); remove this mark once merged")),
+    pytest.param(2, True, id="accumulate2-clip"),
 ]
 
 

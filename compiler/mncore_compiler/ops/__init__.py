@@ -7,7 +7,18 @@ its ops when imported; importing this package imports them all, so :data:`OPS` i
 
 from __future__ import annotations
 
-from . import conv, elementwise, losses, matmul, normalization, pooling, reductions, shape
+from . import (
+    conv,
+    elementwise,
+    indexing,
+    losses,
+    matmul,
+    normalization,
+    pointwise,
+    pooling,
+    reductions,
+    shape,
+)
 from .elementwise import COMPARISONS
 from .losses import NLL_REDUCTIONS
 from .matmul import MIXED_OPERAND_DTYPES
@@ -23,10 +34,12 @@ __all__ = [
     "conv",
     "elementwise",
     "get_op",
+    "indexing",
     "infer_type",
     "losses",
     "matmul",
     "normalization",
+    "pointwise",
     "pooling",
     "reductions",
     "register",

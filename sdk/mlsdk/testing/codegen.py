@@ -33,6 +33,7 @@ def killed_saves(programs: Sequence[DeviceProgram], target: Path, rounds: int,
             target=_save_forever, args=(programs[round_ % len(programs)], target))
         child.start()
         time.sleep(rng.uniform(0.0, 0.05))
-        os.kill(child.pid, signal.SIGKILL)
+        if child.pid is not None:  # started, so always set; None only before start()
+            os.kill(child.pid, signal.SIGKILL)
         child.join()
         yield round_

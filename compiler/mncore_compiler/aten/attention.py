@@ -1,0 +1,93 @@
+"""Handlers of ``F.scaled_dot_product_attention`` as torch traces it on the CPU
+(``_scaled_dot_product_flash_attention_for_cpu`` and its backward), as its matmuls and softmax.
+
+Forward, for ``q [B, H, L, E]``, ``k [B, H, S, E]``, ``v [B, H, S, Ev]``: scores
+``s = q @ k^T * scale`` (``scale`` defaults to ``1 / sqrt(E)``), masked to ``-inf`` above the
+diagonal when ``is_causal`` and where a bool ``attn_mask`` is False (a float mask is added),
+``p = softmax(s)``, ``out = p @ v``; torch also returns ``logsumexp(s)`` for its backward.
+Backward recomputes ``p`` from ``q`` and ``k`` (as flash attention does):
+``dv = p^T @ dout``, ``dp = dout @ v^T``, ``ds = p * (dp - sum(dout * out))``,
+``dq = ds @ k * scale``, ``dk = ds^T @ q * scale``. Dropout must be 0.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import fx
+
+from .args import tensor_arg, unsupported
+from .registry import Builder, Deferred, on
+
+__all__: list[str] = []
+
+
+def _transposed(b: Builder, x: str) -> str:
+    rank = b.type(x).rank
+    return b.emit("permute", [x], dims=(*range(rank - 2), rank - 1, rank - 2))
+
+
+def _check(n: fx.Node, b: Builder, q: str, k: str, a: dict[str, Any]) -> float:
+    """The scale; unsupported for dropout or grouped-query heads."""
+    if float(a["dropout_p"]) != 0.0:
+        raise unsupported(n, f"dropout_p={a['dropout_p']} (only 0 is supported)")
+    qt, kt = b.type(q), b.type(k)
+    if qt.shape[:-2] != kt.shape[:-2]:
+        raise unsupported(n, f"query {list(qt.shape)} and key {list(kt.shape)} with different "
+                             "batch or head counts")
+    scale = a.get("scale")
+    return 1.0 / math.sqrt(qt.shape[-1]) if scale is None else float(scale)
+
+
+def _probabilities(b: Builder, n: fx.Node, q: str, k: str, a: dict[str, Any],
+                   scale: float) -> tuple[str, str]:
+    """The masked, scaled scores and their softmax."""
+    scores = b.emit("mul_scalar", [b.emit("matmul", [q, _transposed(b, k)])], scalar=scale)
+    length, source = b.type(scores).shape[-2:]
+    dtype = b.type(scores).torch_dtype
+    minus_inf = b.constant(torch.tensor(float("-inf"), dtype=dtype), f"{n.name}_minus_inf")
+    if a["is_causal"]:
+        causal = torch.ones(length, source, dtype=torch.bool).tril()
+        keep = b.constant(causal, f"{n.name}_causal")
+        scores = b.emit("where", [keep, scores, minus_inf])
+    mask = a.get("attn_mask")
+    if mask is not None:
+        mask = tensor_arg(n, mask)
+        if b.type(mask).dtype == "bool":
+            scores = b.emit("where", [mask, scores, minus_inf])
+        else:
+            scores = b.emit("add", [scores, mask])
+    return scores, b.emit("softmax", [scores], dim=b.type(scores).rank - 1)
+
+
+def _logsumexp(b: Builder, scores: str) -> str:
+    last = b.type(scores).rank - 1
+    top = b.emit("amax", [scores], dims=(last,), keepdim=True)
+    exp = b.emit("exp", [b.emit("sub", [scores, top])])
+    total = b.emit("log", [b.emit("sum", [exp], dims=(last,), keepdim=True)])
+    return b.emit("reshape", [b.emit("add", [total, top])], shape=b.type(scores).shape[:-1])
+
+
+@on("_scaled_dot_product_flash_attention_for_cpu.default")
+def _attention(b: Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, Deferred]:
+    q, k, v = (tensor_arg(n, a[key]) for key in ("query", "key", "value"))
+    scores, p = _probabilities(b, n, q, k, a, _check(n, b, q, k, a))
+    return b.emit("matmul", [p, v]), Deferred(lambda: _logsumexp(b, scores))
+
+
+@on("_scaled_dot_product_flash_attention_for_cpu_backward.default")
+def _attention_backward(b: Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, str, str]:
+    dout, q, k, v, out = (tensor_arg(n, a[key]) for key in
+                          ("grad_out", "query", "key", "value", "out"))
+    scale = _check(n, b, q, k, a)
+    _, p = _probabilities(b, n, q, k, a, scale)
+    dv = b.emit("matmul", [_transposed(b, p), dout])
+    dp = b.emit("matmul", [dout, _transposed(b, v)])
+    last = b.type(out).rank - 1
+    rowdot = b.emit("sum", [b.emit("mul", [dout, out])], dims=(last,), keepdim=True)
+    ds = b.emit("mul", [p, b.emit("sub", [dp, rowdot])])
+    dq = b.emit("mul_scalar", [b.emit("matmul", [ds, k])], scalar=scale)
+    dk = b.emit("mul_scalar", [b.emit("matmul", [_transposed(b, ds), q])], scalar=scale)
+    return dq, dk, dv
