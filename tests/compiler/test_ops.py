@@ -19,6 +19,7 @@ def t(*shape: int, dtype: str = F32) -> TensorType:
         ("add", [t(2, 3), t(4)], {}, r"shapes \[2, 3\] and \[4\] do not broadcast"),
         ("reshape", [t(2, 3)], {"shape": (4, 2)}, "cannot reshape"),
         ("permute", [t(2, 3)], {"dims": (0, 0)}, "must be a permutation"),
+        ("permute", [t(2, 3)], {"dims": (True, False)}, "must be a permutation"),
         ("expand", [t(2, 3)], {"shape": (4, 3)}, "cannot expand"),
         ("sum", [t(2, 3)], {"dims": (1, 0), "keepdim": False}, "sorted list of distinct"),
         ("sum", [t(2, 3)], {"dims": (2,), "keepdim": False}, r"dims must be an int in \[0, 2\)"),

@@ -8,7 +8,7 @@ import torch
 
 from ..types import TensorType, dtype_from_torch
 from .registry import Attrs, OpTypeError, register
-from .rules import check_dim, check_shape, no_flops, numel
+from .rules import check_dim, check_shape, is_int, no_flops, numel
 
 __all__: list[str] = []
 
@@ -24,7 +24,8 @@ def _reshape_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 def _permute_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     (x,) = types
     dims = attrs["dims"]
-    if not isinstance(dims, tuple) or sorted(dims) != list(range(x.rank)):
+    if (not isinstance(dims, tuple) or not all(is_int(d) for d in dims)
+            or sorted(dims) != list(range(x.rank))):
         raise OpTypeError(f"dims must be a permutation of 0..{x.rank - 1}, not {dims!r}")
     return TensorType(tuple(x.shape[d] for d in dims), x.dtype)
 
