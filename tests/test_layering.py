@@ -204,3 +204,18 @@ def test_the_private_name_check_finds_each_form(tmp_path):
     # accepted (THIRD_PARTY_PRIVATE): allowed.
     assert found == ["from mlsdk.naming import _check_tensor", "from torch._decomp import ...",
                      "naming._module_tensors (line 4)", "program._canonical (line 5)"]
+
+
+def test_test_modules_have_unique_names():
+    # pytest imports tests/ and sim/ in one run (rootdir-relative, no packages): two test
+    # files of one basename stop the whole collection.
+    seen: dict[str, Path] = {}
+    clashes = []
+    for tree in ("tests", "sim"):
+        for path in sorted((ROOT / tree).rglob("*.py")):
+            if "__pycache__" in path.parts or path.name == "conftest.py":
+                continue
+            if path.name in seen:
+                clashes.append(f"{seen[path.name].relative_to(ROOT)} and {path.relative_to(ROOT)}")
+            seen.setdefault(path.name, path)
+    assert not clashes, "modules of one name: " + "; ".join(clashes)
