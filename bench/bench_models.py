@@ -40,6 +40,7 @@ from mlsdk import (
     set_buffer_name_in_optimizer,
     storage,
 )
+from mlsdk.testing.cnn import Block
 from mlsdk.testing.gpt import GPT
 from mncore_compiler.errors import CompilerError, UnsupportedOperationError
 from torch import nn
@@ -49,25 +50,9 @@ Batch = dict[str, torch.Tensor]
 # -- the models ---------------------------------------------------------------------------------
 
 
-class Block(nn.Module):
-    """A ResNet basic block: two 3x3 convolutions with BatchNorm, a 1x1 shortcut on change."""
-
-    def __init__(self, cin: int, cout: int, stride: int):
-        super().__init__()
-        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.b1 = nn.BatchNorm2d(cout)
-        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.b2 = nn.BatchNorm2d(cout)
-        self.sc = None if stride == 1 and cin == cout else nn.Sequential(
-            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
-        return F.relu(y + (x if self.sc is None else self.sc(x)))
-
-
-class CNN(nn.Module):
-    """ResNet-18 layout: stem, four stages of two blocks (widths w, 2w, 4w, 8w), pool, fc."""
+class ResNet18(nn.Module):
+    """ResNet-18's layout of :class:`mlsdk.testing.cnn.Block`: stem, four stages of two blocks
+    (widths w, 2w, 4w, 8w), pool, fc."""
 
     def __init__(self, width: int = 64, classes: int = 10):
         super().__init__()
@@ -115,7 +100,7 @@ def make_case(name: str, size: str) -> Case:
         batch, width, side = (32, 64, 32) if full else (2, 4, 8)
         data = {"x": torch.randn(batch, 3, side, side), "y": torch.randint(0, 10, (batch,))}
         return Case(f"ResNet-18 widths {width}..{8 * width}, batch {batch} at {side}x{side}",
-                    CNN(width), data, "sgd", _xent)
+                    ResNet18(width), data, "sgd", _xent)
     if name in ("gpt", "gpt-sdpa"):
         sdpa = name == "gpt-sdpa"
         layers, d, T, batch = (4, 256, 128, 8) if full else (1, 16, 8, 2)
