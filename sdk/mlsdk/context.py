@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 import torch
@@ -23,6 +23,7 @@ from .host import HostFunction
 from .iospec import IOSpec
 from .optim import register_optimizer_buffers
 from .options import resolve_compile_options
+from .pipeline import CompiledPipeline, Pipeline
 from .proxy import TensorProxy
 from .pytree import AutomapFunction, compile_automap
 from .registry import Registry
@@ -229,6 +230,45 @@ class Context:
         called like ``fn`` and returning its structure with TensorProxies.
         """
         return compile_automap(self, fn, args, kwargs, codegen_dir, **compile_kwargs)
+
+    def compile_pipeline(self, functions: Mapping[str, tuple[Any, ...]],
+                         edges: Iterable[tuple[Any, ...]], codegen_dir: StoragePath,
+                         ) -> CompiledPipeline:
+        """Compile several functions that hand tensors to each other, with the layout of every
+        handed-off tensor negotiated to minimise the pipeline's modeled cycles (no compile
+        order needed; see ``docs/pipelines.md`` and :class:`mlsdk.pipeline.Pipeline`).
+
+        Parameters
+        ----------
+        functions : dict of str to tuple
+            Name -> ``(fn, sample_inputs)`` or ``(fn, sample_inputs, kwargs)``, ``kwargs``
+            being :meth:`Pipeline.add <mlsdk.pipeline.Pipeline.add>`'s (``calls`` a run,
+            ``options``, pinned ``io_spec_constraints``, ...).
+        edges : iterable of tuple
+            ``("producer.output", "consumer.input")`` or with a third item, the hand-off's
+            count a run (default: the consumer's calls). A function may feed itself.
+        codegen_dir : StoragePath
+            Each function is compiled into ``codegen_dir / name``; the plan is saved as
+            ``codegen_dir / pipeline_plan.json``.
+
+        Returns
+        -------
+        CompiledPipeline
+            ``.functions`` by name and the inspectable ``.plan``.
+        """
+        self.session.check_open()
+        pipe = Pipeline(self)
+        for name, entry in functions.items():
+            if not isinstance(entry, tuple) or len(entry) not in (2, 3):
+                raise TypeError(f"functions[{name!r}] must be (fn, sample_inputs) or (fn, "
+                                f"sample_inputs, kwargs), not {type(entry).__name__}")
+            pipe.add(name, entry[0], entry[1], **(entry[2] if len(entry) == 3 else {}))
+        for edge in edges:
+            if not isinstance(edge, tuple) or len(edge) not in (2, 3):
+                raise TypeError(f"An edge must be ('fn.output', 'fn.input') or with a count "
+                                f"third, not {edge!r}")
+            pipe.connect(edge[0], edge[1], count=edge[2] if len(edge) == 3 else None)
+        return pipe.compile(codegen_dir)
 
     @_trace.hook("load")
     def load_codegen_dir(self, codegen_dir: StoragePath, *,

@@ -1,1 +1,0 @@
-"""Pipelines: several functions, their hand-offs, and the layouts negotiated for them."""
