@@ -102,6 +102,7 @@ def test_fan_out_to_three_consumers_that_prefer_different_layouts(context, tmp_p
     for consumer in ("c1", "c2", "c3"):
         pipe.connect("p.b", f"{consumer}.b")
     compiled = pipe.compile(storage.path(tmp_path / "pipe"))
+    context.report(clear=True)
     b = compiled["p"]({"a": x, "w": x})["b"]
     want = second({"a": x, "w": x})["b"]
     torch.testing.assert_close(compiled["c1"]({"b": b})["c"].cpu(), third({"b": want})["c"])
@@ -113,6 +114,8 @@ def test_fan_out_to_three_consumers_that_prefer_different_layouts(context, tmp_p
     # the pins hold: exactly one consumer relocates, whichever layout the producer writes
     assert sum(e["relocation"] for e in plan["edges"]) == 1
     assert context.report().totals["conversions"] == 2
+    # the compiled plan's model, with each conversion into its destination's real Group
+    assert _staged_cycles(context.report()) == plan["totals"]["negotiated"]["placed_cycles"]
 
 
 def test_decode_loop(context, tmp_path, seed):

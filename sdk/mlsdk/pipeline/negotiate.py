@@ -88,16 +88,23 @@ class Costed:
     handoffs: list[HandoffCost]
 
 
-def evaluate(problem: Problem, layouts: Mapping[Port, Layout]) -> Costed:
+def evaluate(problem: Problem, layouts: Mapping[Port, Layout],
+             dst_groups: Mapping[Port, int] | None = None) -> Costed:
     """The modeled cycles and converter bytes of one run with the ports in ``layouts`` (the
-    rest at their defaults): Launches times calls, plus hand-offs times counts."""
+    rest at their defaults): Launches times calls, plus hand-offs times counts.
+
+    ``dst_groups``: the first Group of an input's own buffer, where known (a conversion's
+    cycles depend a little on it); 0 otherwise, as for every source.
+    """
+    groups = dst_groups or {}
     launches = {}
     for fn, program in problem.programs.items():
         ins = {p.name: lay for p, lay in layouts.items() if p.function == fn and not p.output}
         outs = {p.name: lay for p, lay in layouts.items() if p.function == fn and p.output}
         launches[fn] = launch_cycles(problem.config, program, ins, outs)
     handoffs = [handoff_cost(problem.config, _at(problem, layouts, e.src),
-                             _at(problem, layouts, e.dst)) for e in problem.edges]
+                             _at(problem, layouts, e.dst), dst_group=groups.get(e.dst, 0))
+                for e in problem.edges]
     cycles = sum(launches[fn] * problem.calls[fn] for fn in launches)
     cycles += sum(h.cycles * e.count for h, e in zip(handoffs, problem.edges, strict=True))
     moved = sum(h.converter_bytes * e.count

@@ -15,7 +15,16 @@ from ..compiled import CompiledFunction
 from ..errors import MLSDKError
 from ..iospec import IOSpec
 from ..storage import StoragePath
-from .negotiate import Costed, Edge, Port, Problem, consumer_first, defaults, negotiate
+from .negotiate import (
+    Costed,
+    Edge,
+    Port,
+    Problem,
+    consumer_first,
+    defaults,
+    evaluate,
+    negotiate,
+)
 
 __all__ = ["Pipeline", "CompiledPipeline", "PLAN_FILE"]
 
@@ -58,7 +67,9 @@ class CompiledPipeline:
         constraints and modeled Launch cycles; per edge the chosen layouts, the hand-off's
         modeled cycles and converter bytes, and the pipeline's total with the edge in each
         alternative layout; the totals of the negotiated plan, of all defaults and of every
-        consumer-first choice.
+        consumer-first choice. Figures are modeled with every buffer's first Group at 0,
+        except ``placed_cycles`` (per edge and in the negotiated totals): the compiled
+        pipeline, each conversion into the Group its destination buffer was given.
     """
 
     functions: dict[str, CompiledFunction]
@@ -151,6 +162,7 @@ class Pipeline:
             functions[name] = self._compile(name, codegen_dir / name, constraints)
             plan["functions"][name]["codegen_dir"] = str(codegen_dir / name)
         _check_compiled(functions, chosen)
+        _place(plan, problem, chosen, functions)
         Path(codegen_dir.path).mkdir(parents=True, exist_ok=True)
         (Path(codegen_dir.path) / PLAN_FILE).write_text(json.dumps(plan, indent=1) + "\n")
         return CompiledPipeline(functions, plan)
@@ -242,6 +254,22 @@ def _constraints(problem: Problem, chosen: Mapping[Port, Layout], fn: str) -> di
                 str(problem.default(port).normalized) != str(layout.normalized):
             out[port.name] = layout
     return out
+
+
+def _place(plan: dict[str, Any], problem: Problem, chosen: Mapping[Port, Layout],
+           functions: Mapping[str, CompiledFunction]) -> None:
+    """Add to ``plan`` the model of the compiled pipeline: its inputs' own buffers are now
+    allocated, so each conversion is modeled into the Group its destination really has
+    (``placed_cycles``, per edge and in the totals)."""
+    groups = {}
+    for edge in problem.edges:
+        own = functions[edge.dst.function].bindings.get(edge.dst.name)
+        if own is not None:
+            groups[edge.dst] = own.group
+    placed = evaluate(problem, chosen, groups)
+    for row, cost in zip(plan["edges"], placed.handoffs, strict=True):
+        row["placed_cycles"] = cost.cycles
+    plan["totals"]["negotiated"]["placed_cycles"] = placed.cycles
 
 
 def _check_compiled(functions: Mapping[str, CompiledFunction],
