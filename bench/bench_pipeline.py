@@ -160,6 +160,12 @@ def _compile_negotiated(ctx, shape: Shape, sample, work: Path):
     return compiled.functions, compiled.plan
 
 
+def _maker(rows: int) -> Callable[[], torch.Tensor]:
+    """Fresh inputs, the same sequence for every variant."""
+    generator = torch.Generator().manual_seed(0)
+    return lambda: torch.randn(rows, COLS, generator=generator)
+
+
 def measure(shape: Shape, nbytes: int, device: str, work: Path) -> dict[str, Any]:
     """Each variant's converter bytes and call cycles for one run, and the plan's model."""
     rows = max(1, nbytes // (4 * COLS))
@@ -175,9 +181,7 @@ def measure(shape: Shape, nbytes: int, device: str, work: Path) -> dict[str, Any
             else:
                 fns = _compile_plain(ctx, shape, sample, where, variant == "consumer-first")
             ctx.report(clear=True)
-            generator = torch.Generator().manual_seed(0)
-            results.append(shape.run(fns, lambda: torch.randn(rows, COLS,
-                                                              generator=generator)))
+            results.append(shape.run(fns, _maker(rows)))
             calls = ctx.report().calls()
             figures[variant] = (sum(r.bytes["converter"] for r in calls),
                                 sum(c.cycles for r in calls for c in r.commands
