@@ -13,6 +13,7 @@ process group, so no simulator outlives its Context.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -24,9 +25,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,7 @@ from .endpoint import Listener
 from .protocol import Exchange, ProtocolError
 
 __all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "SERVER_MODULE",
-           "KEEP_RUNS_ENV", "BUILDS", "BuildMemo", "build_icarus", "answer_limit"]
+           "KEEP_RUNS_ENV", "BUILDS", "BuildMemo", "build_icarus", "answer_limit", "ticking"]
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 BUILD_ROOT = Path(os.environ.get("MNCORE_BUILD_DIR", REPO_ROOT / "build")) / "cosim"
@@ -61,8 +63,9 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
     from cocotb_tools.runner import get_runner
     from mncore_hdl.top.cosim_tb import TB_MODULE, export_cosim_tb
 
-    say("exporting the co-simulation top to Verilog (once per design, then cached)")
-    sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
+    with ticking(say, "exporting the co-simulation top to Verilog (once per design, then "
+                 "cached)"):
+        sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
     key = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     build_dir = BUILD_ROOT / "icarus" / f"{TB_MODULE}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -74,15 +77,43 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
             vvp.unlink()
         if not vvp.exists():
             _stamp(vvp).unlink(missing_ok=True)
-            say("compiling the Verilog with iverilog")
-            get_runner("icarus").build(sources=sources, hdl_toplevel=TB_MODULE,
-                                       build_dir=build_dir, waves=True,
-                                       timescale=("1ns", "1ps"))
+            with ticking(say, "compiling the Verilog with iverilog"):
+                get_runner("icarus").build(sources=sources, hdl_toplevel=TB_MODULE,
+                                           build_dir=build_dir, waves=True,
+                                           timescale=("1ns", "1ps"))
             if not vvp.exists() or not _vvp_well_formed(vvp):
                 raise RuntimeError(f"iverilog left an incomplete {vvp}; delete it (and "
                                    f"{build_dir}) and try again")
             _stamp(vvp).write_text(_fingerprint(vvp))
     return build_dir
+
+
+#: Seconds between the progress lines of a long build step.
+TICK_S = 10.0
+
+
+@contextlib.contextmanager
+def ticking(say: Callable[[str], None], what: str, every: float = TICK_S) -> Iterator[None]:
+    """Say ``what``, then the elapsed time every ``every`` seconds until the step ends, and
+    how long it took (a step under a second says nothing more)."""
+    say(what)
+    start = time.monotonic()
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(every):
+            say(f"  ... {time.monotonic() - start:.0f} s")
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        ticker.join()
+    took = time.monotonic() - start
+    if took >= 1.0:
+        say(f"  done in {took:.0f} s")
 
 
 class BuildMemo:
@@ -234,7 +265,7 @@ class IcarusSession:
     config : ArchConfig
         The chip.
     vcd : path, optional
-        Dump a VCD of the session there.
+        Dump the session's waves there (FST for a ``.fst`` name, else VCD).
     progress : callable, optional
         ``progress(cycle, operations_done)`` as the simulator reports it.
     """
@@ -265,8 +296,8 @@ class IcarusSession:
         self.config = config
         self.progress = progress
         self.dead: str | None = None
-        build_dir = BUILDS.folder(f"{self.kind}{'+waves' if vcd else ''}", config, self._build,
-                                  say)
+        variant = f"+waves-{Path(vcd).suffix.lstrip('.')}" if vcd else ""
+        build_dir = BUILDS.folder(f"{self.kind}{variant}", config, self._build, say)
         self.waves = Path(vcd) if vcd else None
         self.run = _RunFolder(self.kind)
         self.test_dir = self.run.path
@@ -469,12 +500,13 @@ class IcarusDevice(RtlDevice):
     simulator = "icarus"
 
     def __init__(self, config: ArchConfig, name: str,
-                 waves: str | os.PathLike[str] | None = None):
+                 waves: str | os.PathLike[str] | None = None, calls: str | None = None,
+                 wave_format: str | None = None):
         if shutil.which("vvp") is None:
             raise DeviceNotAvailableError(
                 f"Device {name!r} needs Icarus Verilog (vvp), which is not on PATH; "
                 "install it (apt-get install iverilog) or use mncore2:rtl")
-        super().__init__(config, name, waves)
+        super().__init__(config, name, waves, calls, wave_format)
 
     def _open_session(self) -> IcarusSession:
         return IcarusSession(self.config, self.vcd_path, self._progress, self._say)
