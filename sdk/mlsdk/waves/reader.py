@@ -79,9 +79,13 @@ class Waves:
 
         self.path = Path(path)
         self.config = config
+        if not self.path.is_file():
+            raise FileNotFoundError(f"No wave file {self.path}")
         try:
             self._wave = pywellen.Waveform(str(self.path))
-        except Exception as exc:  # pywellen raises its own error types
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # pywellen panics (a BaseException) on a broken file
             raise ValueError(f"{self.path} is not a readable FST or VCD file: {exc}") from None
         self._vars = {v.full_name: v for v in self._wave.all_vars()}
         variables = [(name[:-len(v.name) - 1], v.name, v.bitwidth or 1)
@@ -116,8 +120,11 @@ class Waves:
         return self._changes[full]
 
     def _rising_edges(self) -> np.ndarray:
+        """Changes of the clock from 0 to 1 (not from x: a dump resumed with the clock high
+        is no edge)."""
         times, values = self.changes(tb.CLOCK)
-        return times[np.array([v == 1 for v in values], dtype=bool)] if len(times) else times
+        rising = [v == 1 and k > 0 and values[k - 1] == 0 for k, v in enumerate(values)]
+        return times[np.array(rising, dtype=bool)] if len(times) else times
 
     def sampled(self, name: str, span: Span | None = None) -> list[int | None]:
         """The value of ``name`` each rising clock edge in ``span`` samples (its last change
@@ -146,7 +153,11 @@ class Waves:
     def commands(self) -> list[WaveCommand]:
         """Every recorded host command, in order (from the ``mark_*`` registers)."""
         times, seqs = self.changes(tb.MARK_SEQ)
-        starts = [(int(t), s) for t, s in zip(times, seqs, strict=True) if s]
+        final = dict(zip(times.tolist(), seqs, strict=True))  # the last change at each time
+        # a command outside the window paused the dump as it was marked: Icarus still
+        # writes that time step's changes, waves_off 1 among them
+        starts = [(t, s) for t, s in final.items()
+                  if s and not (self.has(tb.WAVES_OFF) and self._at(tb.WAVES_OFF, t))]
         out = []
         for start, seq in starts:
             later = times[times > start]
@@ -184,6 +195,8 @@ class Waves:
     # -- what moved -------------------------------------------------------------------------
 
     def _fire(self, valid: str, ready: str, span: Span | None) -> int:
+        if not (self.has(valid) and self.has(ready)):  # a stream this dump does not hold
+            return 0
         both = zip(self.sampled(valid, span), self.sampled(ready, span), strict=True)
         return sum(1 for v, r in both if v and r)
 

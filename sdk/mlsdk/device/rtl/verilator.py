@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib.machinery
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -33,19 +34,28 @@ __all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "train_mode
            "cocotb_gpi_env", "fix_vcd_scope_names", "TRAINING"]
 
 
+#: Modules of the design the traced model leaves out of its waves: the DRAM timing counters
+#: below each bank machine (``mc0.bank3.trcd``). They made half of the seed flow's value
+#: changes (its Verilator FST was 1.8 MB with them), and what they decide shows on each
+#: controller's ``cmd_*`` observation port and the bank machines' ``*_ready`` signals.
+UNTRACED = re.compile(r"\.bank\d+\.\w+$")
+
+
 def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: None,
                     trace: bool | str = False) -> Path:
     """Export the testbench top for ``config`` and build its Verilator model (both cached);
     return the build folder (cocotb's ``build_dir``). ``trace``: the model that can write
     waves, ``"fst"`` or ``"vcd"`` (True: VCD; slower; each built apart, on the first session
     that asks for waves in that format)."""
-    from mncore_hdl.tooling.verilator import build_model
+    from mncore_hdl.tooling.verilator import build_model, untraced_copy
     from mncore_hdl.top.cosim_tb import TB_MODULE, export_cosim_tb, public_signals
 
     with ticking(say, "exporting the co-simulation top to Verilog (once per design, then "
                  "cached)"):
         sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
     public = public_signals(sources[1].read_text())
+    if trace:
+        sources = [sources[0], untraced_copy(sources[1], UNTRACED)]
     # The untraced model (every long flow's) is built with profile-guided optimisation; the
     # traced one, for waves, is not worth the second compile.
     train = None if trace else functools.partial(train_model, config)

@@ -241,7 +241,9 @@ def wave_problem(path: str | os.PathLike[str]) -> str | None:
         return f"it stops at the file-size limit of {limit} bytes (ulimit -f)"
     try:
         wave_variables(path)
-    except Exception as exc:  # pywellen raises its own errors for a broken file
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # pywellen panics (a BaseException) on a broken file
         return f"it cannot be read as FST ({exc})"
     return None
 
