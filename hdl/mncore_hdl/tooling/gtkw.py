@@ -57,6 +57,11 @@ __all__ = ["Variable", "filter_tables", "write_filters", "top_scope", "save_grou
 
 #: ``(scope, name, width)`` of one variable of a wave file.
 Variable = tuple[str, str, int]
+#: The window GTKWave opens, its signal-name column, and its zoom (GTKWave's scale: -21 shows
+#: about 13 us of the 1 ps time unit Icarus writes across the window's wave pane).
+WINDOW = (1500, 950)
+SIGNALS_WIDTH = 260
+ZOOM = -21.0
 #: GTKWave's markers are named ``a`` .. ``z``.
 MAX_MARKERS = 26
 _MARKERS = "abcdefghijklmnopqrstuvwxyz"
@@ -201,7 +206,10 @@ def write_save_file(out: TextIO, dumpfile: Path, variables: Sequence[Variable],
 
     save = GTKWSave(out)
     save.dumpfile(str(dumpfile.resolve()))
-    save.zoom_markers(-20.0, **dict(zip(_MARKERS, markers[:MAX_MARKERS], strict=False)))
+    save.size(*WINDOW)
+    save.pos(0, 0)
+    save.zoom_markers(ZOOM, **dict(zip(_MARKERS, markers[:MAX_MARKERS], strict=False)))
+    save.signals_width(SIGNALS_WIDTH)
     for title, closed, traces in save_groups(variables, config):
         with save.group(title, closed=closed):
             for name, width, fmt, flt in traces:
