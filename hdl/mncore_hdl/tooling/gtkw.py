@@ -208,7 +208,9 @@ def write_save_file(out: TextIO, dumpfile: Path, variables: Sequence[Variable],
     save.dumpfile(str(dumpfile.resolve()))
     save.size(*WINDOW)
     save.pos(0, 0)
-    save.zoom_markers(ZOOM, **dict(zip(_MARKERS, markers[:MAX_MARKERS], strict=False)))
+    named = dict(zip(_MARKERS, markers[:MAX_MARKERS], strict=False))
+    # pyvcd annotates **kwargs as Dict[str, int] (meaning each value): the values are ints
+    save.zoom_markers(ZOOM, **named)  # type: ignore[arg-type]
     save.signals_width(SIGNALS_WIDTH)
     for title, closed, traces in save_groups(variables, config):
         with save.group(title, closed=closed):

@@ -22,11 +22,12 @@ import os
 import re
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
+
+from .progress import ticking
 
 __all__ = ["VerilatorMissing", "verilator_root", "verilator_env", "verilator_version",
            "missing_tools", "control_file", "build_model", "BUILD_FLAGS", "TRACE_FLAGS",
@@ -342,23 +343,12 @@ def _run_with_progress(cmd: list[str], env: dict[str, str], log: TextIO,
                             text=True, bufsize=1)
     assert proc.stdout is not None
     compiled = [0]
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.wait(PROGRESS_S):
-            say(f"  ... {time.monotonic() - start:.0f} s ({compiled[0]} compiler runs started)")
-
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
+    with ticking(say, None, PROGRESS_S, start, lambda: f"{compiled[0]} compiler runs started"):
         for line in proc.stdout:
             log.write(line)
             if " -c -o " in line:
                 compiled[0] += 1
         code = proc.wait()
-    finally:
-        stop.set()
-        ticker.join()
     if code != 0:
         log.flush()
         tail = Path(log.name).read_text(errors="replace").splitlines()[-25:]

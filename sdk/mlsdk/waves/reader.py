@@ -240,7 +240,7 @@ class Waves:
     def summary(self) -> list[dict[str, object]]:
         """One row per recorded command: seq, call, kind, buffer, start, cycles, beats per
         path and Group, converter busy cycles."""
-        rows = []
+        rows: list[dict[str, object]] = []
         for c in self.commands():
             rows.append({"seq": c.seq, "call": c.call, "command": c.kind,
                          "buffer": c.buffer, "start": c.span.start,

@@ -13,7 +13,6 @@ process group, so no simulator outlives its Context.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
@@ -25,14 +24,14 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mncore_hdl.arch import ArchConfig
+from mncore_hdl.tooling.progress import ticking
 from mncore_hdl.top.cosim_tb import TB_MODULE
 
 from ...errors import DeviceNotAvailableError
@@ -41,7 +40,7 @@ from .endpoint import Listener
 from .protocol import Exchange, ProtocolError
 
 __all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "SERVER_MODULE",
-           "KEEP_RUNS_ENV", "BUILDS", "BuildMemo", "build_icarus", "answer_limit", "ticking"]
+           "KEEP_RUNS_ENV", "BUILDS", "BuildMemo", "build_icarus", "answer_limit"]
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 BUILD_ROOT = Path(os.environ.get("MNCORE_BUILD_DIR", REPO_ROOT / "build")) / "cosim"
@@ -86,34 +85,6 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
                                    f"{build_dir}) and try again")
             _stamp(vvp).write_text(_fingerprint(vvp))
     return build_dir
-
-
-#: Seconds between the progress lines of a long build step.
-TICK_S = 10.0
-
-
-@contextlib.contextmanager
-def ticking(say: Callable[[str], None], what: str, every: float = TICK_S) -> Iterator[None]:
-    """Say ``what``, then the elapsed time every ``every`` seconds until the step ends, and
-    how long it took (a step under a second says nothing more)."""
-    say(what)
-    start = time.monotonic()
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.wait(every):
-            say(f"  ... {time.monotonic() - start:.0f} s")
-
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        ticker.join()
-    took = time.monotonic() - start
-    if took >= 1.0:
-        say(f"  done in {took:.0f} s")
 
 
 class BuildMemo:

@@ -27,7 +27,7 @@ from mncore_hdl.arch import ArchConfig
 
 from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
-from .icarus import BUILD_ROOT, SERVER_MODULE, IcarusSession, ticking
+from .icarus import BUILD_ROOT, SERVER_MODULE, IcarusSession
 from .waves import vcd_problem, write_or_remove
 
 __all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "train_model",
@@ -47,6 +47,7 @@ def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: N
     return the build folder (cocotb's ``build_dir``). ``trace``: the model that can write
     waves, ``"fst"`` or ``"vcd"`` (True: VCD; slower; each built apart, on the first session
     that asks for waves in that format)."""
+    from mncore_hdl.tooling.progress import ticking
     from mncore_hdl.tooling.verilator import build_model, untraced_copy
     from mncore_hdl.top.cosim_tb import TB_MODULE, export_cosim_tb, public_signals
 
