@@ -208,12 +208,15 @@ class RtlDevice(DramDevice):
 
     def execute(self, command: Command) -> CommandResult:
         self._measured = {}
-        if self.waves_dir is not None:
-            self._mark(command)
         result = super().execute(command)
         for path, nbytes in self._measured.items():
             result.bytes[path] = nbytes
         return result
+
+    def _execute(self, command: Command) -> CommandResult:
+        if self.waves_dir is not None:  # under the device lock, as the command itself
+            self._mark(command)
+        return super()._execute(command)
 
     def _call_of(self, command: Command) -> int:
         """The call ``command`` belongs to: Launch ``n`` is call ``n``; the writes, Binds and
