@@ -122,6 +122,8 @@ class Waves:
     def _rising_edges(self) -> np.ndarray:
         """Changes of the clock from 0 to 1 (not from x: a dump resumed with the clock high
         is no edge)."""
+        if not self.has(tb.CLOCK):  # a dump without the testbench's clock: no cycles
+            return np.zeros(0, dtype=np.int64)
         times, values = self.changes(tb.CLOCK)
         rising = [v == 1 and k > 0 and values[k - 1] == 0 for k, v in enumerate(values)]
         return times[np.array(rising, dtype=bool)] if len(times) else times

@@ -175,7 +175,8 @@ def test_save_file_decodes_fields_filters_enums_and_marks_commands(tmp_path):
     assert traces[0] == "cosim_tb.mark_kind" and not set(traces) - declared
     assert "cosim_tb.host__1__wdata__data" in traces
     assert "cosim_tb.host__1__wdata__valid_m" in traces  # what the design sees
-    assert text.splitlines()[1].split()[2:5] == ["1", "21", "-1"]  # markers a, b
+    zoom = next(line for line in text.splitlines() if line.startswith("*"))
+    assert zoom.split()[2:5] == ["1", "21", "-1"]  # markers a, b at the recorded commands
     filters = tmp_path / "s.filters"
     assert (filters / "dram_cmd.txt").read_text().splitlines()[1] == "1 ACT"
     assert f"^1 {filters.resolve() / 'command.txt'}" in text
@@ -222,3 +223,17 @@ def test_marks_number_calls_by_launch_and_pause_outside_the_window():
     assert [m["waves_off"] for m in sent] == [1, 1, 1, 0, 0, 0]
     assert sent[4]["buffer"] == tb.NO_BUFFER and sent[1]["kind"] == int(tb.CommandKind.Launch)
     device.close()
+
+
+def test_a_dump_without_the_testbench_clock_has_no_cycles(tmp_path):
+    from vcd import VCDWriter
+
+    path = tmp_path / "top.vcd"
+    with open(path, "w") as f, VCDWriter(f, timescale="1 ns") as w:
+        busy = w.register_var("bench.top", "busy", "wire", size=1, init=0)
+        w.register_var("bench.top", "busy_cycles", "wire", size=32, init=0)
+        w.change(busy, 5, 1)
+    waves = Waves(path)
+    assert waves.cycles() == 0 and not waves.has(tb.MARK_SEQ)
+    times, values = waves.changes("busy")
+    assert list(times) == [0, 5] and values == [0, 1]
