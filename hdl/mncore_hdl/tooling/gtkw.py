@@ -73,9 +73,9 @@ def _enum_table(members: type[enum.IntEnum]) -> dict[int, str]:
     return {int(m): m.name for m in members}
 
 
-def filter_tables(config: ArchConfig) -> dict[str, dict[int, str]]:
-    """Every translate filter: name -> {value: text}, each from one contract declaration."""
-    del config  # every table is the same for every chip; kept for symmetry with the groups
+def filter_tables() -> dict[str, dict[int, str]]:
+    """Every translate filter: name -> {value: text}, each from one contract declaration (the
+    same for every chip)."""
     registers = {int(r): r.name for r in Reg}
     registers.update({f.address: f.name for f in register_fields()})
     csr = {address: name for name, address in register_map(len(PORTS)).items()}
@@ -92,11 +92,11 @@ def filter_tables(config: ArchConfig) -> dict[str, dict[int, str]]:
     }
 
 
-def write_filters(folder: Path, config: ArchConfig) -> dict[str, Path]:
+def write_filters(folder: Path) -> dict[str, Path]:
     """Write each translate filter file into ``folder``; return name -> file."""
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
-    for name, table in filter_tables(config).items():
+    for name, table in filter_tables().items():
         path = out[name] = folder / f"{name}.txt"
         path.write_text("".join(f"{value} {text}\n" for value, text in sorted(table.items())))
     return out

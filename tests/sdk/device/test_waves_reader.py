@@ -52,7 +52,7 @@ def test_observation_port_is_the_controllers():
 
 
 def test_filters_name_every_enum_member():
-    tables = filter_tables(MNCORE2_SIM)
+    tables = filter_tables()
     assert tables["dram_cmd"] == {int(c): c.name for c in Cmd}
     assert tables["command"][int(tb.CommandKind.Launch)] == "Launch"
     assert tables["converter_state"][2] == "RUN"

@@ -270,7 +270,7 @@ def write_gtkw(wave: str | os.PathLike[str], marks: Sequence[Mark] = (),
     variables = wave_variables(wave)
 
     def write(path: Path) -> None:
-        filters = write_filters(wave.with_suffix(".filters"), config)
+        filters = write_filters(wave.with_suffix(".filters"))
         with open(path, "w") as f:
             write_save_file(f, wave, variables, config, filters, times)
 
