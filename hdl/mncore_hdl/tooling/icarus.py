@@ -12,7 +12,8 @@ DUMPFILE_PLUSARG = "dumpfile_path"
 
 def icarus_vcd_runner() -> Any:
     """``cocotb_tools.runner.get_runner("icarus")``, dumping VCD instead of its default FST,
-    unless the ``+dumpfile_path=`` plusarg names a ``.fst`` file (then FST, 30-60x smaller)."""
+    unless the ``+dumpfile_path=`` plusarg names a ``.fst`` file: then FST, repacked as it closes
+    (``-fst-space``: the seed flow 0.9 MB against 53 MB of VCD)."""
     from cocotb_tools.runner import get_runner
 
     base = type(get_runner("icarus"))
