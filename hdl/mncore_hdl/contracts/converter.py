@@ -25,6 +25,7 @@ __all__ = [
     "RegisterField", "register_fields",
     "COUNTERS", "BUSY", "DONE", "ERROR", "ERROR_CODE", "STATUS_PORTS",
     "REG_ADDR", "REG_WDATA", "REG_WE", "REG_RDATA", "REGISTER_BUS", "CONTROL_PORTS",
+    "ConverterState", "CONVERTER_STATE",
 ]
 
 REG_BITS = 32
@@ -70,6 +71,21 @@ class ErrorCode(enum.IntEnum):
 
 
 ERROR_CODE_BITS = 4
+
+
+class ConverterState(enum.IntEnum):
+    """The converter's run state (the ``control`` state machine of ``converter/control.py``),
+    in its encoding: states are numbered in the order the machine declares them
+    (``tests/hdl/test_contracts.py`` holds the two together)."""
+
+    IDLE = 0       #: waiting for CTRL start
+    CHECK = 1      #: checking the program (one cycle per rule); an error ends the run here
+    RUN = 2        #: the engines run; ``busy_cycles`` counts these cycles
+
+
+#: The state signal of that machine in the exported design (Amaranth names it
+#: ``<machine>_state``): the waves show it as :class:`ConverterState` names.
+CONVERTER_STATE = "control_state"
 
 # -- CTRL and STATUS ----------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ __all__ = ["CYCLE_BITS", "SYSTEM_INSTANCE", "CONTROLLER_INSTANCE", "TB_DUT_INSTA
            "PAYLOAD", "stream_member", "requester_prefix", "stream_port", "csr_addr_port",
            "csr_rdata_port", "MC_IDLE", "MC_ERROR", "CYCLE", "DESC_INDEX", "DESC_WDATA",
            "DESC_WE", "DESC_RDATA", "DESC_PORTS", "system_ports",
-           "cosim_ports", "top_inputs"]
+           "cosim_ports", "top_inputs", "payload_fields", "field_port", "OBSERVATION"]
 
 #: Width of the co-simulation top's free-running cycle counter.
 CYCLE_BITS = 48
@@ -66,6 +66,9 @@ VALID, READY, PAYLOAD = "valid", "ready", "payload"
 MC_IDLE = "mc_idle"
 MC_ERROR = "mc_error"
 CYCLE = "cycle"
+#: Each controller's DRAM-command observation port (``memctrl/controller.py``; ``cmd_kind`` is
+#: a ``memctrl.Cmd``, ``cmd_port`` a ``memctrl.PORTS`` index): what the waves show per Group.
+OBSERVATION = ("cmd_valid", "cmd_kind", "cmd_bank", "cmd_row", "cmd_port", "cmd_len")
 #: The input-descriptor table's port names.
 DESC_INDEX, DESC_WDATA, DESC_WE, DESC_RDATA = "desc_index", "desc_wdata", "desc_we", "desc_rdata"
 #: The input-descriptor table's ports: name -> (direction, width).
@@ -93,6 +96,20 @@ def stream_port(path: str, group: int, stream: str, signal: str) -> str:
     return requester_prefix(path, group) + stream_member(stream, signal)
 
 
+def payload_fields(config: ArchConfig) -> dict[str, dict[str, int]]:
+    """Each stream's payload fields and widths, least significant first (``req``: addr, write,
+    length; ``wdata``: data, strb; ``rdata``: data, error): what the waves decode."""
+    return {REQ: RequestFormat.of(config).fields, WDATA: wdata_fields(config),
+            RDATA: rdata_fields(config)}
+
+
+def field_port(path: str, group: int, stream: str, field: str) -> str:
+    """Name of one decoded payload field of a requester port (``host__0__req__addr``)."""
+    if stream not in STREAMS:
+        raise ValueError(f"Stream must be one of {sorted(STREAMS)}, not {stream!r}")
+    return f"{requester_prefix(path, group)}{stream}__{field}"
+
+
 def csr_addr_port(group: int) -> str:
     """Input selecting the CSR Group ``group``'s controller shows on :func:`csr_rdata_port`."""
     return f"mc_csr_addr__{group}"
@@ -105,9 +122,8 @@ def csr_rdata_port(group: int) -> str:
 
 def system_ports(config: ArchConfig) -> dict[str, tuple[str, int]]:
     """Every port of the memory-system top: Verilog name -> (``"in"``/``"out"``, width)."""
-    payload = {"req": RequestFormat.of(config).bits,
-               "wdata": sum(wdata_fields(config).values()),
-               "rdata": sum(rdata_fields(config).values())}
+    payload = {stream: sum(fields.values())
+               for stream, fields in payload_fields(config).items()}
     ports: dict[str, tuple[str, int]] = {}
     for path in TOP_PATHS:
         for g in range(config.groups):

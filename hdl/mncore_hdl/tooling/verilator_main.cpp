@@ -9,7 +9,9 @@
 // ReadWrite and ReadOnly synchronisation, timed callbacks, end of simulation on $finish or
 // when cocotb has nothing left to wait for.
 //
-// Options: --trace (dump waves), --trace-file FILE, +mncore_clock_half=N.
+// Options: --trace (dump waves), --trace-file FILE, +mncore_clock_half=N,
+// +mncore_waves_gate=SIGNAL (a 1-bit signal visible to VPI, e.g. cosim_tb.waves_off: while it
+// is 1 no time step is dumped, so a window of the run gives a small file).
 
 #include <cstdint>
 #include <cstdio>
@@ -36,6 +38,17 @@ static Trace* trace_file = nullptr;
 extern "C" void vlog_startup_routines_bootstrap(void);
 
 static uint64_t sim_time = 0;
+
+#if VM_TRACE
+// False while the gate signal (if any) is 1: the dump is paused.
+static bool dumping(vpiHandle gate) {
+    if (!gate) return true;
+    s_vpi_value value;
+    value.format = vpiIntVal;
+    vpi_get_value(gate, &value);
+    return value.value.integer == 0;
+}
+#endif
 
 double sc_time_stamp() { return static_cast<double>(sim_time); }
 
@@ -76,6 +89,7 @@ int main(int argc, char** argv) {
     bool trace_on = false;
     std::string trace_path = "dump.vcd";
     uint64_t half = 0;
+    std::string gate_name;
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i];
         if (arg == "--trace") {
@@ -84,6 +98,8 @@ int main(int argc, char** argv) {
             trace_path = argv[++i];
         } else if (arg.rfind("+mncore_clock_half=", 0) == 0) {
             half = std::strtoull(arg.c_str() + std::strlen("+mncore_clock_half="), nullptr, 10);
+        } else if (arg.rfind("+mncore_waves_gate=", 0) == 0) {
+            gate_name = arg.substr(std::strlen("+mncore_waves_gate="));
         }
     }
     Verilated::commandArgs(argc, argv);
@@ -106,6 +122,15 @@ int main(int argc, char** argv) {
     Verilated::addExitCb([](void*) { finish_up(); }, nullptr);
     VerilatedVpi::callCbs(cbStartOfSimulation);
     settle();
+    vpiHandle gate = nullptr;
+#if VM_TRACE
+    if (trace_file && !gate_name.empty()) {
+        gate = vpi_handle_by_name(const_cast<PLI_BYTE8*>(gate_name.c_str()), nullptr);
+        if (!gate) std::fprintf(stderr, "warning: no signal %s to gate the dump\n",
+                                gate_name.c_str());
+    }
+#endif
+    (void)gate;
 
     const uint64_t never = ~0ULL;
     uint64_t next_edge = half ? half : never;
@@ -113,7 +138,7 @@ int main(int argc, char** argv) {
     while (!Verilated::gotFinish()) {
         evaluate(top.get());
 #if VM_TRACE
-        if (trace_file) trace_file->dump(sim_time);
+        if (trace_file && dumping(gate)) trace_file->dump(sim_time);
 #endif
         uint64_t next = VerilatedVpi::cbNextDeadline();
         if (top->eventsPending() && top->nextTimeSlot() < next) next = top->nextTimeSlot();

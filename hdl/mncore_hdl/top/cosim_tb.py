@@ -14,6 +14,11 @@ parts that keep Python off the per-cycle path:
 - **bulk back door**: a toggle of ``mem_go`` loads or dumps a range of any backing store or
   staging memory through one file, with no clock edge (raw words on Verilator, hex lines on
   Icarus: ``mem_binary``); ``mem_ack`` toggles when it is done.
+- **for the waves**: every port's payload decoded into its fields (``host__0__req__addr``,
+  ``..._write``, ``..._length``, ``wdata__data``/``strb``, ``rdata__data``/``error``, from
+  ``contracts.cosim.payload_fields``, as the design sees them: after the DMA muxes), and the
+  command track the driver writes (``mark_kind``/``call``/``buffer``/``seq``); ``waves_off``
+  pauses Icarus's dump (``$dumpoff``; Verilator's loop reads it itself).
 
 Control ports (all set by the driver, see ``docs/cosim.md``):
 
@@ -32,6 +37,8 @@ Control ports (all set by the driver, see ``docs/cosim.md``):
 ``mem_go``/``mem_ack``    toggle to start; toggles back when done
 ``mem_binary``            1: the file holds raw 64-bit words (Verilator; loads big-endian,
                           dumps little-endian); 0: one hex word per line (Icarus)
+``mark_*``                the running host command (``contracts.testbench.CommandKind``)
+``waves_off``             1: the dump is paused (a window of calls)
 ========================  =============================================================
 """
 
@@ -49,11 +56,14 @@ from ..contracts.cosim import (
     RDATA,
     READY,
     REQ,
+    STREAMS,
     TB_DUT_INSTANCE,
     TOP_PATHS,
     VALID,
     WDATA,
     backing_store,
+    field_port,
+    payload_fields,
     requester_prefix,
     stream_member,
     stream_port,
@@ -291,6 +301,33 @@ def _back_door(groups: int) -> list[str]:
                   "  end"]
 
 
+def _decoded_fields(config: ArchConfig) -> list[str]:
+    """Every port's payload split into its fields, as the design sees it (after the DMA
+    muxes): named wires the waves show instead of one packed vector."""
+    out = []
+    for path in TOP_PATHS:
+        for g in range(config.groups):
+            for stream, fields in payload_fields(config).items():
+                source = stream_port(path, g, stream, PAYLOAD) + ("_m" if STREAMS[stream]
+                                                                  else "")
+                low = 0
+                for name, width in fields.items():
+                    rng = f"[{width - 1}:0] " if width > 1 else ""
+                    bits = f"[{low + width - 1}:{low}]" if width > 1 else f"[{low}]"
+                    out.append(f"  wire {rng}{field_port(path, g, stream, name)} = "
+                               f"{source}{bits};")
+                    low += width
+    return out
+
+
+def _dump_control() -> list[str]:
+    """``waves_off`` pauses Icarus's dump; Verilator's C++ loop reads it instead (it has no
+    ``$dumpoff`` for a trace its loop opened)."""
+    return ["`ifndef VERILATOR",
+            f"  always @({tb.WAVES_OFF}) if ({tb.WAVES_OFF}) $dumpoff; else $dumpon;",
+            "`endif"]
+
+
 def cosim_tb_verilog(top_text: str, config: ArchConfig) -> str:
     """Verilog of ``cosim_tb`` (the testbench top and its DMA engine) for ``cosim_top``."""
     ports = top_ports(top_text)
@@ -327,6 +364,7 @@ def cosim_tb_verilog(top_text: str, config: ArchConfig) -> str:
         out += _dma_engine(g, config, req_w)
     out += _dma_done()
     out += _back_door(groups)
+    out += _decoded_fields(config) + _dump_control()
     # -- the design ----------------------------------------------------------------------------
     conns = []
     for p in ports:

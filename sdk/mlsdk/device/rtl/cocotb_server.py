@@ -21,6 +21,7 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Edge, RisingEdge, with_timeout
+from cocotb.utils import get_sim_time
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.contracts import testbench as tb
 from mncore_hdl.contracts.cosim import CYCLE, TB_DUT_INSTANCE, backing_store, top_inputs
@@ -90,6 +91,10 @@ class CocotbBus:
             # with the value that edge sampled, which for the free-running counter is one less.
             value -= 1
         return value
+
+    def now(self) -> int:
+        """Simulation time in simulator steps: the wave file's time unit."""
+        return int(get_sim_time("step"))
 
     async def edge(self, names: Sequence[str]) -> list[int]:
         await RisingEdge(self._h(tb.CLOCK))  # values read now are the ones the edge sampled

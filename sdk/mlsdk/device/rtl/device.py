@@ -23,15 +23,23 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from mncore_hdl.arch import ArchConfig
+from mncore_hdl.contracts.testbench import NO_BUFFER, CommandKind
 from mncore_hdl.descriptors import SlotTable
 from mncore_hdl.layout import ConversionDescriptor
 
 from ...errors import DeviceError
 from ..base import PAGE_LW, Device, DramDevice, DramSnapshot
-from ..commands import Buffer, Command, CommandResult, Launch
+from ..commands import Bind, Buffer, Command, CommandResult, Convert, HostRead, HostWrite, Launch
 from .driver import pack_words, unpack_words
 from .protocol import Exchange
-from .waves import make_waves_folder, waves_folder, write_gtkw
+from .waves import (
+    Mark,
+    make_waves_folder,
+    pick_wave_format,
+    waves_calls,
+    waves_folder,
+    write_gtkw,
+)
 
 __all__ = ["RtlDevice", "RtlSession", "Progress"]
 
@@ -62,9 +70,20 @@ class RtlSession(Protocol):
         ...
 
 
+#: Set to 1 to print the progress lines (builds, simulated cycles) on stderr even when it is
+#: not a terminal (a CI log); 0 to silence them on a terminal.
+PROGRESS_ENV = "MNCORE_PROGRESS"
+
+
+def show_progress() -> bool:
+    """Whether progress lines go to stderr: ``$MNCORE_PROGRESS`` if set, else a terminal."""
+    value = os.environ.get(PROGRESS_ENV, "")
+    return value not in ("", "0") if value else sys.stderr.isatty()
+
+
 def _progress_printer() -> Progress | None:
     """Prints simulated cycles and operations on a terminal (stderr), at most once a second."""
-    if not sys.stderr.isatty():
+    if not show_progress():
         return None
     last = [0.0]
 
@@ -87,7 +106,13 @@ class RtlDevice(DramDevice):
     name : str
         The device string.
     waves : path, optional
-        Folder for the session's VCD and GTKWave save file.
+        Folder for the session's wave file and GTKWave save file.
+    calls : str, optional
+        Record only these calls (``"2-3"``, ``"1,4"``; see :func:`.waves.parse_calls`);
+        default ``$MNCORE_WAVES_CALLS``, else every call.
+    wave_format : str, optional
+        ``"fst"`` or ``"vcd"``; default ``$MNCORE_WAVES_FORMAT``, else the simulator's
+        (:data:`.waves.DEFAULT_FORMAT`).
     """
 
     cycles_kind = "measured"
@@ -95,7 +120,8 @@ class RtlDevice(DramDevice):
     simulator: ClassVar[str]
 
     def __init__(self, config: ArchConfig, name: str,
-                 waves: str | os.PathLike[str] | None = None):
+                 waves: str | os.PathLike[str] | None = None, calls: str | None = None,
+                 wave_format: str | None = None):
         if config.dram_lw_per_group > config.sim_window_lw:
             raise ValueError(
                 f"RTL devices simulate {config.sim_window_lw} LW of DRAM per Group, but the "
@@ -103,6 +129,11 @@ class RtlDevice(DramDevice):
                 "(or a config whose dram_bytes_per_group equals the simulated window)")
         super().__init__(config, name)
         self.waves_dir = Path(waves) if waves else None
+        self.wave_format = pick_wave_format(wave_format, self.simulator)
+        self.calls = waves_calls(calls)
+        #: The command track: each host command's mark, as the wave file has it.
+        self.marks: list[Mark] = []
+        self._launches = 0
         self.gtkw_path: Path | None = None
         self.slots = SlotTable()
         self.last_conversion: dict[str, int] = {}
@@ -118,8 +149,10 @@ class RtlDevice(DramDevice):
 
     @classmethod
     def create(cls, config: ArchConfig, name: str, options: Mapping[str, str]) -> Device:
-        """The device, writing waves where the ``waves`` option (or ``$MNCORE_WAVES``) says."""
-        return cls(config, name, waves_folder(options.get("waves")))
+        """The device, writing waves where the ``waves`` option (or ``$MNCORE_WAVES``) says,
+        of the calls the ``calls`` option says, in the ``format`` option's format."""
+        return cls(config, name, waves_folder(options.get("waves")), options.get("calls"),
+                   options.get("format"))
 
     # -- the simulator session ---------------------------------------------------------------
 
@@ -134,7 +167,7 @@ class RtlDevice(DramDevice):
         if self.waves_dir is not None:
             make_waves_folder(self.waves_dir)
             stem = f"mncore2_{self.simulator}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
-            self.vcd_path = self.waves_dir / f"{stem}.vcd"
+            self.vcd_path = self.waves_dir / f"{stem}.{self.wave_format}"
         start = time.perf_counter()
         try:
             session = self._open_session()
@@ -158,7 +191,7 @@ class RtlDevice(DramDevice):
             self._port_beats[path] = answer["port_beats"]
 
     def _say(self, text: str) -> None:
-        if sys.stderr.isatty():
+        if show_progress():
             sys.stderr.write(f"[cosim] {text}\n")
 
     def _request(self, msg: dict[str, Any], lw: int = 0) -> dict[str, Any]:
@@ -179,6 +212,32 @@ class RtlDevice(DramDevice):
         for path, nbytes in self._measured.items():
             result.bytes[path] = nbytes
         return result
+
+    def _execute(self, command: Command) -> CommandResult:
+        if self.waves_dir is not None:  # under the device lock, as the command itself
+            self._mark(command)
+        return super()._execute(command)
+
+    def _call_of(self, command: Command) -> int:
+        """The call ``command`` belongs to: Launch ``n`` is call ``n``; the writes, Binds and
+        Converts before it prepare it (call ``n``), the HostReads after it read it back."""
+        if isinstance(command, Launch):
+            self._launches += 1
+            return self._launches
+        return self._launches if isinstance(command, HostRead) else self._launches + 1
+
+    def _mark(self, command: Command) -> None:
+        """Write the command track (kind, call, buffer, sequence) into the simulation, and
+        pause or resume the dump for the ``calls`` window."""
+        call = self._call_of(command)
+        buf = _moved_buffer(command)
+        seq = len(self.marks) + 1
+        off = self.calls is not None and call not in self.calls
+        answer = self._request({"op": "mark", "kind": int(CommandKind[command.kind]),
+                                "call": call, "buffer": NO_BUFFER if buf is None else buf.id,
+                                "number": seq, "waves_off": int(off)})
+        self.marks.append(Mark(answer.get("time"), seq, command.kind, call,
+                               None if buf is None else buf.id, not off))
 
     def _track(self, buf: Buffer) -> None:
         for g in range(buf.group, buf.group + buf.groups):
@@ -300,7 +359,7 @@ class RtlDevice(DramDevice):
             if self._progress is not None:
                 sys.stderr.write("\n")
         if self.vcd_path is not None and self.vcd_path.exists():
-            self.gtkw_path = write_gtkw(self.vcd_path)
+            self.gtkw_path = write_gtkw(self.vcd_path, self.marks)
             self._say(f"waveforms: {self.vcd_path} (open {self.gtkw_path} in GTKWave)")
 
     def __del__(self) -> None:
@@ -309,3 +368,15 @@ class RtlDevice(DramDevice):
                 self._session.close(timeout=5.0)
         except Exception:
             pass
+
+
+def _moved_buffer(command: Command) -> Buffer | None:
+    """The buffer the command track names: what a command writes or reads (a Convert's
+    destination, a Launch's first output, a Bind's buffer)."""
+    if isinstance(command, (HostWrite, HostRead, Bind)):
+        return command.buffer
+    if isinstance(command, Convert):
+        return command.dst
+    if isinstance(command, Launch) and command.outputs:
+        return next(iter(command.outputs.values()))
+    return None

@@ -51,7 +51,15 @@ from mncore_hdl.contracts.memctrl import (
     pack_wdata,
     unpack_rdata,
 )
-from mncore_hdl.contracts.testbench import DMA_CYCLES, DMA_ERROR
+from mncore_hdl.contracts.testbench import (
+    DMA_CYCLES,
+    DMA_ERROR,
+    MARK_BUFFER,
+    MARK_CALL,
+    MARK_KIND,
+    MARK_SEQ,
+    WAVES_OFF,
+)
 from mncore_hdl.descriptors import Descriptor, decode, encode
 
 from .dma import dma_transfer, dump_words, has_dma, load_words
@@ -380,6 +388,27 @@ class Driver:
         await self.bus.edge(())
         desc = decode(self.bus.get(DESC_RDATA))
         return {"descriptor": None if desc is None else desc.__dict__}
+
+    # -- the command track of the waves -----------------------------------------------------
+
+    async def _op_mark(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Mark the host command that starts now (``cosim_tb``'s ``mark_*`` registers) and
+        pause or resume the dump (``waves_off``); no clock edge passes. ``msg`` holds
+        ``kind`` (a ``CommandKind``), ``call``, ``buffer``, ``number`` (the command's sequence
+        number; ``seq`` is the protocol's) and ``waves_off``.
+
+        Returns ``time``, the simulation time in the dump's units (None where the bus cannot
+        say), and ``marked``: False on a top without the track (``mncore2:rtl``).
+        """
+        bus = self.bus
+        has = getattr(bus, "has", None)
+        if has is None or not has(MARK_KIND):
+            return {"marked": False, "time": None}
+        for name, key in ((MARK_KIND, "kind"), (MARK_CALL, "call"), (MARK_BUFFER, "buffer"),
+                          (MARK_SEQ, "number"), (WAVES_OFF, "waves_off")):
+            bus.set(name, int(msg[key]))
+        now = getattr(bus, "now", None)
+        return {"marked": True, "time": None if now is None else int(now())}
 
     # -- inspection --------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from mncore_hdl.arch import ArchConfig
+from mncore_hdl.tooling.progress import ticking
 from mncore_hdl.top.cosim_tb import TB_MODULE
 
 from ...errors import DeviceNotAvailableError
@@ -61,8 +62,9 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
     from cocotb_tools.runner import get_runner
     from mncore_hdl.top.cosim_tb import TB_MODULE, export_cosim_tb
 
-    say("exporting the co-simulation top to Verilog (once per design, then cached)")
-    sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
+    with ticking(say, "exporting the co-simulation top to Verilog (once per design, then "
+                 "cached)"):
+        sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
     key = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     build_dir = BUILD_ROOT / "icarus" / f"{TB_MODULE}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -74,10 +76,10 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
             vvp.unlink()
         if not vvp.exists():
             _stamp(vvp).unlink(missing_ok=True)
-            say("compiling the Verilog with iverilog")
-            get_runner("icarus").build(sources=sources, hdl_toplevel=TB_MODULE,
-                                       build_dir=build_dir, waves=True,
-                                       timescale=("1ns", "1ps"))
+            with ticking(say, "compiling the Verilog with iverilog"):
+                get_runner("icarus").build(sources=sources, hdl_toplevel=TB_MODULE,
+                                           build_dir=build_dir, waves=True,
+                                           timescale=("1ns", "1ps"))
             if not vvp.exists() or not _vvp_well_formed(vvp):
                 raise RuntimeError(f"iverilog left an incomplete {vvp}; delete it (and "
                                    f"{build_dir}) and try again")
@@ -234,7 +236,7 @@ class IcarusSession:
     config : ArchConfig
         The chip.
     vcd : path, optional
-        Dump a VCD of the session there.
+        Dump the session's waves there (FST for a ``.fst`` name, else VCD).
     progress : callable, optional
         ``progress(cycle, operations_done)`` as the simulator reports it.
     """
@@ -265,8 +267,8 @@ class IcarusSession:
         self.config = config
         self.progress = progress
         self.dead: str | None = None
-        build_dir = BUILDS.folder(f"{self.kind}{'+waves' if vcd else ''}", config, self._build,
-                                  say)
+        variant = f"+waves-{Path(vcd).suffix.lstrip('.')}" if vcd else ""
+        build_dir = BUILDS.folder(f"{self.kind}{variant}", config, self._build, say)
         self.waves = Path(vcd) if vcd else None
         self.run = _RunFolder(self.kind)
         self.test_dir = self.run.path
@@ -469,12 +471,13 @@ class IcarusDevice(RtlDevice):
     simulator = "icarus"
 
     def __init__(self, config: ArchConfig, name: str,
-                 waves: str | os.PathLike[str] | None = None):
+                 waves: str | os.PathLike[str] | None = None, calls: str | None = None,
+                 wave_format: str | None = None):
         if shutil.which("vvp") is None:
             raise DeviceNotAvailableError(
                 f"Device {name!r} needs Icarus Verilog (vvp), which is not on PATH; "
                 "install it (apt-get install iverilog) or use mncore2:rtl")
-        super().__init__(config, name, waves)
+        super().__init__(config, name, waves, calls, wave_format)
 
     def _open_session(self) -> IcarusSession:
         return IcarusSession(self.config, self.vcd_path, self._progress, self._say)

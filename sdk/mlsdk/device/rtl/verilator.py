@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib.machinery
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -33,17 +34,29 @@ __all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "train_mode
            "cocotb_gpi_env", "fix_vcd_scope_names", "TRAINING"]
 
 
+#: Modules of the design the traced model leaves out of its waves: the DRAM timing counters
+#: below each bank machine (``mc0.bank3.trcd``). They made half of the seed flow's value
+#: changes (its Verilator FST was 1.8 MB with them), and what they decide shows on each
+#: controller's ``cmd_*`` observation port and the bank machines' ``*_ready`` signals.
+UNTRACED = re.compile(r"\.bank\d+\.\w+$")
+
+
 def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: None,
-                    trace: bool = False) -> Path:
+                    trace: bool | str = False) -> Path:
     """Export the testbench top for ``config`` and build its Verilator model (both cached);
     return the build folder (cocotb's ``build_dir``). ``trace``: the model that can write
-    waves (slower; built apart, on the first session that asks for waves)."""
-    from mncore_hdl.tooling.verilator import build_model
+    waves, ``"fst"`` or ``"vcd"`` (True: VCD; slower; each built apart, on the first session
+    that asks for waves in that format)."""
+    from mncore_hdl.tooling.progress import ticking
+    from mncore_hdl.tooling.verilator import build_model, untraced_copy
     from mncore_hdl.top.cosim_tb import TB_MODULE, export_cosim_tb, public_signals
 
-    say("exporting the co-simulation top to Verilog (once per design, then cached)")
-    sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
+    with ticking(say, "exporting the co-simulation top to Verilog (once per design, then "
+                 "cached)"):
+        sources = export_cosim_tb(config, BUILD_ROOT / "verilog")
     public = public_signals(sources[1].read_text())
+    if trace:
+        sources = [sources[0], untraced_copy(sources[1], UNTRACED)]
     # The untraced model (every long flow's) is built with profile-guided optimisation; the
     # traced one, for waves, is not worth the second compile.
     train = None if trace else functools.partial(train_model, config)
@@ -99,7 +112,8 @@ class VerilatorSession(IcarusSession):
         super().__init__(config, vcd, progress, say)
 
     def _build(self, say: Callable[[str], None]) -> Path:
-        return build_verilator(self.config, say, trace=self.vcd is not None)
+        trace = self.vcd.suffix.lstrip(".") if self.vcd is not None else False
+        return build_verilator(self.config, say, trace=trace)
 
     def _command(self, build_dir: Path, vcd: Path | None) -> tuple[list[str], dict[str, str]]:
         """The model's executable itself, with the environment cocotb's runner would give it.
@@ -107,13 +121,16 @@ class VerilatorSession(IcarusSession):
         Starting it through the runner (a Python process that imports cocotb's tooling, then
         waits for the model) cost about 0.25 s per session. The model's loop generates the
         clock (``+mncore_clock_half=1``: a period of 2 time units), so the server starts no
-        cocotb Clock; waves go to ``vcd`` (the traced model).
+        cocotb Clock; waves go to ``vcd`` (the traced model; FST or VCD as its name says),
+        paused while ``waves_off`` is 1.
         """
+        from mncore_hdl.contracts.testbench import WAVES_OFF
         from mncore_hdl.top.cosim_tb import TB_MODULE
 
         argv = [str(build_dir / TB_MODULE)]
         if vcd is not None:
-            argv += ["--trace", "--trace-file", str(vcd)]
+            argv += ["--trace", "--trace-file", str(vcd),
+                     f"+mncore_waves_gate={TB_MODULE}.{WAVES_OFF}"]
         return argv + ["+mncore_clock_half=1"], {
             **cocotb_gpi_env(), "COCOTB_TOPLEVEL": TB_MODULE, "TOPLEVEL_LANG": "verilog",
             "COCOTB_TEST_MODULES": SERVER_MODULE, "COCOTB_TRUST_INERTIAL_WRITES": "1",
@@ -123,8 +140,10 @@ class VerilatorSession(IcarusSession):
     def close(self, timeout: float = 30.0) -> None:
         """Stop the simulator; then make its VCD header readable by every VCD reader."""
         super().close(timeout)
-        # a VCD cut short is left as it is, for the device to report (write_gtkw)
-        if self.vcd is not None and self.vcd.exists() and vcd_problem(self.vcd) is None:
+        # a VCD cut short is left as it is, for the device to report (write_gtkw); an FST's
+        # names are read by every FST reader as they are
+        if (self.vcd is not None and self.vcd.suffix == ".vcd" and self.vcd.exists()
+                and vcd_problem(self.vcd) is None):
             fix_vcd_scope_names(self.vcd)
 
 
@@ -219,7 +238,8 @@ class VerilatorDevice(RtlDevice):
     simulator = "verilator"
 
     def __init__(self, config: ArchConfig, name: str,
-                 waves: str | os.PathLike[str] | None = None):
+                 waves: str | os.PathLike[str] | None = None, calls: str | None = None,
+                 wave_format: str | None = None):
         from mncore_hdl.tooling.verilator import missing_tools
 
         missing = missing_tools()
@@ -227,7 +247,7 @@ class VerilatorDevice(RtlDevice):
             raise DeviceNotAvailableError(
                 f"Device {name!r} cannot run here; missing: {'; '.join(missing)}. "
                 "Or use mncore2:icarus (no build) or mncore2:rtl")
-        super().__init__(config, name, waves)
+        super().__init__(config, name, waves, calls, wave_format)
 
     def _open_session(self) -> VerilatorSession:
         return VerilatorSession(self.config, self.vcd_path, self._progress, self._say)

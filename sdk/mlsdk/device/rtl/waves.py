@@ -1,40 +1,59 @@
-"""Waveform options of the RTL devices and the GTKWave save file that goes with each VCD.
+"""Waveform options of the RTL devices, and the GTKWave save file that goes with each wave file.
 
-Both simulators name the top's ports the same way (``host__0__req__valid``), so one reader of
-the VCD header finds them in either file and groups them: host ports, compute ports, the layout
-converter (``busy``, ``done``, ``error``), the counters, and the input-descriptor table. A VCD
-cut short (a file-size limit, a full disk) is reported, never given a save file.
+A session with waves writes one file, FST by default on Icarus and Verilator (VCD on request:
+the ``format`` option or ``$MNCORE_WAVES_FORMAT``; ``mncore2:rtl`` writes VCD), of every call
+or of a window of calls (the ``calls`` option or ``$MNCORE_WAVES_CALLS``, e.g. ``2-3``). Its
+save file (:mod:`mncore_hdl.tooling.gtkw`) is written from the variables the file declares,
+read with ``pywellen`` (FST and VCD alike), with GTKWave markers at the first commands. A
+file cut short (a file-size limit, a full disk) is reported, never given a save file.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import resource
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from mncore_hdl.contracts import testbench as tb
-from mncore_hdl.contracts.converter import COUNTERS, REGISTER_BUS, STATUS_PORTS, Reg
-from mncore_hdl.contracts.cosim import (
-    CYCLE,
-    DESC_PORTS,
-    MC_IDLE,
-    PAYLOAD,
-    READY,
-    STREAMS,
-    TOP_PATHS,
-    VALID,
-)
+from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
 
 from ...errors import DeviceError
 
-__all__ = ["WAVES_ENV", "waves_folder", "check_waves_folder", "make_waves_folder",
-           "vcd_variables", "vcd_problem", "write_gtkw", "write_or_remove"]
+__all__ = ["WAVES_ENV", "FORMAT_ENV", "CALLS_ENV", "FORMATS", "DEFAULT_FORMAT", "Mark",
+           "waves_folder", "check_waves_folder", "make_waves_folder", "pick_wave_format",
+           "parse_calls", "waves_calls", "vcd_variables", "wave_variables", "vcd_problem",
+           "wave_problem", "write_gtkw", "write_or_remove"]
 
 #: Environment variable naming a folder: every RTL-device session writes its waves there.
 WAVES_ENV = "MNCORE_WAVES"
+#: Environment variable choosing the wave file's format (``fst`` or ``vcd``).
+FORMAT_ENV = "MNCORE_WAVES_FORMAT"
+#: Environment variable choosing the calls recorded (``2-3``, ``1,4``).
+CALLS_ENV = "MNCORE_WAVES_CALLS"
+FORMATS = ("fst", "vcd")
+#: Each simulator's default format (Verilator: VCD where its FST writer cannot be compiled,
+#: see ``tooling.verilator.fst_writer_missing``). FST is 30-300x smaller than VCD (the seed
+#: flow on Icarus: 0.9 MB against 53 MB); Amaranth's simulator writes only VCD.
+DEFAULT_FORMAT = {"icarus": "fst", "verilator": "fst", "rtl": "vcd"}
+_ONLY = {"rtl": ("vcd",)}
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One host command on the command track: where it starts in the wave file.
+
+    ``time`` is in the wave file's unit (None where the simulator cannot say); ``recorded``
+    is False for a command outside the ``calls`` window (the dump was paused).
+    """
+
+    time: int | None
+    seq: int
+    kind: str
+    call: int
+    buffer: int | None
+    recorded: bool
 
 
 def waves_folder(option: str | None) -> str | None:
@@ -103,6 +122,54 @@ def make_waves_folder(folder: Path) -> None:
                           f"${WAVES_ENV}): {exc.strerror or exc}") from None
 
 
+def pick_wave_format(option: str | None, simulator: str) -> str:
+    """The wave file's format: ``option``, else ``$MNCORE_WAVES_FORMAT``, else the simulator's
+    default; ValueError naming the source when it is not one the simulator writes."""
+    source, value = "The format option", option
+    if value is None:
+        source, value = f"${FORMAT_ENV}", os.environ.get(FORMAT_ENV) or None
+    allowed = _ONLY.get(simulator, FORMATS)
+    if value is None:
+        default = DEFAULT_FORMAT.get(simulator, allowed[0])
+        if simulator == "verilator" and default == "fst":
+            from mncore_hdl.tooling.verilator import fst_writer_missing
+
+            # its FST writer compiles against lz4 and zlib: without them, VCD still works
+            default = "vcd" if fst_writer_missing() else "fst"
+        return default
+    if value not in allowed:
+        raise ValueError(f"{source} must be one of {list(allowed)} on {simulator}, not "
+                         f"{value!r}")
+    return value
+
+
+def parse_calls(text: str, source: str = "The calls option") -> frozenset[int]:
+    """The calls a window names: ``"2"``, ``"2-3"``, ``"1,4-5"`` (calls count from 1).
+
+    Raises ValueError naming ``source`` for anything else.
+    """
+    calls: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        try:
+            lo, hi = int(first), int(last) if last else int(first)
+        except ValueError:
+            lo = hi = 0
+        if not 1 <= lo <= hi:
+            raise ValueError(f"{source} must be calls like 2, 2-3 or 1,4-5 (counting from 1), "
+                             f"not {text!r}")
+        calls.update(range(lo, hi + 1))
+    return frozenset(calls)
+
+
+def waves_calls(option: str | None) -> frozenset[int] | None:
+    """The calls window: ``option``, else ``$MNCORE_WAVES_CALLS``; None records every call."""
+    if option is not None:
+        return parse_calls(option)
+    value = os.environ.get(CALLS_ENV) or None
+    return None if value is None else parse_calls(value, f"${CALLS_ENV}")
+
+
 def vcd_variables(vcd: str | os.PathLike[str]) -> list[tuple[str, str, int]]:
     """``(scope, name, width)`` of every variable declared in the VCD header."""
     out = []
@@ -123,23 +190,16 @@ def vcd_variables(vcd: str | os.PathLike[str]) -> list[tuple[str, str, int]]:
     return out
 
 
-def _any(names: Iterable[str]) -> str:
-    return "(" + "|".join(re.escape(n) for n in names) + ")$"
+def wave_variables(path: str | os.PathLike[str]) -> list[tuple[str, str, int]]:
+    """``(scope, name, width)`` of every variable a VCD or FST file declares (pywellen)."""
+    import pywellen
 
-
-_STREAM_MEMBERS = (r"__\d+__(" + "|".join(STREAMS) + r")__(" + "|".join((VALID, READY, PAYLOAD))
-                   + ")$")
-#: The GTKWave groups: the top's ports by role, named as in ``mncore_hdl.contracts``.
-_GROUPS = [
-    *((f"{path} ports", re.compile(re.escape(path) + _STREAM_MEMBERS)) for path in TOP_PATHS),
-    ("layout converter", re.compile(_any([*STATUS_PORTS, *(n for n, (d, _) in
-                                                          REGISTER_BUS.items() if d == "in")]))),
-    ("counters", re.compile(_any([*COUNTERS, CYCLE, MC_IDLE]))),
-    ("input descriptors", re.compile(_any(DESC_PORTS))),
-    ("host DMA and back door", re.compile(_any(tb.CONTROL))),
-]
-#: A port every top has (the converter's busy-cycle counter): its shallowest scope is the top.
-_TOP_MARKER = next(name for name, reg in COUNTERS.items() if reg == Reg.BUSY_CYCLES)
+    out = []
+    for var in pywellen.Waveform(str(path)).all_vars():
+        name, full = var.name, var.full_name  # a name may hold dots (yosys's $auto$...cc:1)
+        out.append((full[:-len(name) - 1] if full.endswith("." + name) else "", name,
+                    var.bitwidth or 1))
+    return out
 
 
 def vcd_problem(vcd: str | os.PathLike[str]) -> str | None:
@@ -167,20 +227,54 @@ def vcd_problem(vcd: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def write_gtkw(vcd: str | os.PathLike[str]) -> Path:
-    """Write ``<vcd>.gtkw`` beside the VCD, showing the top's ports in named groups.
+def wave_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why the wave file is not whole (None when it looks whole): :func:`vcd_problem` for a
+    VCD; an FST that pywellen cannot open, or one at the file-size limit."""
+    if not str(path).endswith(".fst"):
+        return vcd_problem(path)
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if limit != resource.RLIM_INFINITY and size >= limit:
+        return f"it stops at the file-size limit of {limit} bytes (ulimit -f)"
+    try:
+        wave_variables(path)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # pywellen panics (a BaseException) on a broken file
+        return f"it cannot be read as FST ({exc})"
+    return None
 
-    Raises DeviceError naming the file when the VCD is cut short (:func:`vcd_problem`; no
-    save file is then written) or the save file cannot be written.
+
+def write_gtkw(wave: str | os.PathLike[str], marks: Sequence[Mark] = (),
+               config: ArchConfig = MNCORE2_SIM) -> Path:
+    """Write ``<wave>.gtkw`` beside the wave file (and its translate filters in
+    ``<wave>.filters/``): the command track, each port's decoded fields, the converter, the
+    DRAM commands, counters, descriptors and controls, with a marker at each recorded
+    command of ``marks`` (the first 26: GTKWave names them a .. z).
+
+    Raises DeviceError naming the file when the wave file is cut short
+    (:func:`wave_problem`; no save file is then written) or the save file cannot be written.
     """
-    vcd = Path(vcd)
-    problem = vcd_problem(vcd)
+    from mncore_hdl.tooling.gtkw import write_filters, write_save_file
+
+    wave = Path(wave)
+    problem = wave_problem(wave)
     if problem is not None:
-        raise DeviceError(f"The waveform file {vcd} is incomplete: {problem}; no GTKWave save "
+        raise DeviceError(f"The waveform file {wave} is incomplete: {problem}; no GTKWave save "
                           "file was written for it")
-    gtkw = vcd.with_suffix(".gtkw")
-    write_or_remove(gtkw, lambda path: _write_save_file(vcd, path),
-                    f"the GTKWave save file {gtkw}")
+    gtkw = wave.with_suffix(".gtkw")
+    times = [m.time for m in marks if m.recorded and m.time is not None]
+    variables = wave_variables(wave)
+
+    def write(path: Path) -> None:
+        filters = write_filters(wave.with_suffix(".filters"))
+        with open(path, "w") as f:
+            write_save_file(f, wave, variables, config, filters, times)
+
+    write_or_remove(gtkw, write, f"the GTKWave save file {gtkw}")
     return gtkw
 
 
@@ -192,30 +286,3 @@ def write_or_remove(path: Path, write: Callable[[Path], None], what: str) -> Non
     except OSError as exc:
         path.unlink(missing_ok=True)
         raise DeviceError(f"Could not write {what}: {exc.strerror or exc}") from None
-
-
-def _write_save_file(vcd: Path, gtkw: Path) -> None:
-    from vcd.gtkw import GTKWSave
-
-    variables = vcd_variables(vcd)
-    tops = [scope for scope, name, _ in variables if name == _TOP_MARKER]
-    top = min(tops, key=lambda s: s.count(".")) if tops else ""
-    ports = [(name, width) for scope, name, width in variables if scope == top]
-    with open(gtkw, "w") as f:
-        save = GTKWSave(f)
-        save.dumpfile(str(vcd.resolve()))
-        save.zoom_markers(-20.0)
-        for title, pattern in _GROUPS:
-            chosen = sorted({(n, w) for n, w in ports if pattern.match(n)},
-                            key=lambda nw: _natural(nw[0]))
-            if not chosen:
-                continue
-            with save.group(title):
-                for name, width in chosen:
-                    suffix = f"[{width - 1}:0]" if width > 1 else ""
-                    save.trace(f"{top}.{name}{suffix}" if top else name + suffix,
-                               datafmt="hex" if width > 1 else "bin")
-
-
-def _natural(name: str) -> list[object]:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
