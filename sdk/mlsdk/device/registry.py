@@ -83,7 +83,10 @@ DEVICE_STRINGS: dict[str, tuple[str, str]] = {
 #: Options a device string may carry after ``?`` (on rows that take options), e.g.
 #: ``mncore2:rtl?waves=out/waves``.
 DEVICE_OPTIONS: dict[str, str] = {
-    "waves": "folder: write a VCD and a GTKWave save file (.gtkw) of the session there",
+    "waves": "folder: write a wave file (FST by default) and a GTKWave save file (.gtkw) of "
+             "the session there",
+    "format": "fst or vcd: the wave file's format (default: fst; mncore2:rtl writes vcd)",
+    "calls": "calls like 2, 2-3 or 1,4-5: record only those calls' waves (counting from 1)",
 }
 
 
@@ -110,6 +113,13 @@ def _split_options(name: str, entry: DeviceEntry) -> dict[str, str]:
         from .rtl.waves import check_waves_folder
 
         check_waves_folder(options["waves"], f"The ?waves option of device {base!r}")
+    if "calls" in options:
+        from .rtl.waves import parse_calls
+
+        parse_calls(options["calls"], f"The ?calls option of device {base!r}")
+    if "format" in options and options["format"] not in ("fst", "vcd"):
+        raise ValueError(f"The ?format option of device {base!r} must be fst or vcd, not "
+                         f"{options['format']!r}")
     return options
 
 

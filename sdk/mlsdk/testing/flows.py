@@ -165,44 +165,14 @@ def run_flow(flow: Flow, device: str, constrained: bool, codegen: Path) -> FlowR
     return run
 
 
-def top_signal_changes(vcd: Path, name: str) -> list[tuple[int, int]]:
-    """``(time, value)`` changes of port ``name`` of the design's top (read with pyvcd).
+def top_signal_changes(waves: Path, name: str) -> list[tuple[int, int]]:
+    """``(time, value)`` changes of port ``name`` of the design's top, read from an FST or VCD
+    file with :class:`mlsdk.waves.Waves` (an x or z value reads as 0).
 
     The top is the shallowest scope declaring ``busy_cycles`` (the same rule every simulator's
     file satisfies: Icarus and Verilator ``cosim_tb``, Amaranth ``bench.top``).
     """
-    from vcd.reader import TokenKind, tokenize
+    from mlsdk.waves import Waves
 
-    scopes: list[str] = []
-    candidates: dict[str, list[tuple[str, str]]] = {}
-    ident = None
-    changes: list[tuple[int, int]] = []
-    now = 0
-    with open(vcd, "rb") as f:
-        for tok in tokenize(f):
-            kind = tok.kind
-            if kind is TokenKind.SCOPE:
-                scopes.append(tok.scope.ident)
-            elif kind is TokenKind.UPSCOPE:
-                scopes.pop()
-            elif kind is TokenKind.VAR:
-                candidates.setdefault(tok.var.reference, []).append(
-                    (".".join(scopes), tok.var.id_code))
-            elif kind is TokenKind.ENDDEFINITIONS:
-                tops = [s for s, _ in candidates.get("busy_cycles", [])]
-                if not tops:
-                    raise ValueError(f"{vcd}: no top scope with busy_cycles")
-                top = min(tops, key=lambda s: s.count("."))
-                ids = [i for s, i in candidates.get(name, []) if s == top]
-                if not ids:
-                    raise ValueError(f"{vcd}: the top scope {top!r} has no {name!r}")
-                ident = ids[0]
-            elif kind is TokenKind.CHANGE_TIME:
-                now = tok.time_change
-            elif kind is TokenKind.CHANGE_SCALAR and tok.scalar_change.id_code == ident:
-                value = tok.scalar_change.value
-                changes.append((now, 1 if value == "1" else 0))
-            elif kind is TokenKind.CHANGE_VECTOR and tok.vector_change.id_code == ident:
-                v = tok.vector_change.value
-                changes.append((now, v if isinstance(v, int) else 0))
-    return changes
+    times, values = Waves(waves).changes(name)
+    return [(int(t), v or 0) for t, v in zip(times, values, strict=True)]
