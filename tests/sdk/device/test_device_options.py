@@ -25,6 +25,21 @@ def test_a_bad_waves_option_is_refused_at_mndevice(query, message):
         MNDevice(f"mncore2:icarus?{query}")
 
 
+@pytest.mark.parametrize("query, message", [
+    ("format=ghw", r"\?format option .* must be fst or vcd, not 'ghw'"),
+    ("calls=3-1", r"\?calls option .* must be calls like 2, 2-3 or 1,4-5"),
+    ("calls=two", r"\?calls option .* must be calls like 2, 2-3 or 1,4-5"),
+])
+def test_a_bad_format_or_calls_option_is_refused_at_mndevice(query, message):
+    with pytest.raises(ValueError, match=message):
+        MNDevice(f"mncore2:icarus?waves=w&{query}")
+
+
+def test_format_and_calls_options_are_taken_as_given():
+    device = MNDevice("mncore2:verilator?waves=w&format=vcd&calls=2-3")
+    assert device.options == {"waves": "w", "format": "vcd", "calls": "2-3"}
+
+
 def test_a_waves_folder_that_is_a_file_or_under_one_is_refused(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("")
