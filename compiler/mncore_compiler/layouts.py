@@ -16,7 +16,17 @@ __all__ = ["LayoutPlan", "assign_layouts", "ConstraintError"]
 
 
 class ConstraintError(CompilerError, ValueError):
-    """An ``io_spec_constraints`` entry that names no IO, or cannot describe it."""
+    """An ``io_spec_constraints`` entry that names no IO, or cannot describe it.
+
+    Attributes
+    ----------
+    key : str or None
+        The ``io_spec_constraints`` key at fault, when one is.
+    """
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -47,12 +57,12 @@ def assign_layouts(graph: Graph, constraints: Mapping[str, Layout] | None = None
         if name not in valid:
             raise ConstraintError(
                 f"io_spec_constraints key {name!r} is not an input or output of the function; "
-                f"valid names are {valid}"
+                f"valid names are {valid}", key=name
             )
         if not isinstance(layout, Layout):
             raise ConstraintError(
                 f"io_spec_constraints[{name!r}] must be an IOSpec or a Layout, not "
-                f"{type(layout).__name__}"
+                f"{type(layout).__name__}", key=name
             )
         for ttype in [t for t in (graph.inputs.get(name), out_types.get(name)) if t]:
             _check_fits(name, layout, ttype)
@@ -78,5 +88,6 @@ def _check_fits(name: str, layout: Layout, ttype: TensorType) -> None:
     if layout.shape != ttype.shape or layout.dtype != ttype.dtype:
         raise ConstraintError(
             f"io_spec_constraints[{name!r}] describes a {layout.dtype} tensor of shape "
-            f"{layout.shape}, but {name!r} is a {ttype.dtype} tensor of shape {ttype.shape}"
+            f"{layout.shape}, but {name!r} is a {ttype.dtype} tensor of shape {ttype.shape}",
+            key=name,
         )

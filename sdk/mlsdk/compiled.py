@@ -19,7 +19,8 @@ from mncore_hdl.layout import LayoutError, conversion, to_device
 
 from . import trace as _trace
 from ._values import check_input_values, check_output_values
-from .device.base import LoadedProgram
+from .costs import buffer_cycles, conversion_cost
+from .device.base import BIND_CYCLES, LoadedProgram
 from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
 from .errors import (
     ConversionRequiredError,
@@ -32,12 +33,23 @@ from .errors import (
 from .iospec import IOSpec
 from .proxy import TensorProxy, allocate_input_proxies
 from .registry import Registry
+from .report import Advice
 from .session import Session
 
 if TYPE_CHECKING:
     from .device.base import DramDevice
 
-__all__ = ["CompiledFunction"]
+__all__ = ["CompiledFunction", "producer_of"]
+
+#: Which compiled function produced each live output TensorProxy: (its name, its key).
+_PRODUCERS: weakref.WeakKeyDictionary[TensorProxy, tuple[str, str]] = (
+    weakref.WeakKeyDictionary())
+
+
+def producer_of(proxy: TensorProxy) -> tuple[str, str] | None:
+    """The ``(name, key)`` of the compiled function whose call returned ``proxy``; None for a
+    TensorProxy no compiled call returned (an allocated input, registered state)."""
+    return _PRODUCERS.get(proxy)
 
 
 class CompiledFunction:
@@ -213,7 +225,7 @@ class CompiledFunction:
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
         """Stage the inputs, Launch, and hand the fresh output buffers out as TensorProxies."""
-        plan, counts = self._plan(inputs)
+        plan, counts, advice = self._plan(inputs)
         device = self._device
         outputs: dict[str, Buffer] = {}
         owner = f"TensorProxies (outputs of {self.key})"
@@ -226,6 +238,7 @@ class CompiledFunction:
             raise
         record = self.session.new_record(self.name)
         record.conversions, record.relocations = counts
+        record.advice = advice
         command: Command | None = None
         try:
             for command in plan:
@@ -250,8 +263,11 @@ class CompiledFunction:
             for buf in outputs.values():
                 device.free(buf)
             raise
-        return {n: TensorProxy(self.session, self.output_specs[n], outputs[n])
-                for n in self.program.outputs}
+        results = {n: TensorProxy(self.session, self.output_specs[n], outputs[n])
+                   for n in self.program.outputs}
+        for proxy in results.values():
+            _PRODUCERS[proxy] = (self.name, self.key)
+        return results
 
     def _check_names(self, inputs: Any) -> None:
         if not isinstance(inputs, Mapping):
@@ -307,9 +323,12 @@ class CompiledFunction:
         raise InputError(f"Input {name!r} of {self.name} must be a torch.Tensor or a "
                          f"TensorProxy, not {type(value).__name__}")
 
-    def _plan(self, inputs: Mapping[str, Any]) -> tuple[list[Command], tuple[int, int]]:
-        """Check every input and list the commands that stage it; nothing runs yet."""
+    def _plan(self, inputs: Mapping[str, Any],
+              ) -> tuple[list[Command], tuple[int, int], list[Advice]]:
+        """Check every input and list the commands that stage it, with the advice that would
+        remove each conversion; nothing runs yet."""
         plan: list[Command] = []
+        advice: list[Advice] = []
         conversions = relocations = 0
         for name, spec in self.input_specs.items():
             value = self.check_input(name, inputs[name])
@@ -321,12 +340,35 @@ class CompiledFunction:
                     relocations += 1
                     continue
                 plan.append(self._conversion(name, value, value.buffer, spec))
+                advice.append(self.advice_for(name, value))
                 conversions += 1
             else:
                 plan.append(HostWrite(own, to_device(value, spec.layout)))
             if self.bindings.get(name) != own:
                 plan.append(Bind(self.key, name, own))
-        return plan, (conversions, relocations)
+        return plan, (conversions, relocations), advice
+
+    def advice_for(self, name: str, proxy: TensorProxy) -> Advice:
+        """What compiling ``proxy``'s producer with its output in input ``name``'s spec would
+        save on a call that converts ``proxy`` into ``name`` (modeled: :mod:`mlsdk.costs`).
+
+        The conversion's cycles and converter bytes go, one Bind comes, and the producer's
+        Launch writes the output in the new layout (more cycles when it spans fewer Groups).
+        """
+        spec = self.input_specs[name]
+        config = self.session.device.config
+        src = proxy.buffer
+        own = self._own.get(name)
+        cost = conversion_cost(config, proxy.spec.layout, spec.layout,
+                               src_group=src.group if src is not None else 0,
+                               dst_group=own.group if own is not None else 0)
+        launch = (buffer_cycles(config, spec.layout, write=True)
+                  - buffer_cycles(config, proxy.spec.layout, write=True))
+        produced = producer_of(proxy)
+        return Advice(produced[0] if produced else None, proxy.spec.name, self.name, name,
+                      str(spec), cost.cycles - BIND_CYCLES - launch, cost.converter_bytes,
+                      cost.cycles, launch,
+                      loop=produced is not None and produced[1] == self.key)
 
     def _conversion(self, name: str, proxy: TensorProxy, src: Buffer, spec: IOSpec) -> Convert:
         """The Convert that stages ``proxy`` (checked by :meth:`check_input`) into input
@@ -337,7 +379,8 @@ class CompiledFunction:
                 f"Input {name!r} of {self.name} expects layout {spec.layout}, but the "
                 f"TensorProxy is in layout {given.layout}; strict mode forbids the "
                 "DRAM-to-DRAM conversion. Compile the producer with io_spec_constraints="
-                f"{{{given.name!r}: <this function>.input_specs[{name!r}]}}"
+                f"{{{given.name!r}: <this function>.input_specs[{name!r}]}}. Advice: "
+                f"{self.advice_for(name, proxy)}"
             )
         try:
             descriptor = conversion(given.layout, spec.layout)

@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import torch
+from mncore_compiler.layouts import ConstraintError
 from mncore_compiler.program import DeviceProgram
-from mncore_hdl.layout import Layout
+from mncore_hdl.layout import Layout, host_layout
 
 from . import trace as _trace
 from .cache import CacheOptions, compile_program
@@ -145,7 +146,7 @@ class Context:
     def compile(self, fn: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]],
                 sample_inputs: Mapping[str, torch.Tensor], codegen_dir: StoragePath, *,
                 options: Mapping[str, Any] | None = None, training: bool | None = None,
-                io_spec_constraints: Mapping[str, IOSpec | Layout] | None = None,
+                io_spec_constraints: Mapping[str, IOSpec | Layout | str] | None = None,
                 cache_options: CacheOptions | None = None,
                 ) -> CompiledFunction:
         """Compile ``fn`` for this device and load it.
@@ -170,9 +171,14 @@ class Context:
             or updates state is a CaptureError. True: asserts a training step; one that
             updates no registered tensor is a CaptureError. Modules are captured in the
             mode they are in (``train()`` / ``eval()``), as torch runs them.
-        io_spec_constraints : dict of str to IOSpec, optional
-            IO name -> the IOSpec whose layout that IO must have (typically a consumer's
-            ``input_specs[...]``), so that handing the data over is a relocation.
+        io_spec_constraints : dict of str to IOSpec, Layout or str, optional
+            IO name -> the IOSpec (or Layout) whose layout that IO must have (typically a
+            consumer's ``input_specs[...]``), so that handing the data over is a relocation.
+            A ``str`` value names an input of this same function: the output is produced in
+            that input's layout (loop-carried state, e.g. ``{"k_out": "k"}`` for a decode
+            step's cache), so passing the output back to that input next call is one
+            ``Bind``. The output and the input must have the same shape and dtype; a ``str``
+            value on a key that is an input is a ConstraintError (see ``docs/iospec.md``).
         cache_options : CacheOptions, optional
             A compile cache (see ``docs/cache.md``): a hit reads the program from it instead
             of compiling. With cache options, :meth:`report` gets a ``"compile"`` record whose
@@ -187,12 +193,22 @@ class Context:
         if not isinstance(codegen_dir, StoragePath):
             raise TypeError("The codegen directory must be given as storage.path(...), not "
                             f"{type(codegen_dir).__name__}")
-        constraints = _constraint_layouts(io_spec_constraints)
-        program, cached = compile_program(
-            fn, sample_inputs, codegen_dir.path, cache_options,
-            float_dtype=options.get("float_dtype", "float32"),
-            constraints=constraints, config=self.mndevice.config, options=options,
-            registered=self.registry.tensor_ids(), training=training)
+        constraints, carried = _constraint_layouts(io_spec_constraints, sample_inputs)
+        try:
+            program, cached = compile_program(
+                fn, sample_inputs, codegen_dir.path, cache_options,
+                float_dtype=options.get("float_dtype", "float32"),
+                constraints=constraints, config=self.mndevice.config, options=options,
+                registered=self.registry.tensor_ids(), training=training)
+        except ConstraintError as error:
+            if error.key not in carried:
+                raise
+            raise ConstraintError(
+                f"io_spec_constraints[{error.key!r}] = {carried[error.key]!r} asks output "
+                f"{error.key!r} to be produced in the layout of input "
+                f"{carried[error.key]!r}, which cannot hold it: {error}", key=error.key
+            ) from None
+        _check_carried(program, carried)
         if cache_options is not None:
             with self.session.lock:
                 self.session.new_record(program.name, kind="compile").cache = cached.status
@@ -299,21 +315,66 @@ class Context:
         return self.session.report(clear=clear)
 
 
-def _constraint_layouts(constraints: Mapping[str, Any] | None) -> dict[str, Layout]:
+def _constraint_layouts(constraints: Mapping[str, Any] | None,
+                        sample_inputs: Mapping[str, Any],
+                        ) -> tuple[dict[str, Layout], dict[str, str]]:
+    """The layout each constrained IO must have, and the loop-carried outputs among them
+    (output -> the input whose layout it takes)."""
     if constraints is None:
-        return {}
+        return {}, {}
     if not isinstance(constraints, Mapping):
         raise TypeError("io_spec_constraints must be a dict of IO name -> IOSpec, not "
                         f"{type(constraints).__name__}")
     layouts = {}
+    carried: dict[str, str] = {}
     for name, spec in constraints.items():
         if isinstance(spec, IOSpec):
             layouts[name] = spec.layout
         elif isinstance(spec, Layout):
             layouts[name] = spec
+        elif isinstance(spec, str):
+            carried[name] = spec
         else:
             raise TypeError(f"io_spec_constraints[{name!r}] must be an IOSpec (e.g. "
-                            f"compiled.input_specs[...]), not {type(spec).__name__}")
-    return layouts
+                            f"compiled.input_specs[...]), a Layout, or the name of an input "
+                            f"of this function, not {type(spec).__name__}")
+    inputs = list(sample_inputs) if isinstance(sample_inputs, Mapping) else []
+    for output, source in carried.items():
+        layouts[output] = _carried_layout(output, source, inputs, layouts, sample_inputs)
+    return layouts, carried
+
+
+def _carried_layout(output: str, source: str, inputs: list[str], layouts: dict[str, Layout],
+                    sample_inputs: Mapping[str, Any]) -> Layout:
+    """The layout input ``source`` gets (its own constraint, else the default for inputs),
+    for loop-carried output ``output``."""
+    if output in inputs:
+        raise ConstraintError(
+            f"io_spec_constraints[{output!r}] = {source!r}: a loop-carried constraint (a str "
+            f"value) goes on an output, but {output!r} is an input of the function; key it by "
+            "the output that feeds the input back", key=output)
+    if source not in inputs:
+        raise ConstraintError(
+            f"io_spec_constraints[{output!r}] = {source!r}: a str value must name an input of "
+            f"this function, whose layout the output then takes; the inputs are {inputs}",
+            key=output)
+    if source in layouts:
+        return layouts[source]
+    sample = sample_inputs[source]
+    if not isinstance(sample, torch.Tensor):
+        raise TypeError(f"Sample input {source!r} must be a torch.Tensor, not "
+                        f"{type(sample).__name__}")
+    return host_layout(tuple(sample.shape), str(sample.dtype).removeprefix("torch."))
+
+
+def _check_carried(program: DeviceProgram, carried: Mapping[str, str]) -> None:
+    """Each loop-carried output got its input's very layout (a check on the compiler)."""
+    for output, source in carried.items():
+        given, wanted = program.output_layouts[output], program.layouts[source]
+        if given != wanted:
+            raise ConstraintError(
+                f"io_spec_constraints[{output!r}] = {source!r}: input {source!r} was compiled "
+                f"to layout {wanted}, so output {output!r} cannot take it (it has {given})",
+                key=output)
 
 

@@ -8,16 +8,98 @@ holds a bounded amount of memory. Records keep figures (bytes, cycles), never da
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from .device.commands import PATHS, CommandResult
 
-__all__ = ["CallRecord", "Report", "History", "DEFAULT_HISTORY"]
+__all__ = ["Advice", "CallRecord", "Report", "History", "DEFAULT_HISTORY"]
 
 #: Records a Context keeps by default (older ones survive only in the totals).
 DEFAULT_HISTORY = 10_000
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The constraint that would turn one conversion into a relocation, and what it saves.
+
+    Attributes
+    ----------
+    producer : str or None
+        The function whose output was converted (None when the TensorProxy came from no
+        compiled call).
+    output : str
+        That function's output.
+    consumer, input : str
+        The function and input the output was converted for.
+    spec : str
+        The consumer's input spec (``str`` of its IOSpec): the layout to produce.
+    cycles : int
+        Modeled cycles saved, net: the conversion's cycles, less the Bind that replaces it,
+        less what the producer's Launch costs more when it writes that layout (summed over
+        ``count`` conversions).
+    converter_bytes : int
+        Bytes the layout converter no longer moves (summed over ``count``).
+    conversion_cycles : int
+        Modeled cycles of the conversion(s) removed.
+    launch_cycles : int
+        The change of the producer's Launch cycles (positive: it costs more).
+    loop : bool
+        The producer is the consumer itself (loop-carried state): the constraint is the
+        input's name.
+    count : int
+        Conversions this advice stands for (:meth:`Report.advice` sums equal ones).
+    """
+
+    producer: str | None
+    output: str
+    consumer: str
+    input: str
+    spec: str
+    cycles: int
+    converter_bytes: int
+    conversion_cycles: int
+    launch_cycles: int
+    loop: bool = False
+    count: int = 1
+
+    @property
+    def constraint(self) -> str:
+        """The ``io_spec_constraints`` entry to compile the producer with."""
+        if self.loop:
+            return f"io_spec_constraints={{{self.output!r}: {self.input!r}}}"
+        return (f"io_spec_constraints={{{self.output!r}: "
+                f"{self.consumer}.input_specs[{self.input!r}]}}")
+
+    @property
+    def key(self) -> tuple[str | None, str, str, str, str]:
+        """What two equal pieces of advice share: the IOs and the spec."""
+        return (self.producer, self.output, self.consumer, self.input, self.spec)
+
+    def __str__(self) -> str:
+        who = self.producer or "the producer"
+        times = f" over {self.count} conversions" if self.count != 1 else ""
+        return (f"compile {who} with {self.constraint}: saves {self.cycles} modeled cycles "
+                f"and {self.converter_bytes} converter bytes{times} (conversion "
+                f"{self.conversion_cycles} cycles, {who}'s Launch {self.launch_cycles:+d})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"producer": self.producer, "output": self.output, "consumer": self.consumer,
+                "input": self.input, "spec": self.spec, "constraint": self.constraint,
+                "cycles": self.cycles, "converter_bytes": self.converter_bytes,
+                "conversion_cycles": self.conversion_cycles,
+                "launch_cycles": self.launch_cycles, "loop": self.loop, "count": self.count}
+
+    def merged(self, other: Advice) -> Advice:
+        """This advice and ``other`` (of the same :attr:`key`) as one, their savings summed."""
+        return dataclasses.replace(
+            self, cycles=self.cycles + other.cycles,
+            converter_bytes=self.converter_bytes + other.converter_bytes,
+            conversion_cycles=self.conversion_cycles + other.conversion_cycles,
+            launch_cycles=self.launch_cycles + other.launch_cycles,
+            count=self.count + other.count)
 
 
 @dataclass
@@ -47,6 +129,9 @@ class CallRecord:
     cache : str or None
         For a ``"compile"`` record (a compile with cache options): ``"hit"``, ``"miss"`` or
         ``"off"``; None for other records.
+    advice : list of Advice
+        For each conversion of the call, the constraint that would remove it and what that
+        would save.
     """
 
     function: str
@@ -57,6 +142,7 @@ class CallRecord:
     cycles_kind: str = "none"
     state_bytes: int = 0
     cache: str | None = None
+    advice: list[Advice] = field(default_factory=list)
 
     def add(self, result: CommandResult) -> None:
         """Record ``result``'s figures (a read's data is dropped, never kept)."""
@@ -95,7 +181,8 @@ class CallRecord:
                 "bytes": self.bytes, "conversions": self.conversions,
                 "relocations": self.relocations, "cycles": self.cycles,
                 "cycles_kind": self.cycles_kind, "state_bytes": self.state_bytes,
-                **({"cache": self.cache} if self.cache is not None else {})}
+                **({"cache": self.cache} if self.cache is not None else {}),
+                **({"advice": [a.to_dict() for a in self.advice]} if self.advice else {})}
 
 
 def _empty_totals() -> dict[str, Any]:
@@ -195,9 +282,30 @@ class Report:
         return [r for r in self.records
                 if r.kind == "call" and (function is None or r.function == function)]
 
+    def advice(self, top: int | None = 10) -> list[Advice]:
+        """The session's top savings: the advice of every kept record, equal pieces merged
+        (their savings and counts summed), largest net cycle saving first.
+
+        Each piece assumes the rest of the session stays as it ran (a producer feeding two
+        consumers in different layouts can remove one conversion, not both).
+
+        Parameters
+        ----------
+        top : int or None
+            How many to return; None returns all.
+        """
+        merged: dict[tuple[str | None, str, str, str, str], Advice] = {}
+        for record in self.records:
+            for piece in record.advice:
+                known = merged.get(piece.key)
+                merged[piece.key] = piece if known is None else known.merged(piece)
+        ranked = sorted(merged.values(), key=lambda a: (-a.cycles, -a.converter_bytes))
+        return ranked if top is None else ranked[:top]
+
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "records": [r.to_dict() for r in self.records],
-                "totals": self.totals, "dropped": self.dropped}
+                "totals": self.totals, "dropped": self.dropped,
+                "advice": [a.to_dict() for a in self.advice(None)]}
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
@@ -226,6 +334,8 @@ class Report:
             if commands:
                 for result in self.records[i].commands:
                     lines.append(f"      {result.command}  [{result.cycles} cycles]")
+            for piece in self.records[i].advice:
+                lines.append(f"      advice: {piece}")
         t = self.totals
         if self.dropped:
             lines.append(f"({self.dropped} older record(s) kept only in the totals)")

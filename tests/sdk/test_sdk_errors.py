@@ -68,6 +68,11 @@ def test_constraint_that_cannot_fit(context, tmp_path, pair):
                         io_spec_constraints={"y": half.input_specs["y"]})
     with pytest.raises(TypeError, match="must be an IOSpec"):
         context.compile(double, {"x": torch.randn(32, 64)}, storage.path(tmp_path / "e3"),
+                        io_spec_constraints={"y": 3})
+    # A str names an input of the same function (loop-carried state): one that is none is a
+    # ConstraintError listing the inputs.
+    with pytest.raises(ConstraintError, match=r"'rows': a str value must name an input.*\['x'\]"):
+        context.compile(double, {"x": torch.randn(32, 64)}, storage.path(tmp_path / "e4"),
                         io_spec_constraints={"y": "rows"})
 
 

@@ -49,13 +49,34 @@ from .commands import (
     Launch,
 )
 
-__all__ = ["Device", "DramDevice", "DeviceLock", "LoadedProgram", "PAGE_LW", "DramSnapshot"]
+__all__ = ["Device", "DramDevice", "DeviceLock", "LoadedProgram", "PAGE_LW", "DramSnapshot",
+           "BIND_CYCLES", "compute_cycles", "converter_bytes"]
 
 #: LWs per page of a DRAM snapshot (32 KiB pages; also the functional model's storage page).
 PAGE_LW = 4096
 
 #: Per Group, its non-zero pages by page number (see :meth:`Device.dram_snapshot`).
 DramSnapshot = list[dict[int, np.ndarray]]
+
+#: Cycles of a Bind by default: one descriptor-register write.
+BIND_CYCLES = 1
+
+
+def compute_cycles(config: ArchConfig, flops: int) -> int:
+    """Cycles the PE array computes ``flops`` for: ``flops / (PEs x flops per cycle)``,
+    rounded up (the PE array is modeled functionally on every backend)."""
+    return math.ceil(flops / (config.pes * config.pe_flops_per_cycle))
+
+
+def converter_bytes(config: ArchConfig, descriptor: ConversionDescriptor) -> int:
+    """Bytes the layout converter moves for ``descriptor``: its beats read plus beats
+    written, times the LW's bytes, counted from the converter program
+    (:func:`mncore_hdl.converter.timing.converter_beats`)."""
+    from mncore_hdl.converter.program import compile_program
+    from mncore_hdl.converter.timing import converter_beats
+
+    read, written = converter_beats(compile_program(descriptor, config))
+    return (read + written) * config.lw_bytes
 
 
 @dataclass
@@ -354,22 +375,18 @@ class DramDevice(Device, ABC):
         written, times the LW's bytes, counted from the converter program
         (:func:`mncore_hdl.converter.timing.converter_beats`). The RTL backends replace it with
         the converter's own counters, which end at the same figure."""
-        from mncore_hdl.converter.program import compile_program
-        from mncore_hdl.converter.timing import converter_beats
-
-        read, written = converter_beats(compile_program(descriptor, self.config))
-        return (read + written) * self.config.lw_bytes
+        return converter_bytes(self.config, descriptor)
 
     def _bind(self, function: str, io: str, buf: Buffer) -> int:
         """Write the input descriptor register; return the cycles taken (default hook: one
-        register write, one cycle)."""
-        return 1
+        register write, :data:`BIND_CYCLES`)."""
+        return BIND_CYCLES
 
     def _compute_cycles(self, program: LoadedProgram) -> int:
         """Cycles the PE array computes for, between its loads and its stores (default hook:
         the PE array is modeled functionally on every backend, so ``flops / (PEs x flops per
-        cycle)``, rounded up)."""
-        return math.ceil(program.flops / (self.config.pes * self.config.pe_flops_per_cycle))
+        cycle)``, rounded up: :func:`compute_cycles`)."""
+        return compute_cycles(self.config, program.flops)
 
     # -- inspection -------------------------------------------------------------------------
 

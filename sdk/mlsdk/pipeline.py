@@ -1,0 +1,1 @@
+"""Pipelines: several functions, their hand-offs, and the layouts negotiated for them."""
