@@ -1,4 +1,4 @@
-"""Whisper's encoder to decoder on a modeled MN-Core 2: the encoder's output relocated, never copied.
+"""Whisper's encoder to decoder on a modeled MN-Core 2: the encoder's output is relocated.
 
 The decoder is compiled first; the encoder is compiled with ``io_spec_constraints`` taken from
 the decoder's cross-attention input (``encoder_hidden_states``), so it writes its output in the
