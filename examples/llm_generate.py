@@ -7,8 +7,9 @@ The flow of MLSDK's LLM inference example: the model's parameters are registered
 ``prepare_4d_causal_attention_mask_with_cache_position``, the cache through
 ``kv_cache_to_legacy`` and ``kv_cache_to_tensor``), and it is compiled twice: for prefill
 (prompts left-padded to a fixed length) and for decode (one token). The decode step's cache
-output is compiled into its own cache input's layout (a loop-carried ``io_spec_constraints``), so from one step to the next the cache is relocated, never copied;
-token, positions and mask are loaded into input proxies. The ids are checked against
+output is compiled into its own cache input's layout (a loop-carried ``io_spec_constraints``),
+so from one step to the next the cache is relocated, never copied; token, positions and mask are
+loaded into input proxies. The ids are checked against
 ``model.generate`` on the same random weights (a tiny config: nothing is downloaded).
 
     ./exec_with_env.sh python3 examples/llm_generate.py --device mncore2:auto --tokens 16
