@@ -80,7 +80,8 @@ def llm_forward(model: Any, cache: str = "shifted",
             kv = kv_cache_to_legacy(past)
         out = model(input_ids=ids, attention_mask=mask, position_ids=inputs["position_ids"],
                     use_cache=True, **{cache_argument: kv})
-        stacked = kv_cache_to_tensor(getattr(out, "past_key_values", None) or out.cache)
+        # transformers 5.x returns it as out.cache (reading out.past_key_values warns).
+        stacked = kv_cache_to_tensor(out["cache"] if "cache" in out else out.past_key_values)
         if cache == "shifted":
             stacked = stacked[:, :, :, :, ids.shape[1]:]
         logits = out.logits[:, -1]
