@@ -17,6 +17,7 @@ import os
 import pytest
 import torch
 from mlsdk import storage
+from mncore_compiler.errors import TraceError
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # tiny configs only: a download would be a bug
 pytest.importorskip("transformers", reason="transformers is a test dependency of the kit")
@@ -87,3 +88,14 @@ def test_whisper_encoder_hands_off_to_the_decoder_by_relocation(context, tmp_pat
     call = context.report().calls()[-1]
     assert (call.relocations, call.conversions, call.bytes["converter"]) == (1, 0, 0)
     assert decoder.bindings["encoder_hidden_states"] == handed.buffer
+
+
+def test_generate_itself_is_the_kits_trace_error_with_the_line(context, tmp_path, seed):
+    # generate()'s Python loop reads token values (stopping criteria): it cannot be one
+    # program; the error says so at transformers' line (compile the step instead, docs/llm.md).
+    model = tiny.tiny_llama(seed=seed)
+    with pytest.raises(TraceError, match=r"(?s)read a tensor's value in Python.*generation"):
+        context.compile(lambda d: {"ids": model.generate(d["input_ids"], max_new_tokens=2,
+                                                         do_sample=False)},
+                        {"input_ids": torch.ones(1, 4, dtype=torch.int64)},
+                        storage.path(tmp_path / "generate"))
