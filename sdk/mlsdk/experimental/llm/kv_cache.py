@@ -95,17 +95,8 @@ def kv_cache_to_legacy(tensor: torch.Tensor) -> Any:
     """The stacked cache as what the installed ``transformers`` models take as
     ``past_key_values``: a ``DynamicCache`` filled with each layer's keys and values
     (transformers 5 takes no tuples), or the tuple of ``(key, value)`` pairs when
-    ``transformers`` is not installed or predates cache objects.
-
-    Parameters
-    ----------
-    tensor : torch.Tensor
-        ``[layers, 2, batch, heads, sequence, head_dim]``, as :func:`kv_cache_to_tensor`.
-
-    Raises
-    ------
-    ValueError
-        For a tensor of another rank, or whose second dim is not 2.
+    ``transformers`` is not installed or predates cache objects. ``tensor`` and the errors
+    are :func:`kv_cache_to_plamo`'s.
     """
     _check_stacked(tensor, "kv_cache_to_legacy")
     pairs = kv_cache_to_plamo(tensor)
