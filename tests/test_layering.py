@@ -22,6 +22,9 @@ THIRD_PARTY_PRIVATE = {
     "amaranth.hdl._mem": "MemoryInstance: Amaranth 0.5 has no public way to reach the "
                          "memories of a simulated design (the RTL back door, the VCD writer)",
     "amaranth.hdl._ast": "SignalDict, to hand the VCD writer a design without its memories",
+    "torch._export.utils": "_compiling_state_context, the state non-strict torch.export traces "
+                           "in (is_compiling/is_exporting set), which transformers reads; "
+                           "torch has no public way to enter it",
 }
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
 from torch import fx
+from torch._export.utils import _compiling_state_context
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from .aten import (
@@ -166,8 +168,9 @@ def capture_step(
     objects = closure_objects(inspect.unwrap(fn))
     # Also for training=False: a BatchNorm in train() mode updates its buffers under no_grad.
     snapshot = StateSnapshot.take(objects)
+    exporting = _export_state(objects, training)
     with cumulative_batch_norms(objects):
-        module, out_names = _trace(fn, names, tensors, snapshot, training)
+        module, out_names = _trace(fn, names, tensors, snapshot, training, exporting)
     converter = Converter(module, names, closure_tensor_names(objects), registered)
     graph = converter.run(out_names)
     if converter.problems.found:
@@ -175,7 +178,8 @@ def capture_step(
         # a failed capture pays for it): the error names the user's line of each problem.
         again = check_sample_inputs(sample_inputs)[1]
         with cumulative_batch_norms(objects):
-            traced, _ = _trace(fn, names, again, snapshot, training, stack_traces=True)
+            traced, _ = _trace(fn, names, again, snapshot, training, exporting,
+                               stack_traces=True)
         lines = {node.name: source_line(node) for node in traced.graph.nodes}
         raise converter.problems.error(lines)
     writes = state_writes(graph, converter.fz.written_constants(), converter.constant_tensors(),
@@ -193,12 +197,29 @@ def capture_step(
     return Captured(graph, dict(converter.state), writes, optimizers)
 
 
+def _export_state(objects: Mapping[str, object],
+                  training: bool | None) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """The state an inference function is traced in: the one ``torch.export`` traces in.
+
+    Libraries branch on ``torch.compiler.is_compiling()`` / ``is_exporting()`` to leave out
+    data-dependent Python control flow (``if mask.all():`` in Hugging Face's mask code, which
+    a trace cannot evaluate); non-strict ``torch.export`` sets both flags around its make_fx
+    trace, and so does capture. A training step is traced without them: ``torch.optim`` then
+    takes its eager path (a Python-float step count), as it always has here.
+    """
+    optimizer = any(isinstance(obj, torch.optim.Optimizer) for obj in objects.values())
+    if training is True or optimizer:
+        return contextlib.nullcontext
+    return _compiling_state_context
+
+
 def _trace(
     fn: Callable[[TensorDict], Mapping[str, torch.Tensor]],
     names: list[str],
     tensors: list[torch.Tensor],
     snapshot: StateSnapshot,
     training: bool | None,
+    exporting: Callable[[], contextlib.AbstractContextManager[None]],
     stack_traces: bool = False,
 ) -> tuple[fx.GraphModule, list[str]]:
     out_names: list[str] = []
@@ -214,7 +235,7 @@ def _trace(
     if stack_traces:
         anchor_stack_traces(fn)
     try:
-        with grad:
+        with grad, exporting():
             module = make_fx(flat, decomposition_table=decomposition_table(),
                              tracing_mode="real", record_stack_traces=stack_traces)(*tensors)
         created = snapshot.created_state()

@@ -148,7 +148,7 @@ class Context:
                 sample_inputs: Mapping[str, torch.Tensor], codegen_dir: StoragePath, *,
                 options: Mapping[str, Any] | None = None, training: bool | None = None,
                 io_spec_constraints: Mapping[str, IOSpec | Layout | str] | None = None,
-                cache_options: CacheOptions | None = None,
+                cache_options: CacheOptions | None = None, num_compiler_threads: int = -1,
                 ) -> CompiledFunction:
         """Compile ``fn`` for this device and load it.
 
@@ -185,8 +185,16 @@ class Context:
             of compiling. With cache options, :meth:`report` gets a ``"compile"`` record whose
             ``cache`` is ``"hit"``, ``"miss"`` or ``"off"``; the returned function's
             ``cache_status`` says the same (``"off"`` without cache options).
+        num_compiler_threads : int
+            Threads the compiler may use, as MLSDK's option: ``-1`` (the default) lets it
+            choose, else a positive int. This compiler runs on one thread whatever the value,
+            so it changes neither the program nor its cache key.
         """
         self.session.check_open()
+        if (isinstance(num_compiler_threads, bool) or not isinstance(num_compiler_threads, int)
+                or (num_compiler_threads < 1 and num_compiler_threads != -1)):
+            raise ValueError("num_compiler_threads must be -1 (the compiler's choice) or a "
+                             f"positive int, not {num_compiler_threads!r}")
         options = resolve_compile_options(options, COMPILE_OPTIONS)
         strict = options.get("strict", False)
         if training not in (None, True, False):

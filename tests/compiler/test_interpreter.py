@@ -204,6 +204,15 @@ CASES.update({
     "bitwise_or": ([_BITS, torch.tensor([False, False])], {}, torch.bitwise_or),
     "bitwise_xor": ([torch.tensor([5, 3]), torch.tensor([1, 1])], {}, torch.bitwise_xor),
 })  # fmt: skip
+# Tensor-indexed reads and writes (ops/advanced_indexing.py); negative indices count from the end.
+_ROWS, _COLS = torch.tensor([[0, -1], [1, 2]]), torch.tensor([1, 0])
+CASES.update({
+    "index": ([(3, 4, 2), _ROWS, _COLS], {"dims": (0, 2)}, lambda x, i, j: x[i, :, j]),
+    "index_put": ([(3, 2), (2,), torch.tensor([2, 0])], {"dims": (0,), "accumulate": True},
+                  lambda x, v, i: x.index_put((i,), v, accumulate=True)),
+    "index_copy": ([(2, 5, 3), torch.tensor([4, 1]), (2, 2, 3)], {"dim": 1},
+                   lambda x, i, v: x.index_copy(1, i, v)),
+})  # fmt: skip
 
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_single_op_graph(op: str) -> None:

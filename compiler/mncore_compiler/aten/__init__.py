@@ -9,6 +9,7 @@ complete.
 from __future__ import annotations
 
 from . import (
+    advanced_indexing,
     attention,
     backward,
     conv,
@@ -47,6 +48,7 @@ __all__ = [
     "Deferred",
     "Handler",
     "Unavailable",
+    "advanced_indexing",
     "attention",
     "backward",
     "conv",

@@ -4,7 +4,8 @@
 Forward, for ``q [B, H, L, E]``, ``k [B, H, S, E]``, ``v [B, H, S, Ev]``: scores
 ``s = q @ k^T * scale`` (``scale`` defaults to ``1 / sqrt(E)``), masked to ``-inf`` above the
 diagonal when ``is_causal`` and where a bool ``attn_mask`` is False (a float mask is added),
-``p = softmax(s)``, ``out = p @ v``; torch also returns ``logsumexp(s)`` for its backward.
+``p = softmax(s)`` (0 in a row the mask hides entirely, as torch computes it),
+``out = p @ v``; torch also returns ``logsumexp(s)`` for its backward.
 Backward recomputes ``p`` from ``q`` and ``k`` (as flash attention does):
 ``dv = p^T @ dout``, ``dp = dout @ v^T``, ``ds = p * (dp - sum(dout * out))``,
 ``dq = ds @ k * scale``, ``dk = ds^T @ q * scale``. Dropout must be 0.
@@ -59,7 +60,16 @@ def _probabilities(b: Builder, n: fx.Node, q: str, k: str, a: dict[str, Any],
             scores = b.emit("where", [mask, scores, minus_inf])
         else:
             scores = b.emit("add", [scores, mask])
-    return scores, b.emit("softmax", [scores], dim=b.type(scores).rank - 1)
+    last = b.type(scores).rank - 1
+    p = b.emit("softmax", [scores], dim=last)
+    if mask is not None:
+        # A row the mask hides entirely (a left-padded query) attends to nothing: torch gives
+        # zeros there, where a plain softmax of -inf scores would give NaN.
+        top = b.emit("amax", [scores], dims=(last,), keepdim=True)
+        hidden = b.emit("eq_scalar", [top], scalar=float("-inf"))
+        zero = b.constant(torch.tensor(0.0, dtype=dtype), f"{n.name}_zero")
+        p = b.emit("where", [hidden, zero, p])
+    return scores, p
 
 
 def _logsumexp(b: Builder, scores: str) -> str:

@@ -61,6 +61,9 @@ def _t(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
 @on("cat.default")
 def _cat(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     tensors = [tensor_arg(n, t) for t in a["tensors"]]
+    # torch skips empty 1-D operands whatever the others' shapes (a cache that starts empty,
+    # as Hugging Face's DynamicCache does, is concatenated onto).
+    tensors = [t for t in tensors if b.type(t).shape != (0,)] or tensors[:1]
     if len(tensors) == 1:
         return tensors[0]
     rank = b.type(tensors[0]).rank
@@ -70,3 +73,15 @@ def _cat(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
 @on("clone.default", "detach.default", "alias.default", "lift_fresh_copy.default")
 def _identity(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     return tensor_arg(n, a["self"])
+
+
+@on("repeat.default")
+def _repeat(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    # Tiled as torch defines it: x (left-padded with 1s to the repeats' rank) viewed as
+    # [1, s0, 1, s1, ...], expanded to [r0, s0, r1, s1, ...], then merged pairwise.
+    x, repeats = tensor_arg(n, a["self"]), tuple(int(r) for r in a["repeats"])
+    shape = (1,) * (len(repeats) - b.type(x).rank) + b.type(x).shape
+    spread = tuple(d for size in shape for d in (1, size))
+    tiled = tuple(d for r, size in zip(repeats, shape, strict=True) for d in (r, size))
+    x = b.emit("expand", [b.emit("reshape", [x], shape=spread)], shape=tiled)
+    return b.emit("reshape", [x], shape=out_shape(n))

@@ -8,6 +8,7 @@ its ops when imported; importing this package imports them all, so :data:`OPS` i
 from __future__ import annotations
 
 from . import (
+    advanced_indexing,
     conv,
     elementwise,
     indexing,
@@ -31,6 +32,7 @@ __all__ = [
     "OPS",
     "OpDef",
     "OpTypeError",
+    "advanced_indexing",
     "conv",
     "elementwise",
     "get_op",

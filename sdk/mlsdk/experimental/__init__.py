@@ -1,0 +1,1 @@
+"""Experimental helpers, as MLSDK ships them: APIs that may change between releases."""
