@@ -19,7 +19,7 @@ from mncore_hdl.sweep import (
     run_sweep,
 )
 from mncore_hdl.sweep.__main__ import main
-from mncore_hdl.sweep.report import pareto_front, table
+from mncore_hdl.sweep.report import design_params, pareto_front, table
 
 #: 8 timing-model points: 2 ports x 2 patterns x 2 tRCD values.
 GRID = {"ports": [1, 2], "pattern": ["read", "mixed"], "trcd": [12, 16]}
@@ -186,6 +186,15 @@ def test_failing_point_on_ray_is_recorded(tmp_path, local_ray):
 def test_pareto_front():
     pts = [(1, 10), (2, 8), (2, 9), (3, 8), (4, 3), (5, 4)]
     assert pareto_front(pts) == [(1, 10), (2, 8), (4, 3)]
+
+
+def test_design_params_are_those_that_move_the_area():
+    def rec(ports, trcd, area):
+        return {"status": "ok", "params": {"ports": ports, "trcd": trcd},
+                "figures": {"area_bits": area}}
+
+    records = [rec(p, t, 100 * p) for p in (1, 2) for t in (12, 16)]
+    assert design_params(records, ["ports", "trcd"]) == ["ports"]
 
 
 def test_cli_prints_the_table_and_writes_the_plot(tmp_path, capsys):

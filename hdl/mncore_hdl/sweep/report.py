@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["table", "pareto_front", "plot"]
+__all__ = ["table", "pareto_front", "design_params", "plot"]
 
 
 def _cell(value: Any) -> str:
@@ -64,10 +64,54 @@ def _series(records: Sequence[dict[str, Any]], x: str,
     return out
 
 
+def design_params(records: Sequence[dict[str, Any]], params: Sequence[str]) -> list[str]:
+    """The swept parameters that change the area proxy: two points differing only in one of
+    them have different ``area_bits``."""
+    out = []
+    for p in params:
+        groups: dict[tuple, set[Any]] = {}
+        for r in records:
+            if r["status"] != "ok":
+                continue
+            rest = tuple(repr(r["params"].get(o)) for o in params if o != p)
+            groups.setdefault(rest, set()).add(r["figures"].get("area_bits"))
+        if any(len(areas) > 1 for areas in groups.values()):
+            out.append(p)
+    return out
+
+
+def _pareto_panel(ax: Any, records: Sequence[dict[str, Any]], params: Sequence[str]) -> None:
+    """Cycles vs area bits; one Pareto front per workload (the points that differ only in the
+    parameters that change the area, so each front compares designs on the same work)."""
+    ok = [r for r in records if r["status"] == "ok" and r["figures"].get("cycles")]
+    design = design_params(ok, params)
+    work = [p for p in params if p not in design]
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for r in ok:
+        label = " ".join(f"{p}={r['params'][p]}" for p in work) or "all points"
+        groups.setdefault(label, []).append((float(r["figures"]["area_bits"]),
+                                             float(r["figures"]["cycles"])))
+    every = [pt for pts in groups.values() for pt in pts]
+    ax.scatter([p[0] for p in every], [p[1] for p in every], s=14, alpha=0.4, color="0.5")
+    for label, pts in groups.items():
+        front = pareto_front(pts)
+        ax.plot([p[0] for p in front], [p[1] for p in front], marker="o", markersize=3,
+                linewidth=1, label=label)
+    if every and max(p[1] for p in every) > 10 * min(p[1] for p in every):
+        ax.set_yscale("log")
+    if every and max(p[0] for p in every) > 10 * min(p[0] for p in every):
+        ax.set_xscale("log", base=2)
+    ax.set_title(f"Pareto fronts over {', '.join(design) or 'no area-changing parameter'}",
+                 fontsize=9)
+    if len(groups) <= 16:
+        ax.legend(fontsize=6, ncol=2)
+
+
 def plot(records: Sequence[dict[str, Any]], params: Sequence[str], path: str | os.PathLike[str],
          title: str = "", x: str | None = None) -> Path:
     """Write a PNG: efficiency vs parameter ``x`` (default: the first swept one), one line per
-    combination of the other swept parameters; and cycles vs area bits with its Pareto front."""
+    combination of the other swept parameters; and cycles vs area bits with a Pareto front per
+    workload."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -81,24 +125,20 @@ def plot(records: Sequence[dict[str, Any]], params: Sequence[str], path: str | o
                          f"not {x!r}")
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
     series = _series(records, x, [p for p in params if p != x])
-    for label, pts in series.items():
+    colors = [plt.get_cmap("tab20")(i) for i in range(20)]
+    for i, (label, pts) in enumerate(series.items()):
         xs = [str(v) for v, _ in pts]
-        ax1.plot(xs, [e for _, e in pts], marker="o", label=label)
+        ax1.plot(xs, [e for _, e in pts], marker="o", label=label,
+                 color=colors[i % len(colors)], linestyle=("-", "--", ":")[i // len(colors) % 3])
     ax1.set_xlabel(x)
     ax1.set_ylabel("efficiency (beats / cycle)")
     ax1.grid(True, alpha=0.3)
     if 1 < len(series) <= 24:
         ax1.legend(fontsize=6, ncol=2)
-    ok = [r for r in records if r["status"] == "ok" and r["figures"].get("cycles")]
-    pts = [(float(r["figures"]["area_bits"]), float(r["figures"]["cycles"])) for r in ok]
-    ax2.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.5, label="points")
-    front = pareto_front(pts)
-    ax2.step([p[0] for p in front], [p[1] for p in front], where="post", color="C3",
-             marker="o", label="Pareto front")
+    _pareto_panel(ax2, records, params)
     ax2.set_xlabel("area proxy (storage bits)")
     ax2.set_ylabel("cycles")
     ax2.grid(True, alpha=0.3)
-    ax2.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
