@@ -209,3 +209,11 @@ def test_cli_prints_the_table_and_writes_the_plot(tmp_path, capsys):
     assert (tmp_path / "plot.png").stat().st_size > 0
     assert main([str(spec), "--out", str(out), "--no-progress"]) == 0
     assert "0 run (this process), 2 reused" in capsys.readouterr().out
+
+
+def test_cli_refuses_a_bad_spec_before_running(tmp_path, capsys):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"name": "bad", "grid": {"scheduler_windw": [4]}}))
+    assert main([str(spec), "--out", str(tmp_path / "r.jsonl"), "--no-progress"]) == 2
+    assert "Unknown sweep parameter(s) 'scheduler_windw'" in capsys.readouterr().err
+    assert not (tmp_path / "r.jsonl").exists()

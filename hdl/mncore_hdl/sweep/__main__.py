@@ -16,7 +16,7 @@ DEFAULT_ROOT = Path("build") / "sweeps"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (1 when a point failed, 0 otherwise)."""
+    """Run the CLI; returns the exit status (2: a bad spec, 1: a point failed, 0: all ran)."""
     ap = argparse.ArgumentParser(prog="python -m mncore_hdl.sweep",
                                  description="Run a design-space sweep of the memory system.")
     ap.add_argument("spec", type=Path, help="sweep spec (.json or .toml)")
@@ -33,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
 
-    spec = load_spec(args.spec)
+    try:
+        spec = load_spec(args.spec)
+        spec.points()  # every point resolves before any runs
+    except (OSError, ValueError) as exc:
+        print(f"{ap.prog}: {args.spec}: {exc}", file=sys.stderr)
+        return 2
     out = args.out or DEFAULT_ROOT / spec.name / "results.jsonl"
     result = run_sweep(spec, ResultStore(out), ray=args.ray, address=args.address,
                        retry_failed=args.retry_failed, progress=not args.no_progress)
