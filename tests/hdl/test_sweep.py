@@ -181,6 +181,25 @@ def test_failing_point_on_ray_is_recorded(tmp_path, local_ray):
     assert [r["status"] for r in result.records] == ["error", "ok"]
 
 
+def test_timeout_holds_inside_a_ray_task(local_ray):
+    # Ray runs a task on its worker's main thread, where the point's SIGALRM deadline works.
+    # (Defined here so that Ray ships the function itself: workers cannot import this module.)
+    def _sleep_pastdeadline() -> str:
+        import time
+
+        from mncore_hdl.sweep.execute import PointTimeout, deadline
+
+        try:
+            with deadline(0.3):
+                time.sleep(5)
+        except PointTimeout as exc:
+            return str(exc)
+        return "no timeout"
+
+    task = local_ray.remote(num_cpus=1, max_retries=0)(_sleep_pastdeadline)
+    assert local_ray.get(task.remote()) == "point ran past its 0.3 s timeout"
+
+
 # -- report and CLI ------------------------------------------------------------------------------
 
 def test_pareto_front():

@@ -44,13 +44,11 @@ def preset_timing(name: str) -> DramTiming:
 
 def design_roots(workload: Workload, backend: str) -> list[Any]:
     """What defines the design a point's figures depend on (their sources key the result)."""
-    from . import adapter
-
     if backend == "model":
         model = "mncore_hdl.memctrl.timing" if workload.kind == "memctrl" \
             else "mncore_hdl.converter.timing"
-        return [model, adapter]
-    return ["mncore_hdl.memctrl.trafficgen", adapter]
+        return [model, __name__]
+    return ["mncore_hdl.memctrl.trafficgen", __name__]
 
 
 def bench_sources(backend: str) -> list[Path]:

@@ -15,7 +15,7 @@ from . import adapter
 from .spec import Point, SweepSpec
 from .store import ResultStore, point_key
 
-__all__ = ["PointTimeout", "run_point", "run_sweep", "SweepResult", "ray_available"]
+__all__ = ["PointTimeout", "deadline", "run_point", "run_sweep", "SweepResult", "ray_available"]
 
 
 class PointTimeout(Exception):
@@ -23,7 +23,7 @@ class PointTimeout(Exception):
 
 
 @contextlib.contextmanager
-def _deadline(seconds: float | None) -> Iterator[None]:
+def deadline(seconds: float | None) -> Iterator[None]:
     """Raise :class:`PointTimeout` in the body after ``seconds`` (SIGALRM: main thread only,
     which is where this process and a Ray worker run a point; elsewhere no limit)."""
     if not seconds or threading.current_thread() is not threading.main_thread() \
@@ -65,7 +65,7 @@ def run_point(point: Point, key: str, timeout_s: float | None = None) -> dict[st
     figures: dict[str, Any] = {}
     status, error = "ok", None
     try:
-        with _deadline(timeout_s):
+        with deadline(timeout_s):
             figures = _figures(point, key)
     except PointTimeout as exc:
         status, error = "timeout", str(exc)
@@ -171,7 +171,8 @@ def run_sweep(spec: SweepSpec, store: ResultStore, *, ray: bool = False,
         old = store.get(key)
         if old is None or (retry_failed and old["status"] != "ok"):
             todo.append((point, key))
-    run = _on_ray(todo, spec.timeout_s, address) if (ray or address) \
+    # Nothing to run starts no cluster: a repeated sweep costs only reading its results.
+    run = _on_ray(todo, spec.timeout_s, address) if (ray or address) and todo \
         else _in_process(todo, spec.timeout_s)
     bar = _progress(len(todo), progress and bool(todo))
     for record in run:
