@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from mncore_hdl import arch
@@ -13,6 +16,7 @@ from mncore_hdl.sweep import (
     SweepSpec,
     adapter,
     known_fields,
+    load_spec,
     point_key,
     ray_available,
     resolve,
@@ -236,3 +240,29 @@ def test_cli_refuses_a_bad_spec_before_running(tmp_path, capsys):
     assert main([str(spec), "--out", str(tmp_path / "r.jsonl"), "--no-progress"]) == 2
     assert "Unknown sweep parameter(s) 'scheduler_windw'" in capsys.readouterr().err
     assert not (tmp_path / "r.jsonl").exists()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", ["model_memctrl.json", "model_convert_buffer.json",
+                                  "rtl_ports_pattern_burst.json"])
+def test_example_specs_resolve(name):
+    spec = load_spec(REPO / "bench" / "sweeps" / name)
+    assert len(spec.points()) >= 48
+
+
+def test_example_spec_of_the_scheduler_waits_for_its_fields():
+    spec = REPO / "bench" / "sweeps" / "window_ports_pattern.toml"
+    if hasattr(arch.ArchConfig(), "scheduler_window"):
+        assert len(load_spec(spec).points()) == 48
+    else:
+        with pytest.raises(ValueError, match="'scheduler_window'"):
+            load_spec(spec)
+
+
+def test_bench_sweep_help():
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_sweep.py"), "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "one process and on a local Ray cluster" in run.stdout
