@@ -155,6 +155,15 @@ def test_conversion_points_and_buffer_depth(tmp_path):
     assert 0 < small["figures"]["bound_ratio"] <= 1
 
 
+def test_rtl_conversion_point_refuses_a_buffer_it_cannot_run(tmp_path):
+    # Refused before any simulator starts: the RTL converter bench has the default buffer.
+    spec = SweepSpec("conv_rtl", grid={"buffer_lw": [1024]}, backend="icarus",
+                     fixed={"kind": "convert", "shape": [64, 64]})
+    (record,) = run_sweep(spec, ResultStore(tmp_path / "r.jsonl"), progress=False).records
+    assert record["status"] == "error"
+    assert "default 8192-LW buffer, not buffer_lw=1024" in record["error"]
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     if not ray_available():

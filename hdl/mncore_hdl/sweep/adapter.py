@@ -1,16 +1,14 @@
 """The sweep's one seam to the memory system: configs, timing models, RTL bench, bounds, area.
 
-Everything the sweep knows about ``mncore_hdl.arch`` presets, ``memctrl`` (its timing model and
-traffic-generator bench top) and the converter's timing model is here, so that a change of those
-modules (a new scheduler, new timing rules, a bound function) is adapted in this file alone.
+Everything the sweep knows about ``mncore_hdl.arch`` presets and ``memctrl`` (its timing model
+and traffic-generator bench top) is here, so that a change of those modules (a new scheduler,
+new timing rules, a bound function) is adapted in this file alone; conversion points are in
+``conversions.py``.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -44,18 +42,21 @@ def preset_timing(name: str) -> DramTiming:
 
 def design_roots(workload: Workload, backend: str) -> list[Any]:
     """What defines the design a point's figures depend on (their sources key the result)."""
-    if backend == "model":
-        model = "mncore_hdl.memctrl.timing" if workload.kind == "memctrl" \
-            else "mncore_hdl.converter.timing"
-        return [model, __name__]
-    return ["mncore_hdl.memctrl.trafficgen", __name__]
+    if workload.kind == "convert":
+        model = "mncore_hdl.converter.timing" if backend == "model" else "mncore_hdl.top.system"
+        return [model, "mncore_hdl.sweep.conversions"]
+    model = "mncore_hdl.memctrl.timing" if backend == "model" else "mncore_hdl.memctrl.trafficgen"
+    return [model, __name__]
 
 
-def bench_sources(backend: str) -> list[Path]:
-    """Files outside ``mncore_hdl`` that a backend runs (the cocotb coroutine of the RTL bench)."""
+def bench_sources(workload: Workload, backend: str) -> list[Path]:
+    """Files outside ``mncore_hdl`` that a point runs (the cocotb side of an RTL bench)."""
     if backend == "model":
         return []
-    return [Path(__file__).resolve().parents[3] / "sim" / "tb_memctrl_bench.py"]
+    sim = Path(__file__).resolve().parents[3] / "sim"
+    if workload.kind == "convert":
+        return [sim / "tb_converter_bench.py", sim / "converter_agents.py"]
+    return [sim / "tb_memctrl_bench.py"]
 
 
 def _burst(config: ArchConfig, w: Workload) -> int:
@@ -91,55 +92,12 @@ def bound_efficiency(config: ArchConfig, w: Workload) -> float | None:
     return None
 
 
-# -- layout converter: analytic model ----------------------------------------------------------
-
-def _layouts(config: ArchConfig, w: Workload) -> tuple[Any, Any]:
-    from ..layout import Layout, host_layout, native_layout
-
-    r, c = w.shape
-    if w.pair == "host->native":
-        return host_layout((r, c), w.dtype), native_layout((r, c), w.dtype, config)
-    if w.pair == "native->host":
-        return native_layout((r, c), w.dtype, config), host_layout((r, c), w.dtype)
-    if w.pair == "transpose":
-        if r % 2:
-            raise ValueError(f"The transpose pair needs an even row count, not shape {w.shape}")
-        return (host_layout((r, c), w.dtype),
-                Layout.parse(f"({r},{c})/(({r // 2}:1, 2_W:1), ({c}:{r // 2}))", w.dtype))
-    if r % 4 or c % 2:
-        raise ValueError(f"Group redistribution needs rows divisible by 4 and even columns, "
-                         f"not shape {w.shape}")
-    groups = config.groups
-    return (Layout.parse(f"({r},{c})/(({r // groups}:{c // 2}, {groups}_G:1), "
-                         f"({c // 2}:1, 2_W:1))", w.dtype),
-            Layout.parse(f"({r},{c})/(({groups}_G:1, {r // groups}:{c // 2}), "
-                         f"({c // 2}:1, 2_W:1))", w.dtype))
-
-
-def _convert_model(config: ArchConfig, w: Workload) -> dict[str, Any]:
-    from ..converter.program import compile_program
-    from ..converter.timing import conversion_cycles, converter_beats
-    from ..layout import conversion
-
-    src, dst = _layouts(config, w)
-    desc = conversion(src, dst)
-    cycles = conversion_cycles(config, desc, w.buffer_lw)
-    read, written = converter_beats(compile_program(desc, config, w.buffer_lw))
-    # The busiest Group's bus (reads + writes there, one LW a cycle) bounds any converter.
-    per_group = [0] * config.groups
-    for layout in (src, dst):
-        for g in range(layout.groups):
-            per_group[g % config.groups] += layout.lw_per_group
-    return {"cycles": cycles, "beats": read + written,
-            "converter_bytes": (read + written) * config.lw_bytes,
-            "efficiency": (read + written) / cycles,
-            "bound_ratio": max(per_group) / cycles}
-
-
 def model_figures(config: ArchConfig, w: Workload) -> dict[str, Any]:
     """Figures of one point on the analytic timing models (milliseconds)."""
     if w.kind == "convert":
-        return _convert_model(config, w)
+        from . import conversions
+
+        return conversions.model_figures(config, w)
     figures = _memctrl_model(config, w)
     bound = bound_efficiency(config, w)
     if bound:
@@ -178,50 +136,35 @@ def _generators(config: ArchConfig, w: Workload) -> list[dict[str, int]]:
 
 
 def _export_bench(config: ArchConfig, build_root: Path) -> Path:
-    """The bench top's Verilog, converted once per design and config even when workers race."""
+    """The bench top's Verilog, cached by design and config."""
     from ..memctrl.trafficgen import BenchTop
-    from ..tooling.verilog import export_verilog
+    from .benches import export_once
 
     meta = {"component": "BenchTop", "ports": RTL_PORTS, "config": config.to_dict()}
-    out = build_root / "verilog"
-    out.mkdir(parents=True, exist_ok=True)
-    tag = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
-    with open(out / f".memctrl_bench-{tag}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return export_verilog(lambda: BenchTop(config, RTL_PORTS), "memctrl_bench", meta, out,
-                              design=BenchTop)
+    return export_once(lambda: BenchTop(config, RTL_PORTS), "memctrl_bench", meta, BenchTop,
+                       build_root)
 
 
 def rtl_figures(config: ArchConfig, w: Workload, simulator: str, name: str) -> dict[str, Any]:
-    """Figures of one point on the RTL bench top, on ``simulator`` (``icarus``/``verilator``).
+    """Figures of one point on an RTL bench, on ``simulator`` (``icarus``/``verilator``).
 
-    ``name`` names the point's output folder below ``build/sim``. The Verilog and the compiled
-    simulation are cached by design and config there, so points on one node share them.
+    ``memctrl``: the bench top with a traffic generator on each port; ``convert``: the
+    memory-system top (``conversions.rtl_figures``). ``name`` names the point's output folder
+    below ``build/sim``; the Verilog and the compiled simulation are cached by design and config
+    there, so points on one node share them.
     """
-    import pytest
+    from ..testing.runner import BUILD_ROOT
+    from .benches import run_bench
 
-    from ..testing.runner import BUILD_ROOT, run_cocotb
+    if w.kind == "convert":
+        from . import conversions
 
-    if w.kind != "memctrl":
-        raise ValueError(f"The RTL sweep backend runs memctrl workloads, not {w.kind!r} "
-                         "(run conversions on the model backend)")
+        return conversions.rtl_figures(config, w, simulator, name)
     case = {"name": name, "ports": RTL_PORTS, "gens": _generators(config, w)}
     verilog = _export_bench(config, BUILD_ROOT)
     out = BUILD_ROOT / name / "results.json"
-    env = {"MC_BENCH_CASES": json.dumps([case]), "MC_BENCH_OUT": str(out),
-           "COCOTB_LOG_LEVEL": "WARNING", "GPI_LOG_LEVEL": "WARNING"}
-    saved = os.environ.get("SIM")
-    os.environ["SIM"] = simulator
-    try:
-        run_cocotb(verilog, "memctrl_bench", "tb_memctrl_bench", "run_cases", seed=1,
-                   test_name=name, extra_env=env, waves=False)
-    except pytest.fail.Exception as exc:  # the runner reports a failed bench through pytest
-        raise RuntimeError(str(exc)) from None
-    finally:
-        if saved is None:
-            os.environ.pop("SIM", None)
-        else:
-            os.environ["SIM"] = saved
+    env = {"MC_BENCH_CASES": json.dumps([case]), "MC_BENCH_OUT": str(out)}
+    run_bench(verilog, "memctrl_bench", "tb_memctrl_bench", "run_cases", name, env, simulator)
     (result,) = json.loads(out.read_text())
     beats = w.lw * w.ports
     figures = {"cycles": result["cycles"], "beats": beats,

@@ -39,7 +39,7 @@ def point_key(point: Point) -> str:
     identity = {
         "design": [_digest(r) for r in roots]
         + [hashlib.sha256(p.read_bytes()).hexdigest() for p in adapter.bench_sources(
-            point.backend)],
+            point.workload, point.backend)],
         "config": point.config.to_dict(),
         "workload": point.workload.to_dict(),
         "backend": point.backend,
