@@ -14,6 +14,7 @@ from .bankmachine import BankMachine
 from .csr import StatsRegisters
 from .datapath import DataEngine
 from .port import RequesterSignature
+from .rank import RankTiming
 from .refresher import Refresher
 from .requester import PortFrontend
 from .scheduler import ErrorFlag, Scheduler
@@ -116,6 +117,7 @@ class MemoryController(wiring.Component):
             bms.append(bm)
         m.submodules.arbiter = arb = RoundRobin(n)
         m.submodules.refresher = ref = Refresher(cfg)
+        m.submodules.rank = rank = RankTiming(cfg)
         m.submodules.scheduler = sched = Scheduler(cfg, n)
         m.submodules.engine = eng = DataEngine(cfg, n)
         m.submodules.error_flag = err = ErrorFlag(cfg)
@@ -135,6 +137,9 @@ class MemoryController(wiring.Component):
             sched.refresh_want.eq(ref.want),
             sched.refresh_ready.eq(ref.trfc_ready),
             sched.bus_free.eq(eng.free),
+            sched.act_allowed.eq(rank.act_ready),
+            sched.rd_allowed.eq(rank.rd_ready),
+            sched.wr_allowed.eq(rank.wr_ready),
         ]
 
         # -- the issued command to the blocks it affects --------------------------------------
@@ -152,6 +157,11 @@ class MemoryController(wiring.Component):
                 bm.data_busy.eq(eng.active & ~eng.oow & (eng.bank == b)),
             ]
         m.d.comb += [
+            rank.act.eq(sched.act),
+            rank.col.eq(sched.col),
+            rank.col_write.eq(sched.write),
+            rank.rbeat.eq(eng.active & ~eng.write & ~eng.oow),
+            rank.wbeat.eq(eng.active & eng.write & ~eng.oow),
             ref.issue.eq(sched.ref),
             eng.load.eq(sched.issue),
             eng.load_addr.eq(sched.addr),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -22,8 +22,10 @@ class Scheduler(wiring.Component):
       ``refresh_ready``. Nothing else issues while a refresh is due or tRFC runs.
     * **primary**: the arbiter's winner (``grant``) moves its bank towards its row (PRE if
       another row is open, ACT if closed) and issues its column command when the row is open,
-      tRCD is met and ``bus_free``. An out-of-window chunk skips the DRAM: it only waits for
-      ``bus_free`` (``oow``) and issues no command, so the slot stays free for preparation.
+      tRCD is met, ``bus_free`` and the rules between banks allow its direction
+      (``rd_allowed`` / ``wr_allowed``). Every ACT also needs ``act_allowed``. An
+      out-of-window chunk skips the DRAM: it only waits for ``bus_free`` (``oow``) and issues
+      no command, so the slot stays free for preparation.
     * **preparation**: when the primary issues no ACT, PRE or column command, the slot opens
       (ACT) or closes (PRE) a bank for another port's head chunk or look-ahead row, in fixed
       priority (heads by port, then look-aheads by port). It never touches the primary's bank
@@ -48,6 +50,9 @@ class Scheduler(wiring.Component):
         A refresh is due; no refresh is in progress (tRFC has elapsed).
     bus_free : Signal, in
         The data bus may take a new burst this cycle.
+    act_allowed, rd_allowed, wr_allowed : Signal, in
+        The rules between banks allow an ACT (tRRD, tFAW), a RD or a WR (tCCD, the bus
+        turnarounds) this cycle (:class:`~.rank.RankTiming`).
     act, pre, col, ref : Signal, out
         The command issued this cycle (at most one is high).
     oow : Signal, out
@@ -82,6 +87,9 @@ class Scheduler(wiring.Component):
             "refresh_want": In(1),
             "refresh_ready": In(1),
             "bus_free": In(1),
+            "act_allowed": In(1),
+            "rd_allowed": In(1),
+            "wr_allowed": In(1),
             "act": Out(1),
             "pre": Out(1),
             "col": Out(1),
@@ -110,7 +118,7 @@ class Scheduler(wiring.Component):
         banks = self.banks
         is_open = Array(bs.is_open for bs in banks)
         open_row = Array(bs.open_row for bs in banks)
-        act_ready = Array(bs.act_ready for bs in banks)
+        act_ready = Array(bs.act_ready & self.act_allowed for bs in banks)
         pre_ready = Array(bs.pre_ready for bs in banks)
         col_ready = Array(bs.col_ready for bs in banks)
 
@@ -121,13 +129,15 @@ class Scheduler(wiring.Component):
         p_oow = Array(h.head_oow for h in heads)[g]
         p_bank = Signal.like(self.bank)
         p_row = Signal.like(self.row)
+        p_write = Array(h.head_write for h in heads)[g]
+        dir_ok = Mux(p_write, self.wr_allowed, self.rd_allowed)
         m.d.comb += [
             p_bank.eq(self._bank(p_addr)),
             p_row.eq(self._row(p_addr)),
             self.addr.eq(p_addr),
             self.issue_port.eq(g),
             self.len.eq(Array(h.head_len for h in heads)[g]),
-            self.write.eq(Array(h.head_write for h in heads)[g]),
+            self.write.eq(p_write),
         ]
 
         # -- decision: refresh (r_*), the primary (p*), preparation (s_*) ---------------------
@@ -146,7 +156,7 @@ class Scheduler(wiring.Component):
             with m.If(p_oow):
                 m.d.comb += self.oow.eq(self.bus_free)
             with m.Elif(is_open[p_bank] & (open_row[p_bank] == p_row)):
-                m.d.comb += pc.eq(col_ready[p_bank] & self.bus_free)
+                m.d.comb += pc.eq(col_ready[p_bank] & self.bus_free & dir_ok)
             with m.Elif(~is_open[p_bank]):
                 m.d.comb += pa.eq(act_ready[p_bank])
             with m.Else():
@@ -208,7 +218,7 @@ class Scheduler(wiring.Component):
         protected_by = Array(protected)
         is_open = Array(bs.is_open for bs in banks)
         open_row = Array(bs.open_row for bs in banks)
-        act_ready = Array(bs.act_ready for bs in banks)
+        act_ready = Array(bs.act_ready & self.act_allowed for bs in banks)
         pre_ready = Array(bs.pre_ready for bs in banks)
 
         cands = []
