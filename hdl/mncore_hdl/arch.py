@@ -307,11 +307,20 @@ MNCORE2_SIM = ArchConfig(dram_bytes_per_group=MNCORE2.sim_window_lw * LW_BYTES)
 #:   tRAS 32 ns -> 24, tWR 15 ns -> 12, tREFI 7.8 us -> 5850, tRFC 350 ns -> 263,
 #:   tRRD_L 6.4 ns -> 5, tFAW 30 ns -> 23, tWTR_L 7.5 ns -> 6, tRTP 7.5 ns -> 6,
 #:   tCCD_L 5 ns -> 4, read-to-write gap 1;
+#: - ``"ddr4_3200_bus"``: DDR4-3200AA scaled to its own data bus instead (one cycle per
+#:   transfer, 0.3125 ns; x8 parts, 1 KB page): CL/tRCD/tRP 22 tCK -> 44, tRAS 32 ns -> 103,
+#:   tWR 15 ns -> 48, tREFI 7.8 us -> 24960, tRFC 350 ns -> 1120, tRRD_S 4 tCK -> 8,
+#:   tFAW 21 ns -> 68, tWTR_S 4 tCK -> 8, tRTP 7.5 ns -> 24, read-to-write gap 2 tCK -> 4,
+#:   tCCD_S 4 tCK -> 8. Here the activate rules bound random bursts, as on the real part
+#:   (LiteDRAM measures 47.6% of the bus when every read opens a row);
 #: - ``"basic"``: the per-bank rules, refresh and CL of ``"mncore2"`` with no rule between
 #:   banks or on the bus turnaround (tRRD, tFAW, tRTP, tCCD 1; tWTR, tRTW 0).
 TIMING_PRESETS: dict[str, DramTiming] = {
     "mncore2": DramTiming(),
     "ddr4_3200": DramTiming(cl=11, trcd=11, trp=11, tras=24, twr=12, trefi=5850, trfc=263,
                             burst_length=8, trrd=5, tfaw=23, twtr=6, trtp=6, trtw=1, tccd=4),
+    "ddr4_3200_bus": DramTiming(cl=44, trcd=44, trp=44, tras=103, twr=48, trefi=24960,
+                                trfc=1120, burst_length=8, trrd=8, tfaw=68, twtr=8, trtp=24,
+                                trtw=4, tccd=8),
     "basic": DramTiming(trrd=1, tfaw=1, twtr=0, trtp=1, trtw=0, tccd=1),
 }

@@ -69,7 +69,7 @@ def test_invalid_timing_is_rejected():
 
 def test_timing_presets():
     assert TIMING_PRESETS["mncore2"] == MNCORE2.timing == MNCORE2_SIM.timing
-    assert set(TIMING_PRESETS) == {"mncore2", "ddr4_3200", "basic"}
+    assert set(TIMING_PRESETS) == {"mncore2", "ddr4_3200", "ddr4_3200_bus", "basic"}
     ddr4 = TIMING_PRESETS["ddr4_3200"]
     # JEDEC DDR4-3200AA at 1.333 ns a cycle, rounded up
     assert (ddr4.cl, ddr4.trcd, ddr4.trp, ddr4.tras) == (11, 11, 11, 24)
