@@ -37,11 +37,14 @@ class Scheduler(wiring.Component):
         Geometry (address split) and widths.
     ports : int
         Number of requester ports.
+    ahead : int
+        Queued requests each port shows beyond its look-ahead (``HeadSignature``); the
+        preparation serves their banks too, after the heads and look-aheads.
 
     Attributes
     ----------
     ports : In(HeadSignature).array(ports)
-        Each port's head chunk and look-ahead.
+        Each port's head chunk, look-ahead and queued requests.
     banks : In(BankStateSignature).array(banks)
         Each bank's state and legal commands.
     grant, grant_valid : Signal, in
@@ -69,7 +72,7 @@ class Scheduler(wiring.Component):
         The primary's head chunk (its column command moves it when ``issue``).
     """
 
-    def __init__(self, config: ArchConfig, ports: int):
+    def __init__(self, config: ArchConfig, ports: int, ahead: int = 0):
         if not isinstance(config, ArchConfig):
             raise TypeError(f"Config must be an ArchConfig, not {config!r}")
         if isinstance(ports, bool) or not isinstance(ports, int):
@@ -78,9 +81,10 @@ class Scheduler(wiring.Component):
             raise ValueError(f"Port count must be a positive integer, not {ports}")
         self.config = config
         self.port_count = ports
+        self.ahead = ahead
         caw = chunk_addr_bits(config)
         super().__init__({
-            "ports": In(HeadSignature(config)).array(ports),
+            "ports": In(HeadSignature(config, ahead)).array(ports),
             "banks": In(BankStateSignature(config)).array(config.banks),
             "grant": In(range(ports)),
             "grant_valid": In(1),
@@ -205,15 +209,20 @@ class Scheduler(wiring.Component):
         heads = self.ports
         banks = self.banks
         nb = len(banks)
-        # A row is protected when some port's head chunk or look-ahead wants it.
+        cands = []
+        for i, h in enumerate(heads):
+            cands.append((i, h.head_valid & ~h.head_oow, h.head_addr))
+        for i, h in enumerate(heads):
+            cands.append((i, h.la_valid, h.la_addr))
+        for k in range(self.ahead):
+            for i, h in enumerate(heads):
+                cands.append((i, h.ahead_valid[k], h.ahead_addr[k]))
+        # A row is protected when some candidate (a head chunk, look-ahead or queued
+        # request) wants it.
         protected = []
         for b, bs in enumerate(banks):
-            hits = []
-            for h in heads:
-                hits.append(h.head_valid & ~h.head_oow & (self._bank(h.head_addr) == b)
-                            & (self._row(h.head_addr) == bs.open_row))
-                hits.append(h.la_valid & (self._bank(h.la_addr) == b)
-                            & (self._row(h.la_addr) == bs.open_row))
+            hits = [valid & (self._bank(addr) == b) & (self._row(addr) == bs.open_row)
+                    for _, valid, addr in cands]
             protected.append(Cat(*hits).any())
         protected_by = Array(protected)
         is_open = Array(bs.is_open for bs in banks)
@@ -221,16 +230,11 @@ class Scheduler(wiring.Component):
         act_ready = Array(bs.act_ready & self.act_allowed for bs in banks)
         pre_ready = Array(bs.pre_ready for bs in banks)
 
-        cands = []
-        for i, h in enumerate(heads):
-            cands.append((i, h.head_valid & ~h.head_oow, h.head_addr))
-        for i, h in enumerate(heads):
-            cands.append((i, h.la_valid, h.la_addr))
         # Fixed priority among candidates: preparation is an optimisation, never needed
         # for progress (the primary prepares its own bank), so it need not be fair.
-        for i, valid, addr in reversed(cands):
-            b = Signal.like(c_bank, name=f"prep_bank_{i}")
-            r = Signal.like(c_row, name=f"prep_row_{i}")
+        for j, (i, valid, addr) in reversed(list(enumerate(cands))):
+            b = Signal.like(c_bank, name=f"prep_bank_{j}")
+            r = Signal.like(c_row, name=f"prep_row_{j}")
             m.d.comb += [b.eq(self._bank(addr)), r.eq(self._row(addr))]
             mine = valid & ~(p_mem & (b == p_bank)) if nb > 1 else valid & ~p_mem
             can_act = act_ready[b]
