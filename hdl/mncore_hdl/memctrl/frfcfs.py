@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
-from .signatures import BankStateSignature, HeadSignature
+from .signatures import BankStateSignature, HeadSignature, check_config_and_ports
 
 __all__ = ["FrFcfs", "WAIT_BITS"]
 
@@ -58,12 +58,7 @@ class FrFcfs(wiring.Component):
     """
 
     def __init__(self, config: ArchConfig, ports: int, ahead: int = 0):
-        if not isinstance(config, ArchConfig):
-            raise TypeError(f"Config must be an ArchConfig, not {config!r}")
-        if isinstance(ports, bool) or not isinstance(ports, int):
-            raise TypeError(f"Port count must be an integer, not {ports!r}")
-        if ports <= 0:
-            raise ValueError(f"Port count must be a positive integer, not {ports}")
+        check_config_and_ports(config, ports)
         self.config = config
         self.port_count = ports
         super().__init__({

@@ -8,7 +8,18 @@ from amaranth.lib.wiring import Out
 from ..arch import ArchConfig
 from .port import addr_bits
 
-__all__ = ["HeadSignature", "BankStateSignature", "chunk_addr_bits", "row_bits"]
+__all__ = ["HeadSignature", "BankStateSignature", "chunk_addr_bits", "row_bits",
+           "check_config_and_ports"]
+
+
+def check_config_and_ports(config: object, ports: object) -> None:
+    """The checks of the blocks that see every port: an ArchConfig and a positive port count."""
+    if not isinstance(config, ArchConfig):
+        raise TypeError(f"Config must be an ArchConfig, not {config!r}")
+    if isinstance(ports, bool) or not isinstance(ports, int):
+        raise TypeError(f"Port count must be an integer, not {ports!r}")
+    if ports <= 0:
+        raise ValueError(f"Port count must be a positive integer, not {ports}")
 
 
 def chunk_addr_bits(config: ArchConfig) -> int:
