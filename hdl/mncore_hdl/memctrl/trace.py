@@ -13,7 +13,7 @@ __all__ = ["drampower_lines", "write_drampower_trace"]
 DRAMPOWER_NAMES = {Cmd.ACT: "ACT", Cmd.PRE: "PRE", Cmd.RD: "RD", Cmd.WR: "WR", Cmd.REF: "REF"}
 
 
-def _kind(value: object) -> Cmd:
+def _kind(value: int | str) -> Cmd:
     if isinstance(value, str):
         if value not in Cmd.__members__:
             raise ValueError(f"Command must be one of {', '.join(DRAMPOWER_NAMES.values())}, "
