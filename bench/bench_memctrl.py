@@ -1,8 +1,12 @@
 """Memory controller figures: data-bus efficiency per traffic and port count, simulation speed
 on Icarus and in Amaranth's simulator, and the analytic model's cycles next to the RTL's.
 
-    ./exec_with_env.sh python bench/bench_memctrl.py            # a few minutes
-    ./exec_with_env.sh python bench/bench_memctrl.py --lw 4096  # quicker
+    ./exec_with_env.sh python bench/bench_memctrl.py            # several minutes
+    ./exec_with_env.sh python bench/bench_memctrl.py --lw 4096 --no-speed  # about two
+
+Each traffic runs on the in-order and on the ``fr_fcfs`` scheduler, side by side, with the
+bound any scheduler could reach for it (``memctrl.bound.bound_cycles``) and each measurement
+against it.
 
 The RTL runs with a hardware traffic generator on each port (``memctrl.trafficgen``), so the
 simulators run whole streams with no Python in the loop.
