@@ -1,8 +1,12 @@
 """Memory controller figures: data-bus efficiency per traffic and port count, simulation speed
 on Icarus and in Amaranth's simulator, and the analytic model's cycles next to the RTL's.
 
-    ./exec_with_env.sh python bench/bench_memctrl.py            # a few minutes
-    ./exec_with_env.sh python bench/bench_memctrl.py --lw 4096  # quicker
+    ./exec_with_env.sh python bench/bench_memctrl.py            # several minutes
+    ./exec_with_env.sh python bench/bench_memctrl.py --lw 4096 --no-speed  # about two
+
+Each traffic runs on the in-order and on the ``fr_fcfs`` scheduler, side by side, with the
+bound any scheduler could reach for it (``memctrl.bound.bound_cycles``) and each measurement
+against it.
 
 The RTL runs with a hardware traffic generator on each port (``memctrl.trafficgen``), so the
 simulators run whole streams with no Python in the loop.
@@ -18,14 +22,27 @@ from pathlib import Path
 from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
 from mncore_hdl.contracts.memctrl import PORTS
 from mncore_hdl.memctrl import timing
-from mncore_hdl.memctrl.trafficgen import BenchTop, Mode
+from mncore_hdl.memctrl.bound import Traffic, bound_cycles
+from mncore_hdl.memctrl.trafficgen import RW, BenchTop, Mode
 from mncore_hdl.tooling.verilog import export_verilog
 
 ROOT = Path(__file__).resolve().parent.parent
 
 CONFIG = MNCORE2_SIM
+#: The reordering scheduler measured beside the in-order one (the default).
+FR_FCFS = MNCORE2_SIM.replace(scheduler="fr_fcfs", scheduler_window=16,
+                              scheduler_starvation_cap=16)
 MAX_PORTS = len(PORTS)
-TRAFFIC = ("read", "write", "mixed", "random")
+#: Traffic name -> (generator mode, random directions, bound's traffic description).
+TRAFFIC = {
+    "read": (Mode.READ, RW.COIN, Traffic("sequential", 8, 1.0)),
+    "write": (Mode.WRITE, RW.COIN, Traffic("sequential", 8, 0.0)),
+    "mixed": (Mode.MIXED, RW.COIN, Traffic("sequential", 8, 0.5)),
+    "rnd r/w": (Mode.RANDOM, RW.COIN, Traffic("random", 8, 0.5)),
+    "rnd rd": (Mode.RANDOM, RW.READ, Traffic("random", 8, 1.0)),
+    "rnd 2:1": (Mode.RANDOM, RW.TWO_ONE, Traffic("random", 8, 2 / 3)),
+}
+PORT_COUNTS = (1, 3)
 
 
 def port_base(config: ArchConfig, i: int) -> int:
@@ -36,18 +53,18 @@ def port_base(config: ArchConfig, i: int) -> int:
 def make_case(config: ArchConfig, traffic: str, ports: int, lw: int) -> dict:
     """Generator settings for ``ports`` ports each moving ``lw`` LWs."""
     row, bl = config.row_lw, config.timing.burst_length
+    mode, rw, _ = TRAFFIC[traffic]
     gens = []
     for i in range(ports):
         base = port_base(config, i)
-        if traffic in ("read", "write"):
-            mode = Mode.READ if traffic == "read" else Mode.WRITE
+        if mode in (Mode.READ, Mode.WRITE):
             g = {"mode": mode, "base": base, "base2": 0, "count": lw // row, "blen": row}
-        elif traffic == "mixed":  # a copy: read half, write half, 8 banks apart
-            g = {"mode": Mode.MIXED, "base": base, "base2": base + lw // 2 + 8 * row,
+        elif mode == Mode.MIXED:  # a copy: read half, write half, 8 banks apart
+            g = {"mode": mode, "base": base, "base2": base + lw // 2 + 8 * row,
                  "count": lw // row, "blen": row}
         else:
-            g = {"mode": Mode.RANDOM, "base": 0, "base2": 0, "count": lw // bl, "blen": bl}
-        gens.append(g)
+            g = {"mode": mode, "base": 0, "base2": 0, "count": lw // bl, "blen": bl}
+        gens.append({**g, "rw": rw})
     return {"name": f"{traffic}/{ports}", "ports": MAX_PORTS, "gens": gens}
 
 
@@ -68,15 +85,15 @@ def build(config: ArchConfig) -> Path:
                           ROOT / "build" / "sim" / "verilog")
 
 
-def run_icarus(verilog: Path, cases: list[dict], waves: bool) -> list[dict]:
+def run_icarus(verilog: Path, cases: list[dict], waves: bool, tag: str = "") -> list[dict]:
     from mncore_hdl.testing.runner import BUILD_ROOT, run_cocotb
 
-    out = BUILD_ROOT / "memctrl_bench" / "results.json"
+    out = BUILD_ROOT / f"memctrl_bench{tag}" / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     env = {"MC_BENCH_CASES": json.dumps(cases), "MC_BENCH_OUT": str(out),
            "COCOTB_LOG_LEVEL": "WARNING", "GPI_LOG_LEVEL": "WARNING"}
     run_cocotb(verilog, "memctrl_bench", "tb_memctrl_bench", "run_cases", seed=1,
-               test_name="memctrl_bench", extra_env=env, waves=waves)
+               test_name=f"memctrl_bench{tag}", extra_env=env, waves=waves)
     return json.loads(out.read_text())
 
 
@@ -106,6 +123,34 @@ def run_amaranth(config: ArchConfig, case: dict) -> dict:
     return result
 
 
+def print_table(cfg: ArchConfig, lw: int, rtl: dict, fr: dict) -> None:
+    """Both schedulers side by side: raw efficiency and measured against the bound."""
+    t = cfg.timing
+    print(f"\nMemory controller, {cfg.banks} banks, row {cfg.row_lw} LW, BL {t.burst_length}, "
+          f"CL {t.cl}, tREFI {t.trefi}, tRFC {t.trfc}, tRRD {t.trrd}, tFAW {t.tfaw}, "
+          f"tWTR {t.twtr}, tRTW {t.trtw}; {lw} LW per port; one data bus of 1 LW/cycle "
+          "shared by the ports. eff = beats / cycles; /bnd = bound cycles / measured "
+          "(memctrl.bound); fr_fcfs window "
+          f"{FR_FCFS.scheduler_window}, cap {FR_FCFS.scheduler_starvation_cap}")
+    hdr = (f"{'traffic':<8} {'ports':>5} {'beats':>6} {'bound':>6} {'bnd eff':>7} | "
+           f"{'in-order':>8} {'eff':>6} {'/bnd':>6} | {'fr_fcfs':>8} {'eff':>6} {'/bnd':>6} | "
+           f"{'model':>6} {'mod/RTL':>7}")
+    print(hdr)
+    print("-" * len(hdr))
+    for tr, (_, _, traffic) in TRAFFIC.items():
+        for p in PORT_COUNTS:
+            name = f"{tr}/{p}"
+            beats = lw * p
+            bnd = bound_cycles(cfg, traffic, beats)
+            a, b = rtl[name]["cycles"], fr[name]["cycles"]
+            mod = modeled(cfg, tr, beats)
+            ratio = f"{mod / a:.3f}" if mod else "-"
+            print(f"{tr:<8} {p:>5} {beats:>6} {bnd:>6} {beats / bnd:>7.3f} | "
+                  f"{a:>8} {beats / a:>6.3f} {bnd / a:>6.3f} | "
+                  f"{b:>8} {beats / b:>6.3f} {bnd / b:>6.3f} | "
+                  f"{mod if mod else '-':>6} {ratio:>7}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lw", type=int, default=16384, help="LWs per port per case")
@@ -113,35 +158,26 @@ def main() -> None:
                     help="LWs of the Amaranth-simulator speed runs")
     ap.add_argument("--waves", action="store_true",
                     help="dump build/sim/memctrl_bench/memctrl_bench.vcd (slows Icarus down)")
+    ap.add_argument("--no-speed", action="store_true",
+                    help="skip the simulation-speed table")
     args = ap.parse_args()
     cfg = CONFIG
 
     t0 = time.perf_counter()
     verilog = build(cfg)
-    print(f"Verilog: {verilog} ({time.perf_counter() - t0:.1f} s, cached per configuration)")
-    cases = [make_case(cfg, tr, p, args.lw) for tr in TRAFFIC for p in (1, 2, 3)]
+    verilog_fr = build(FR_FCFS)
+    print(f"Verilog: {verilog}, {verilog_fr} ({time.perf_counter() - t0:.1f} s, cached per "
+          "configuration)")
+    cases = [make_case(cfg, tr, p, args.lw) for tr in TRAFFIC for p in PORT_COUNTS]
     rtl = {r["name"]: r for r in run_icarus(verilog, cases, args.waves)}
-
-    t = cfg.timing
-    print(f"\nMemory controller, {cfg.banks} banks, row {cfg.row_lw} LW, BL {t.burst_length}, "
-          f"CL {t.cl}, tREFI {t.trefi}, tRFC {t.trfc}; {args.lw} LW per port; "
-          "one data bus of 1 LW/cycle shared by the ports")
-    hdr = (f"{'traffic':<8} {'ports':>5} {'beats':>7} {'RTL cyc':>8} {'eff':>6} "
-           f"{'model cyc':>9} {'model/RTL':>9} {'Icarus cyc/s':>12}")
-    print(hdr)
-    print("-" * len(hdr))
-    for tr in TRAFFIC:
-        for p in (1, 2, 3):
-            r = rtl[f"{tr}/{p}"]
-            beats = args.lw * p
-            mod = modeled(cfg, tr, beats)
-            ratio = f"{mod / r['cycles']:.3f}" if mod else "-"
-            print(f"{tr:<8} {p:>5} {beats:>7} {r['cycles']:>8} {beats / r['cycles']:>6.3f} "
-                  f"{mod if mod else '-':>9} {ratio:>9} {r['cycles'] / r['wall_s']:>12,.0f}")
+    fr = {r["name"]: r for r in run_icarus(verilog_fr, cases, False, "_fr")}
+    print_table(cfg, args.lw, rtl, fr)
+    if args.no_speed:
+        return
 
     print(f"\nSimulation speed, same design and traffic ({args.amaranth_lw} LW, 1 port):")
     print(f"{'traffic':<8} {'simulator':<10} {'cycles':>8} {'wall s':>8} {'cycles/s':>10}")
-    am_cases = [make_case(cfg, tr, 1, args.amaranth_lw) for tr in ("read", "random")]
+    am_cases = [make_case(cfg, tr, 1, args.amaranth_lw) for tr in ("read", "rnd r/w")]
     ic = {r["name"]: r for r in run_icarus(verilog, am_cases, False)}
     for case in am_cases:
         a = run_amaranth(cfg, case)

@@ -92,15 +92,17 @@ async def smoke(dut):
 
 @cocotb.test()
 async def random_traffic(dut):
-    """All ports, random reads/writes/strobes/lengths, idle and back-pressure from the env."""
+    """All ports (or the first ``$MC_ACTIVE_PORTS``), random reads/writes/strobes/lengths, idle
+    and back-pressure from the env."""
     tb = TB(dut, idle=_env_float("MC_IDLE", 0.0), backpressure=_env_float("MC_BP", 0.0))
     await tb.reset()
     cfg = tb.config
     for _ in range(64):  # preloaded data, so reads of unwritten words are not all zero
         tb.mem_write(tb.rng.randrange(4 * cfg.row_lw), tb.rng.getrandbits(LW_BITS))
     target = int(os.environ.get("MC_CYCLES", 3 * cfg.timing.trefi))
+    active = tb.ports[:int(os.environ.get("MC_ACTIVE_PORTS", len(tb.ports)))]
     while tb.cycle < target:
-        for p in tb.ports:
+        for p in active:
             while len(p.requests) < 4:
                 a, n, w, s = random_request(tb, p.i)
                 p.submit(a, n, w, strb=s)

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DramTiming", "ArchConfig", "MNCORE2", "MNCORE2_SIM"]
+__all__ = ["DramTiming", "ArchConfig", "MNCORE2", "MNCORE2_SIM", "SCHEDULERS", "TIMING_PRESETS"]
 
 LW_BITS = 64
 LW_BYTES = LW_BITS // 8
@@ -18,6 +18,20 @@ def _check_positive_int(owner: str, name: str, value: object) -> None:
         raise TypeError(f"{owner}.{name} must be an integer, not {value!r}")
     if value <= 0:
         raise ValueError(f"{owner}.{name} must be a positive integer, not {value}")
+
+
+def _check_non_negative_int(owner: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}.{name} must be an integer, not {value!r}")
+    if value < 0:
+        raise ValueError(f"{owner}.{name} must be a non-negative integer, not {value}")
+
+
+#: DramTiming fields where 0 means "no such rule" (turnarounds).
+_MAY_BE_ZERO = ("twtr", "trtw")
+
+#: The command schedulers the memory controller implements (``ArchConfig.scheduler``).
+SCHEDULERS = ("in_order", "fr_fcfs")
 
 
 def _check_power_of_two(owner: str, name: str, value: int) -> None:
@@ -48,6 +62,31 @@ class DramTiming:
         Duration of one refresh (all banks busy).
     burst_length : int
         Beats (one LW each) per column command.
+    trrd : int
+        Activate to activate, different banks (tRRD_S).
+    tfaw : int
+        Four-activate window: at most four ACTs in any ``tfaw`` consecutive cycles.
+    twtr : int
+        Last write data beat to a read command, any bank (tWTR_S); 0: no rule.
+    trtp : int
+        Read command to precharge on the same bank.
+    trtw : int
+        Idle data-bus cycles between the last read beat and a write command's first beat
+        (read-to-write turnaround); 0: no rule.
+    tccd : int
+        Column command to column command, any bank (tCCD_S); matters only for chunks
+        shorter than ``tccd`` beats, since a burst holds the bus for its beats anyway.
+
+    Notes
+    -----
+    The defaults are nanosecond figures converted at the 750 MHz controller clock (1.333 ns a
+    cycle) and rounded up. CL, tRCD, tRP, tRAS, tWR, tREFI and tRFC are the kit's GDDR6-like
+    figures (16, 16, 16, 37, 16 ns, 3.9 us, 120 ns). The rules between banks and on the data
+    bus come from JEDEC DDR4-3200 (JESD79-4, 2 KB page): tRRD_S 5.3 ns -> 4, tFAW 30 ns -> 23,
+    tWTR_S 2.5 ns -> 2, tRTP 7.5 ns -> 6, read-to-write bus gap 2 tCK (1.25 ns) -> 1,
+    tCCD_S 4 tCK (2.5 ns) -> 2. The ``_S`` (other bank group) values apply because the address
+    map puts consecutive rows in consecutive banks, which alternate bank groups; bank groups
+    themselves are not modeled. :data:`TIMING_PRESETS` holds this set and others.
     """
 
     cl: int = 12
@@ -58,10 +97,19 @@ class DramTiming:
     trefi: int = 2925
     trfc: int = 90
     burst_length: int = 8
+    trrd: int = 4
+    tfaw: int = 23
+    twtr: int = 2
+    trtp: int = 6
+    trtw: int = 1
+    tccd: int = 2
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            _check_positive_int("DramTiming", f.name, getattr(self, f.name))
+            if f.name in _MAY_BE_ZERO:
+                _check_non_negative_int("DramTiming", f.name, getattr(self, f.name))
+            else:
+                _check_positive_int("DramTiming", f.name, getattr(self, f.name))
         _check_power_of_two("DramTiming", "burst_length", self.burst_length)
         if self.trfc >= self.trefi:
             raise ValueError(
@@ -106,6 +154,14 @@ class ArchConfig:
         Controller clock, used to turn cycles into time.
     timing : DramTiming
         The DRAM timing rules.
+    scheduler : str
+        The memory controller's command scheduler, one of :data:`SCHEDULERS`: ``"in_order"``
+        (each port's chunks in order, round-robin between ports) or ``"fr_fcfs"`` (a window of
+        queued chunks, ready row hits first, then oldest).
+    scheduler_window : int
+        Chunks the ``fr_fcfs`` scheduler chooses among (4 to 32).
+    scheduler_starvation_cap : int
+        With ``fr_fcfs``: the most younger chunks that may issue ahead of a waiting one.
     """
 
     groups: int = 4
@@ -122,6 +178,9 @@ class ArchConfig:
     port_lw_per_cycle: int = 1
     clock_mhz: float = 750.0
     timing: DramTiming = field(default_factory=DramTiming)
+    scheduler: str = "in_order"
+    scheduler_window: int = 8
+    scheduler_starvation_cap: int = 16
 
     def __post_init__(self) -> None:
         for name in ("groups", "l2b_per_group", "l1b_per_l2b", "mab_per_l1b", "pe_per_mab",
@@ -151,6 +210,18 @@ class ArchConfig:
             )
         if not isinstance(self.timing, DramTiming):
             raise TypeError(f"ArchConfig.timing must be a DramTiming, not {self.timing!r}")
+        self._check_scheduler()
+
+    def _check_scheduler(self) -> None:
+        if self.scheduler not in SCHEDULERS:
+            raise ValueError(f"ArchConfig.scheduler must be one of {', '.join(SCHEDULERS)}, "
+                             f"not {self.scheduler!r}")
+        _check_positive_int("ArchConfig", "scheduler_window", self.scheduler_window)
+        if not 4 <= self.scheduler_window <= 32:
+            raise ValueError("ArchConfig.scheduler_window must be between 4 and 32, "
+                             f"not {self.scheduler_window}")
+        _check_positive_int("ArchConfig", "scheduler_starvation_cap",
+                            self.scheduler_starvation_cap)
 
     # -- derived geometry -------------------------------------------------------------------
 
@@ -227,3 +298,29 @@ MNCORE2 = ArchConfig()
 
 #: The same chip with DRAM shrunk to the RTL's simulated window, for RTL-backed devices.
 MNCORE2_SIM = ArchConfig(dram_bytes_per_group=MNCORE2.sim_window_lw * LW_BYTES)
+
+#: Named DRAM timing sets, in controller cycles at 750 MHz (ns figures rounded up):
+#:
+#: - ``"mncore2"``: the default :class:`DramTiming` (see its notes for the sources);
+#: - ``"ddr4_3200"``: every rule from JEDEC DDR4-3200AA (22-22-22, 8 Gb, 2 KB page), with the
+#:   same-bank-group (``_L``) values for tRRD, tWTR and tCCD: CL/tRCD/tRP 13.75 ns -> 11,
+#:   tRAS 32 ns -> 24, tWR 15 ns -> 12, tREFI 7.8 us -> 5850, tRFC 350 ns -> 263,
+#:   tRRD_L 6.4 ns -> 5, tFAW 30 ns -> 23, tWTR_L 7.5 ns -> 6, tRTP 7.5 ns -> 6,
+#:   tCCD_L 5 ns -> 4, read-to-write gap 1;
+#: - ``"ddr4_3200_bus"``: DDR4-3200AA scaled to its own data bus instead (one cycle per
+#:   transfer, 0.3125 ns; x8 parts, 1 KB page): CL/tRCD/tRP 22 tCK -> 44, tRAS 32 ns -> 103,
+#:   tWR 15 ns -> 48, tREFI 7.8 us -> 24960, tRFC 350 ns -> 1120, tRRD_S 4 tCK -> 8,
+#:   tFAW 21 ns -> 68, tWTR_S 4 tCK -> 8, tRTP 7.5 ns -> 24, read-to-write gap 2 tCK -> 4,
+#:   tCCD_S 4 tCK -> 8. Here the activate rules bound random bursts, as on the real part
+#:   (LiteDRAM measures 47.6% of the bus when every read opens a row);
+#: - ``"basic"``: the per-bank rules, refresh and CL of ``"mncore2"`` with no rule between
+#:   banks or on the bus turnaround (tRRD, tFAW, tRTP, tCCD 1; tWTR, tRTW 0).
+TIMING_PRESETS: dict[str, DramTiming] = {
+    "mncore2": DramTiming(),
+    "ddr4_3200": DramTiming(cl=11, trcd=11, trp=11, tras=24, twr=12, trefi=5850, trfc=263,
+                            burst_length=8, trrd=5, tfaw=23, twtr=6, trtp=6, trtw=1, tccd=4),
+    "ddr4_3200_bus": DramTiming(cl=44, trcd=44, trp=44, tras=103, twr=48, trefi=24960,
+                                trfc=1120, burst_length=8, trrd=8, tfaw=68, twtr=8, trtp=24,
+                                trtw=4, tccd=8),
+    "basic": DramTiming(trrd=1, tfaw=1, twtr=0, trtp=1, trtw=0, tccd=1),
+}

@@ -19,8 +19,9 @@ def run(commands):
 
 def test_legal_sequence_passes():
     a = 100
-    seq = [(a, ACT, 0, 5), (a + T.trcd, WR, 0, 5, 0, 8), (a + T.trcd + 8, RD, 0, 5, 0, 8)]
-    pre = max(a + T.tras, a + T.trcd + 8 + T.twr, a + T.trcd + 16 + 1)
+    rd = a + T.trcd + 8 + T.twtr    # the read waits tWTR after the last write beat
+    seq = [(a, ACT, 0, 5), (a + T.trcd, WR, 0, 5, 0, 8), (rd, RD, 0, 5, 0, 8)]
+    pre = max(a + T.tras, a + T.trcd + 8 + T.twr, rd + 8 + 1, rd + T.trtp)
     seq += [(pre, PRE, 0, 0), (pre + T.trp, REF, 0, 0), (pre + T.trp + T.trfc, ACT, 0, 6)]
     assert run(seq) == []
 
@@ -32,10 +33,28 @@ def test_legal_sequence_passes():
     ([(100, ACT, 0, 5), (120, WR, 0, 5, 0, 8), (128 + T.twr - 1, PRE, 0, 0)], "tWR"),
     ([(100, ACT, 0, 5), (120, RD, 0, 5, 0, 8), (124, RD, 0, 5, 0, 8)], "data bus"),
     ([(100, REF, 0, 0), (100 + T.trfc - 1, ACT, 0, 1)], "tRFC"),
+    ([(100, ACT, 0, 5), (100 + T.trrd - 1, ACT, 1, 5)], "tRRD"),
+    ([(100 + k * T.trrd, ACT, k, 5) for k in range(4)] + [(100 + T.tfaw - 1, ACT, 4, 5)],
+     "tFAW"),
+    ([(100, ACT, 0, 5), (110, ACT, 1, 5), (130, WR, 0, 5, 0, 8),
+      (138 + T.twtr - 1, RD, 1, 5, 0, 8)], "tWTR"),
+    ([(100, ACT, 0, 5), (110, ACT, 1, 5), (130, RD, 0, 5, 0, 8),
+      (138 + T.trtw - 1, WR, 1, 5, 0, 8)], "tRTW"),
+    ([(100, ACT, 0, 5), (130, RD, 0, 5, 0, 1), (130 + T.tccd - 1, RD, 0, 5, 0, 1)], "tCCD"),
+    ([(100, ACT, 0, 5), (100 + T.tras - 2, RD, 0, 5, 0, 1),
+      (100 + T.tras - 2 + T.trtp - 1, PRE, 0, 0)], "tRTP"),
 ])
 def test_each_rule_is_checked(seq, rule):
     errors = run(seq)
     assert len(errors) == 1 and rule in errors[0], errors
+
+
+def test_legal_rank_sequence_passes():
+    acts = [(100 + k * T.trrd, ACT, k, 5) for k in range(4)] + [(100 + T.tfaw, ACT, 4, 5)]
+    wr = 200
+    cols = [(wr, WR, 0, 5, 0, 8), (wr + 8 + T.twtr, RD, 1, 5, 0, 8),
+            (wr + 16 + T.twtr + T.trtw, WR, 2, 5, 0, 8)]
+    assert run(acts + cols) == []
 
 
 def test_state_errors():

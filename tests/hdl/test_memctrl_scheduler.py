@@ -52,11 +52,12 @@ def bank_state(open_row=None, act_ready=None, pre_ready=None, col_ready=None):
 
 
 def state(config, heads, banks=None, grant=0, grant_valid=True, want=False, ready=True,
-          bus_free=True):
-    """All scheduler inputs; banks default to closed and ready."""
+          bus_free=True, act_ok=True, rd_ok=True, wr_ok=True):
+    """All scheduler inputs; banks default to closed and ready, the rank rules to met."""
     banks = banks or [bank_state() for _ in range(config.banks)]
     return {"heads": heads, "banks": banks, "grant": grant, "grant_valid": grant_valid,
-            "want": want, "ready": ready, "bus_free": bus_free}
+            "want": want, "ready": ready, "bus_free": bus_free, "act_ok": act_ok,
+            "rd_ok": rd_ok, "wr_ok": wr_ok}
 
 
 def _prepare(config, st, p_mem, p_bank):
@@ -78,7 +79,7 @@ def _prepare(config, st, p_mem, p_bank):
         if not valid or (p_mem and (b == p_bank or config.banks == 1)):
             continue
         bs = banks[b]
-        if bs["act_ready"]:
+        if bs["act_ready"] and st["act_ok"]:
             return "act", b, r, i
         if bs["is_open"] and bs["open_row"] != r and bs["pre_ready"] and not protected[b]:
             return "pre", b, r, i
@@ -106,9 +107,10 @@ def decide(config, st):
             if p["head_oow"]:
                 out["oow"] = int(st["bus_free"])
             elif bs["is_open"] and bs["open_row"] == p_row:
-                primary = "col" if bs["col_ready"] and st["bus_free"] else None
+                dir_ok = st["wr_ok"] if p["head_write"] else st["rd_ok"]
+                primary = "col" if bs["col_ready"] and st["bus_free"] and dir_ok else None
             elif not bs["is_open"]:
-                primary = "act" if bs["act_ready"] else None
+                primary = "act" if bs["act_ready"] and st["act_ok"] else None
             else:
                 primary = "pre" if bs["pre_ready"] else None
         prep = None
@@ -165,6 +167,9 @@ def run_states(config, ports, states):
             ctx.set(dut.refresh_want, st["want"])
             ctx.set(dut.refresh_ready, st["ready"])
             ctx.set(dut.bus_free, st["bus_free"])
+            ctx.set(dut.act_allowed, st["act_ok"])
+            ctx.set(dut.rd_allowed, st["rd_ok"])
+            ctx.set(dut.wr_allowed, st["wr_ok"])
             outs.append({name: ctx.get(getattr(dut, name)) for name in OUTPUTS})
 
     sim = Simulator(dut)
@@ -200,7 +205,9 @@ def random_state(config, ports, rng):
               "col_ready": rng.random() < 0.7} for _ in range(config.banks)]
     return {"heads": heads, "banks": banks, "grant": rng.randrange(ports),
             "grant_valid": rng.random() < 0.8, "want": rng.random() < 0.2,
-            "ready": rng.random() < 0.85, "bus_free": rng.random() < 0.7}
+            "ready": rng.random() < 0.85, "bus_free": rng.random() < 0.7,
+            "act_ok": rng.random() < 0.8, "rd_ok": rng.random() < 0.8,
+            "wr_ok": rng.random() < 0.8}
 
 
 # -- tests -----------------------------------------------------------------------------------------
@@ -291,6 +298,20 @@ def test_preparation_never_closes_a_wanted_row():
     # unless a look-ahead wants row 0 of bank 1
     heads[0] = head(addr_of(c, 2, 0), la=addr_of(c, 1, 0))
     assert issued(c, state(c, heads, blocked)) == []
+
+
+def test_rank_rules_hold_acts_and_columns():
+    c = TINY
+    heads = [head(addr_of(c, 2, 1)), head(addr_of(c, 1, 0))]
+    banks = [bank_state() for _ in range(c.banks)]
+    # tRRD / tFAW: neither the primary nor the preparation may activate
+    assert issued(c, state(c, heads, banks, act_ok=False)) == []
+    banks[2] = bank_state(1)
+    assert issued(c, state(c, heads, banks, rd_ok=False)) == [("ACT", 1, 0, 1)]
+    assert issued(c, state(c, heads, banks, wr_ok=False)) == [("RD", 2, 1, 0, 8)]
+    heads[0] = head(addr_of(c, 2, 1), write=True)
+    assert issued(c, state(c, heads, banks, wr_ok=False, act_ok=False)) == []
+    assert issued(c, state(c, heads, banks, rd_ok=False)) == [("WR", 2, 1, 0, 8)]
 
 
 def test_out_of_window_chunk_waits_only_for_the_bus():

@@ -4,6 +4,7 @@
 import pytest
 from amaranth.sim import Simulator
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
+from mncore_hdl.memctrl.rank import RankTiming
 from mncore_hdl.memctrl.refresher import Refresher
 from mncore_hdl.memctrl.timers import TimingCounter
 from mncore_hdl.testing.hdl_checks import expect_error
@@ -77,3 +78,56 @@ def test_refresher_interval_and_trfc():
 
 def test_refresher_validation():
     expect_error(TypeError, "Config must be an ArchConfig, not 1", Refresher, 1)
+
+
+RANK = MNCORE2_SIM.replace(timing=DramTiming(trrd=3, tfaw=16, twtr=2, trtw=1, tccd=2))
+
+
+def _rank_trace(config, script, cycles):
+    """Drive :class:`RankTiming` with ``script[cycle] = {input: value}``; sample the readies."""
+    dut = RankTiming(config)
+    seen = []
+
+    async def bench(ctx):
+        for cyc in range(cycles):
+            for name in ("act", "col", "col_write", "rbeat", "wbeat"):
+                ctx.set(getattr(dut, name), script.get(cyc, {}).get(name, 0))
+            seen.append((ctx.get(dut.act_ready), ctx.get(dut.rd_ready), ctx.get(dut.wr_ready)))
+            await ctx.tick()
+
+    _run(dut, bench)
+    return seen
+
+
+def test_rank_trrd_and_four_activate_window():
+    # ACTs as early as tRRD allows: cycles 0, 3, 6, 9; the fifth waits for tFAW after the first
+    script = {c: {"act": 1} for c in (0, 3, 6, 9)}
+    act = [a for a, _, _ in _rank_trace(RANK, script, 20)]
+    assert act[:4] == [1, 0, 0, 1]                  # tRRD = 3 after the ACT of cycle 0
+    assert act[12:17] == [0, 0, 0, 0, 1]            # tRRD met at 12, tFAW (0 + 16) at 16
+    assert act[17:] == [1, 1, 1]
+
+
+def test_rank_turnarounds_and_tccd():
+    # WR in cycle 0 with beats 1..4; then RD ready tWTR = 2 after the last beat (cycle 6)
+    script = {0: {"col": 1, "col_write": 1}}
+    script.update({c: {"wbeat": 1} for c in range(1, 5)})
+    seen = _rank_trace(RANK, script, 9)
+    rd = [r for _, r, _ in seen]
+    wr = [w for _, _, w in seen]
+    assert rd == [1, 0, 0, 0, 0, 0, 1, 1, 1]
+    assert wr == [1, 0, 1, 1, 1, 1, 1, 1, 1]        # same direction: only tCCD = 2
+    # RD in cycle 0 with one beat in cycle 1: a WR needs tRTW = 1 idle cycle, so cycle 2
+    seen = _rank_trace(RANK, {0: {"col": 1}, 1: {"rbeat": 1}}, 4)
+    assert [w for _, _, w in seen] == [1, 0, 1, 1]
+    assert [r for _, r, _ in seen] == [1, 0, 1, 1]
+
+
+def test_rank_zero_turnaround_is_no_rule():
+    cfg = MNCORE2_SIM.replace(timing=DramTiming(twtr=0, trtw=0, tccd=1))
+    seen = _rank_trace(cfg, {0: {"col": 1, "col_write": 1}, 1: {"wbeat": 1}}, 3)
+    assert [r for _, r, _ in seen] == [1, 1, 1]
+
+
+def test_rank_validation():
+    expect_error(TypeError, "Config must be an ArchConfig, not 1", RankTiming, 1)

@@ -1,7 +1,7 @@
 """The analytic timing model (mncore_hdl.memctrl.timing): formulas, validation, no Amaranth."""
 
 import pytest
-from mncore_hdl.arch import MNCORE2, MNCORE2_SIM
+from mncore_hdl.arch import MNCORE2, MNCORE2_SIM, TIMING_PRESETS
 from mncore_hdl.memctrl import timing
 from mncore_hdl.testing.hdl_checks import imports_without_amaranth
 
@@ -48,3 +48,13 @@ def test_validation():
     with pytest.raises(ValueError, match=r"^Latency kind must be 'hit', 'miss' or 'conflict', "
                                          r"not 'x'$"):
         timing.read_latency(MNCORE2, "x")
+
+
+def test_copy_pays_the_turnarounds():
+    t = MNCORE2.timing
+    row = MNCORE2.row_lw
+    # read, write, read, write: two read-to-write changes, one write-to-read
+    assert timing.turnaround_cycles(MNCORE2, 2 * row, 2 * row) == 2 * t.trtw + t.twtr
+    assert timing.turnaround_cycles(MNCORE2, row, 0) == 0
+    basic = MNCORE2.replace(timing=TIMING_PRESETS["basic"])
+    assert timing.mixed_cycles(MNCORE2, 4096, 4096) > timing.mixed_cycles(basic, 4096, 4096)

@@ -9,20 +9,22 @@ from amaranth.sim import Simulator
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
 from mncore_hdl.contracts.memctrl import register_map
 from mncore_hdl.memctrl import timing
-from mncore_hdl.memctrl.trafficgen import BenchTop, Mode, TrafficGen
+from mncore_hdl.memctrl.trafficgen import RW, BenchTop, Mode, TrafficGen
 
 TINY = MNCORE2_SIM.replace(
     banks=4, row_lw=32, sim_window_lw=1024,
     timing=DramTiming(cl=4, trcd=3, trp=3, tras=8, twr=3, trefi=300, trfc=20, burst_length=8))
 
 
-@pytest.mark.parametrize("mode", [Mode.READ, Mode.WRITE, Mode.MIXED, Mode.RANDOM])
-def test_stream_finishes_with_every_beat(mode):
+@pytest.mark.parametrize("mode,rw", [(Mode.READ, RW.COIN), (Mode.WRITE, RW.COIN),
+                                     (Mode.MIXED, RW.COIN), (Mode.RANDOM, RW.COIN),
+                                     (Mode.RANDOM, RW.READ), (Mode.RANDOM, RW.TWO_ONE)])
+def test_stream_finishes_with_every_beat(mode, rw):
     dut = BenchTop(TINY, 2)
     got = {}
 
     async def bench(ctx):
-        settings = {"mode": mode, "base": 0, "base2": 512, "count": 32, "blen": 32}
+        settings = {"mode": mode, "rw": rw, "base": 0, "base2": 512, "count": 32, "blen": 32}
         for name, value in settings.items():
             ctx.set(getattr(dut, f"gen0_{name}"), value)
         ctx.set(dut.gen1_count, 0)
@@ -50,6 +52,11 @@ def test_stream_finishes_with_every_beat(mode):
         assert abs(got["cycles"] - model) <= 0.1 * model, (got["cycles"], model)
     if mode == Mode.MIXED:
         assert got["port0.read_beats"] == got["port0.write_beats"] == 16 * 32
+    if mode == Mode.RANDOM and rw == RW.READ:
+        assert got["port0.write_beats"] == 0
+    if mode == Mode.RANDOM and rw == RW.TWO_ONE:
+        # two reads, then a write: 32 bursts hold 10 writes (after bursts 2, 5, ..., 29)
+        assert got["port0.write_beats"] == 10 * 32
 
 
 def test_trafficgen_validation():

@@ -1,4 +1,4 @@
-"""One DRAM bank: open-row state and the per-bank timing rules (tRCD, tRP, tRAS, tWR)."""
+"""One DRAM bank: open-row state and the per-bank timing rules (tRCD, tRP, tRAS, tWR, tRTP)."""
 
 from __future__ import annotations
 
@@ -67,11 +67,13 @@ class BankMachine(wiring.Component):
         m.submodules.trp = trp = TimingCounter(t.trp, "trp")
         m.submodules.tras = tras = TimingCounter(t.tras, "tras")
         m.submodules.twr = twr = TimingCounter(t.twr, "twr")
+        m.submodules.trtp = trtp = TimingCounter(t.trtp, "trtp")
         m.d.comb += [
             trcd.trigger.eq(self.act),
             tras.trigger.eq(self.act),
             trp.trigger.eq(self.pre),
             twr.trigger.eq((self.col & self.col_write) | self.wbeat),
+            trtp.trigger.eq(self.col & ~self.col_write),
         ]
 
         # -- row state ------------------------------------------------------------------
@@ -89,7 +91,8 @@ class BankMachine(wiring.Component):
 
         m.d.comb += [
             state.act_ready.eq(~state.is_open & trp.ready),
-            state.pre_ready.eq(state.is_open & tras.ready & twr.ready & ~self.data_busy),
+            state.pre_ready.eq(state.is_open & tras.ready & twr.ready & trtp.ready
+                              & ~self.data_busy),
             state.col_ready.eq(state.is_open & trcd.ready),
         ]
         return m

@@ -13,13 +13,22 @@ from .arbiter import RoundRobin
 from .bankmachine import BankMachine
 from .csr import StatsRegisters
 from .datapath import DataEngine
+from .frfcfs import FrFcfs
 from .port import RequesterSignature
+from .rank import RankTiming
 from .refresher import Refresher
 from .requester import PortFrontend
 from .scheduler import ErrorFlag, Scheduler
 from .signatures import chunk_addr_bits, row_bits
 
-__all__ = ["Cmd", "MemoryController", "check_config"]
+__all__ = ["Cmd", "MemoryController", "check_config", "queue_depth"]
+
+
+def queue_depth(config: ArchConfig, ports: int) -> int:
+    """Requests each port queues: 1 in order; the ``fr_fcfs`` window shared by the ports."""
+    if config.scheduler == "fr_fcfs":
+        return max(2, config.scheduler_window // ports)
+    return 1
 
 
 def check_config(config: object) -> ArchConfig:
@@ -103,9 +112,10 @@ class MemoryController(wiring.Component):
         n = self.port_count
 
         # -- sub-blocks -----------------------------------------------------------------------
+        depth = queue_depth(cfg, n)
         fes = []
         for i in range(n):
-            fe = PortFrontend(cfg)
+            fe = PortFrontend(cfg, depth)
             m.submodules[f"port{i}"] = fe
             wiring.connect(m, wiring.flipped(self.ports[i]), fe.bus)
             fes.append(fe)
@@ -114,9 +124,13 @@ class MemoryController(wiring.Component):
             bm = BankMachine(cfg)
             m.submodules[f"bank{b}"] = bm
             bms.append(bm)
-        m.submodules.arbiter = arb = RoundRobin(n)
+        if cfg.scheduler == "fr_fcfs":
+            m.submodules.arbiter = arb = FrFcfs(cfg, n, depth - 1)
+        else:
+            m.submodules.arbiter = arb = RoundRobin(n)
         m.submodules.refresher = ref = Refresher(cfg)
-        m.submodules.scheduler = sched = Scheduler(cfg, n)
+        m.submodules.rank = rank = RankTiming(cfg)
+        m.submodules.scheduler = sched = Scheduler(cfg, n, depth - 1)
         m.submodules.engine = eng = DataEngine(cfg, n)
         m.submodules.error_flag = err = ErrorFlag(cfg)
         m.submodules.stats = stats = StatsRegisters(n, chunk_addr_bits(cfg))
@@ -124,10 +138,17 @@ class MemoryController(wiring.Component):
         self.scheduler = sched
 
         # -- scheduler inputs: port heads, bank states, arbiter, refresher, data bus ----------
-        for fe, view in zip(fes, sched.ports, strict=True):
-            wiring.connect(m, fe.head, view)
-        for bm, view in zip(bms, sched.banks, strict=True):
-            wiring.connect(m, bm.state, view)
+        fr = isinstance(arb, FrFcfs)
+        for i, fe in enumerate(fes):
+            wiring.connect(m, fe.head, sched.ports[i], *([arb.heads[i]] if fr else []))
+        for b, bm in enumerate(bms):
+            wiring.connect(m, bm.state, sched.banks[b], *([arb.banks[b]] if fr else []))
+        if fr:
+            m.d.comb += [
+                arb.bus_free.eq(eng.free),
+                arb.rd_allowed.eq(rank.rd_ready),
+                arb.wr_allowed.eq(rank.wr_ready),
+            ]
         m.d.comb += [
             arb.requests.eq(Cat(fe.head_eligible for fe in fes)),
             sched.grant.eq(arb.grant),
@@ -135,6 +156,9 @@ class MemoryController(wiring.Component):
             sched.refresh_want.eq(ref.want),
             sched.refresh_ready.eq(ref.trfc_ready),
             sched.bus_free.eq(eng.free),
+            sched.act_allowed.eq(rank.act_ready),
+            sched.rd_allowed.eq(rank.rd_ready),
+            sched.wr_allowed.eq(rank.wr_ready),
         ]
 
         # -- the issued command to the blocks it affects --------------------------------------
@@ -152,6 +176,11 @@ class MemoryController(wiring.Component):
                 bm.data_busy.eq(eng.active & ~eng.oow & (eng.bank == b)),
             ]
         m.d.comb += [
+            rank.act.eq(sched.act),
+            rank.col.eq(sched.col),
+            rank.col_write.eq(sched.write),
+            rank.rbeat.eq(eng.active & ~eng.write & ~eng.oow),
+            rank.wbeat.eq(eng.active & eng.write & ~eng.oow),
             ref.issue.eq(sched.ref),
             eng.load.eq(sched.issue),
             eng.load_addr.eq(sched.addr),

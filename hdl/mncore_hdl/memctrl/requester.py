@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -28,7 +28,9 @@ def write_fifo_depth(config: ArchConfig) -> int:
 class PortFrontend(wiring.Component):
     """Turns one requester's streams into column-sized chunks for the scheduler.
 
-    Requests go through a one-entry queue (``next``) into the chunker (``cur``), which cuts a
+    Requests go through a queue of ``depth`` entries (``next``: one for the in-order
+    scheduler; with more, the entries behind the first are shown to the scheduler as
+    ``head.ahead_*`` so that it prepares their banks) into the chunker (``cur``), which cuts a
     burst into chunks of at most ``burst_length`` beats that never cross a burst-aligned block
     (so never a row, nor the window edge). A chunk is ``head_eligible`` once the data it needs
     is assured: a write chunk when all its beats sit in the write FIFO, a read chunk when the
@@ -58,13 +60,18 @@ class PortFrontend(wiring.Component):
         Beats handed to / taken from the requester, and cycles ``req`` was held off.
     """
 
-    def __init__(self, config: ArchConfig):
+    def __init__(self, config: ArchConfig, depth: int = 1):
         if not isinstance(config, ArchConfig):
             raise TypeError(f"Config must be an ArchConfig, not {config!r}")
+        if isinstance(depth, bool) or not isinstance(depth, int):
+            raise TypeError(f"Queue depth must be an integer, not {depth!r}")
+        if depth <= 0:
+            raise ValueError(f"Queue depth must be a positive integer, not {depth}")
         self.config = config
+        self.depth = depth
         super().__init__({
             "bus": In(RequesterSignature(config)),
-            "head": Out(HeadSignature(config)),
+            "head": Out(HeadSignature(config, depth - 1)),
             "head_eligible": Out(1),
             "issue": In(1),
             "wpop": In(1),
@@ -88,19 +95,10 @@ class PortFrontend(wiring.Component):
         window = cfg.sim_window_lw
         req, wdata, rdata = self.bus.req, self.bus.wdata, self.bus.rdata
 
-        # -- request queue (one entry, so the next request is visible for look-ahead) ---
-        nxt_valid = Signal()
-        nxt_addr = Signal(caw)
-        nxt_len = Signal(lbits)
-        nxt_write = Signal()
-        m.d.comb += req.ready.eq(~nxt_valid)
-        with m.If(req.valid & req.ready):
-            m.d.sync += [
-                nxt_valid.eq(1),
-                nxt_addr.eq(req.payload.addr),
-                nxt_len.eq(req.payload.length),
-                nxt_write.eq(req.payload.write),
-            ]
+        # -- request queue (entry 0 is the next request, visible for look-ahead) ---------
+        queue = self._queue(m, caw, lbits)
+        nxt_valid, nxt_addr, nxt_len, nxt_write = queue[0]
+        pop = Signal()
 
         # -- chunker ----------------------------------------------------------------------
         cur_valid = Signal()
@@ -125,8 +123,8 @@ class PortFrontend(wiring.Component):
         with m.If(done):
             m.d.sync += cur_valid.eq(0)
             with m.If(nxt_valid):
+                m.d.comb += pop.eq(1)
                 m.d.sync += [
-                    nxt_valid.eq(0),
                     cur_valid.eq(nxt_len != 0),  # a zero-length request is dropped
                     cur_addr.eq(nxt_addr),
                     cur_rem.eq(nxt_len),
@@ -155,6 +153,12 @@ class PortFrontend(wiring.Component):
             self.head.la_addr.eq(la_addr),
             self.head.la_valid.eq((cont | (nxt_valid & (nxt_len != 0))) & (la_addr < window)),
         ]
+        self._queue_update(m, queue, pop)
+        for k, (valid, addr, length, _) in enumerate(queue[1:]):
+            m.d.comb += [
+                self.head.ahead_valid[k].eq(valid & (length != 0) & (addr < window)),
+                self.head.ahead_addr[k].eq(addr),
+            ]
 
         # -- write data FIFO and the beats not yet claimed by a column command -------------
         wd = write_fifo_depth(cfg)
@@ -193,7 +197,7 @@ class PortFrontend(wiring.Component):
 
         m.d.comb += self.pending.eq(cur_valid | nxt_valid | rfifo.r_rdy | (reserved != 0))
 
-        # -- counters ---------------------------------------------------------------------
+        # -- counters -----------------------------------------------------------------------
         with m.If(r_out):
             m.d.sync += self.read_beats.eq(self.read_beats + 1)
         with m.If(w_in):
@@ -201,3 +205,38 @@ class PortFrontend(wiring.Component):
         with m.If(req.valid & ~req.ready):
             m.d.sync += self.stall_cycles.eq(self.stall_cycles + 1)
         return m
+
+    def _queue(self, m, caw, lbits):
+        """The request queue's entries ``(valid, addr, length, write)``, oldest first.
+
+        The valid entries are always the lowest ones; ``req`` is ready while the last is free
+        (never in the cycle it frees, so a one-entry queue alternates accept and hand-over).
+        """
+        queue = [(Signal(name=f"q{i}_valid"), Signal(caw, name=f"q{i}_addr"),
+                  Signal(lbits, name=f"q{i}_len"), Signal(name=f"q{i}_write"))
+                 for i in range(self.depth)]
+        m.d.comb += self.bus.req.ready.eq(~queue[-1][0])
+        return queue
+
+    def _queue_update(self, m, queue, pop):
+        """Shift the queue down when ``pop`` (the chunker took entry 0); append an accepted
+        request at the first entry that is free after the shift."""
+        req = self.bus.req
+        push = req.valid & req.ready
+        new = (1, req.payload.addr, req.payload.length, req.payload.write)
+        for i, entry in enumerate(queue):
+            above = queue[i + 1] if i + 1 < len(queue) else None
+            above_valid = above[0] if above is not None else Const(0, 1)
+            below_valid = queue[i - 1][0] if i else 1
+            with m.If(pop):
+                # after the shift this entry holds the one above; it is the first free one
+                # when that is empty and this one was full
+                with m.If(push & ~above_valid & entry[0]):
+                    m.d.sync += [d.eq(v) for d, v in zip(entry, new, strict=True)]
+                with m.Else():
+                    if above is not None:
+                        m.d.sync += [d.eq(v) for d, v in zip(entry, above, strict=True)]
+                    else:
+                        m.d.sync += entry[0].eq(0)
+            with m.Elif(push & ~entry[0] & below_valid):
+                m.d.sync += [d.eq(v) for d, v in zip(entry, new, strict=True)]

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
-from .signatures import BankStateSignature, HeadSignature, chunk_addr_bits, row_bits
+from .signatures import (
+    BankStateSignature,
+    HeadSignature,
+    check_config_and_ports,
+    chunk_addr_bits,
+    row_bits,
+)
 
 __all__ = ["ErrorFlag", "Scheduler"]
 
@@ -22,8 +28,10 @@ class Scheduler(wiring.Component):
       ``refresh_ready``. Nothing else issues while a refresh is due or tRFC runs.
     * **primary**: the arbiter's winner (``grant``) moves its bank towards its row (PRE if
       another row is open, ACT if closed) and issues its column command when the row is open,
-      tRCD is met and ``bus_free``. An out-of-window chunk skips the DRAM: it only waits for
-      ``bus_free`` (``oow``) and issues no command, so the slot stays free for preparation.
+      tRCD is met, ``bus_free`` and the rules between banks allow its direction
+      (``rd_allowed`` / ``wr_allowed``). Every ACT also needs ``act_allowed``. An
+      out-of-window chunk skips the DRAM: it only waits for ``bus_free`` (``oow``) and issues
+      no command, so the slot stays free for preparation.
     * **preparation**: when the primary issues no ACT, PRE or column command, the slot opens
       (ACT) or closes (PRE) a bank for another port's head chunk or look-ahead row, in fixed
       priority (heads by port, then look-aheads by port). It never touches the primary's bank
@@ -35,11 +43,14 @@ class Scheduler(wiring.Component):
         Geometry (address split) and widths.
     ports : int
         Number of requester ports.
+    ahead : int
+        Queued requests each port shows beyond its look-ahead (``HeadSignature``); the
+        preparation serves their banks too, after the heads and look-aheads.
 
     Attributes
     ----------
     ports : In(HeadSignature).array(ports)
-        Each port's head chunk and look-ahead.
+        Each port's head chunk, look-ahead and queued requests.
     banks : In(BankStateSignature).array(banks)
         Each bank's state and legal commands.
     grant, grant_valid : Signal, in
@@ -48,6 +59,9 @@ class Scheduler(wiring.Component):
         A refresh is due; no refresh is in progress (tRFC has elapsed).
     bus_free : Signal, in
         The data bus may take a new burst this cycle.
+    act_allowed, rd_allowed, wr_allowed : Signal, in
+        The rules between banks allow an ACT (tRRD, tFAW), a RD or a WR (tCCD, the bus
+        turnarounds) this cycle (:class:`~.rank.RankTiming`).
     act, pre, col, ref : Signal, out
         The command issued this cycle (at most one is high).
     oow : Signal, out
@@ -64,24 +78,23 @@ class Scheduler(wiring.Component):
         The primary's head chunk (its column command moves it when ``issue``).
     """
 
-    def __init__(self, config: ArchConfig, ports: int):
-        if not isinstance(config, ArchConfig):
-            raise TypeError(f"Config must be an ArchConfig, not {config!r}")
-        if isinstance(ports, bool) or not isinstance(ports, int):
-            raise TypeError(f"Port count must be an integer, not {ports!r}")
-        if ports <= 0:
-            raise ValueError(f"Port count must be a positive integer, not {ports}")
+    def __init__(self, config: ArchConfig, ports: int, ahead: int = 0):
+        check_config_and_ports(config, ports)
         self.config = config
         self.port_count = ports
+        self.ahead = ahead
         caw = chunk_addr_bits(config)
         super().__init__({
-            "ports": In(HeadSignature(config)).array(ports),
+            "ports": In(HeadSignature(config, ahead)).array(ports),
             "banks": In(BankStateSignature(config)).array(config.banks),
             "grant": In(range(ports)),
             "grant_valid": In(1),
             "refresh_want": In(1),
             "refresh_ready": In(1),
             "bus_free": In(1),
+            "act_allowed": In(1),
+            "rd_allowed": In(1),
+            "wr_allowed": In(1),
             "act": Out(1),
             "pre": Out(1),
             "col": Out(1),
@@ -110,7 +123,7 @@ class Scheduler(wiring.Component):
         banks = self.banks
         is_open = Array(bs.is_open for bs in banks)
         open_row = Array(bs.open_row for bs in banks)
-        act_ready = Array(bs.act_ready for bs in banks)
+        act_ready = Array(bs.act_ready & self.act_allowed for bs in banks)
         pre_ready = Array(bs.pre_ready for bs in banks)
         col_ready = Array(bs.col_ready for bs in banks)
 
@@ -121,13 +134,15 @@ class Scheduler(wiring.Component):
         p_oow = Array(h.head_oow for h in heads)[g]
         p_bank = Signal.like(self.bank)
         p_row = Signal.like(self.row)
+        p_write = Array(h.head_write for h in heads)[g]
+        dir_ok = Mux(p_write, self.wr_allowed, self.rd_allowed)
         m.d.comb += [
             p_bank.eq(self._bank(p_addr)),
             p_row.eq(self._row(p_addr)),
             self.addr.eq(p_addr),
             self.issue_port.eq(g),
             self.len.eq(Array(h.head_len for h in heads)[g]),
-            self.write.eq(Array(h.head_write for h in heads)[g]),
+            self.write.eq(p_write),
         ]
 
         # -- decision: refresh (r_*), the primary (p*), preparation (s_*) ---------------------
@@ -146,7 +161,7 @@ class Scheduler(wiring.Component):
             with m.If(p_oow):
                 m.d.comb += self.oow.eq(self.bus_free)
             with m.Elif(is_open[p_bank] & (open_row[p_bank] == p_row)):
-                m.d.comb += pc.eq(col_ready[p_bank] & self.bus_free)
+                m.d.comb += pc.eq(col_ready[p_bank] & self.bus_free & dir_ok)
             with m.Elif(~is_open[p_bank]):
                 m.d.comb += pa.eq(act_ready[p_bank])
             with m.Else():
@@ -195,32 +210,32 @@ class Scheduler(wiring.Component):
         heads = self.ports
         banks = self.banks
         nb = len(banks)
-        # A row is protected when some port's head chunk or look-ahead wants it.
-        protected = []
-        for b, bs in enumerate(banks):
-            hits = []
-            for h in heads:
-                hits.append(h.head_valid & ~h.head_oow & (self._bank(h.head_addr) == b)
-                            & (self._row(h.head_addr) == bs.open_row))
-                hits.append(h.la_valid & (self._bank(h.la_addr) == b)
-                            & (self._row(h.la_addr) == bs.open_row))
-            protected.append(Cat(*hits).any())
-        protected_by = Array(protected)
-        is_open = Array(bs.is_open for bs in banks)
-        open_row = Array(bs.open_row for bs in banks)
-        act_ready = Array(bs.act_ready for bs in banks)
-        pre_ready = Array(bs.pre_ready for bs in banks)
-
         cands = []
         for i, h in enumerate(heads):
             cands.append((i, h.head_valid & ~h.head_oow, h.head_addr))
         for i, h in enumerate(heads):
             cands.append((i, h.la_valid, h.la_addr))
+        for k in range(self.ahead):
+            for i, h in enumerate(heads):
+                cands.append((i, h.ahead_valid[k], h.ahead_addr[k]))
+        # A row is protected when some candidate (a head chunk, look-ahead or queued
+        # request) wants it.
+        protected = []
+        for b, bs in enumerate(banks):
+            hits = [valid & (self._bank(addr) == b) & (self._row(addr) == bs.open_row)
+                    for _, valid, addr in cands]
+            protected.append(Cat(*hits).any())
+        protected_by = Array(protected)
+        is_open = Array(bs.is_open for bs in banks)
+        open_row = Array(bs.open_row for bs in banks)
+        act_ready = Array(bs.act_ready & self.act_allowed for bs in banks)
+        pre_ready = Array(bs.pre_ready for bs in banks)
+
         # Fixed priority among candidates: preparation is an optimisation, never needed
         # for progress (the primary prepares its own bank), so it need not be fair.
-        for i, valid, addr in reversed(cands):
-            b = Signal.like(c_bank, name=f"prep_bank_{i}")
-            r = Signal.like(c_row, name=f"prep_row_{i}")
+        for j, (i, valid, addr) in reversed(list(enumerate(cands))):
+            b = Signal.like(c_bank, name=f"prep_bank_{j}")
+            r = Signal.like(c_row, name=f"prep_row_{j}")
             m.d.comb += [b.eq(self._bank(addr)), r.eq(self._row(addr))]
             mine = valid & ~(p_mem & (b == p_bank)) if nb > 1 else valid & ~p_mem
             can_act = act_ready[b]

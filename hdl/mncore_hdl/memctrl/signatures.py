@@ -8,7 +8,18 @@ from amaranth.lib.wiring import Out
 from ..arch import ArchConfig
 from .port import addr_bits
 
-__all__ = ["HeadSignature", "BankStateSignature", "chunk_addr_bits", "row_bits"]
+__all__ = ["HeadSignature", "BankStateSignature", "chunk_addr_bits", "row_bits",
+           "check_config_and_ports"]
+
+
+def check_config_and_ports(config: object, ports: object) -> None:
+    """The checks of the blocks that see every port: an ArchConfig and a positive port count."""
+    if not isinstance(config, ArchConfig):
+        raise TypeError(f"Config must be an ArchConfig, not {config!r}")
+    if isinstance(ports, bool) or not isinstance(ports, int):
+        raise TypeError(f"Port count must be an integer, not {ports!r}")
+    if ports <= 0:
+        raise ValueError(f"Port count must be a positive integer, not {ports}")
 
 
 def chunk_addr_bits(config: ArchConfig) -> int:
@@ -33,11 +44,25 @@ class HeadSignature(wiring.Signature):
         The chunk waiting for a column command; ``head_oow`` when it lies outside the window.
     la_valid, la_addr : Out
         The start of the next row this port will touch after the head's row.
+    ahead_valid, ahead_addr : Out (only with ``ahead > 0``)
+        The start addresses of the requests queued behind the look-ahead one, oldest first
+        (bit / element ``k`` for the ``k``-th), for preparation of their banks.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        Address widths.
+    ahead : int
+        Queued requests visible beyond the look-ahead (0 for the one-entry queue).
     """
 
-    def __init__(self, config: ArchConfig):
+    def __init__(self, config: ArchConfig, ahead: int = 0):
+        if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
+            raise ValueError(f"Queued requests ahead must be a non-negative integer, "
+                             f"not {ahead!r}")
         caw = chunk_addr_bits(config)
-        super().__init__({
+        self.ahead = ahead
+        members = {
             "head_valid": Out(1),
             "head_addr": Out(caw),
             "head_len": Out(range(config.timing.burst_length + 1)),
@@ -45,7 +70,11 @@ class HeadSignature(wiring.Signature):
             "head_oow": Out(1),
             "la_valid": Out(1),
             "la_addr": Out(caw),
-        })
+        }
+        if ahead:
+            members["ahead_valid"] = Out(ahead)
+            members["ahead_addr"] = Out(caw).array(ahead)
+        super().__init__(members)
 
 
 class BankStateSignature(wiring.Signature):

@@ -13,7 +13,7 @@ import math
 from ..arch import ArchConfig
 
 __all__ = ["REQUEST_TO_COMMAND", "REQUEST_TO_PREPARE", "READ_RETURN", "read_latency",
-           "refresh_cost", "stream_cycles", "mixed_cycles"]
+           "refresh_cost", "stream_cycles", "mixed_cycles", "turnaround_cycles"]
 
 #: Cycles from a request handshake to its earliest column command (queue, then chunker).
 REQUEST_TO_COMMAND = 2
@@ -91,12 +91,25 @@ def stream_cycles(config: ArchConfig, lw_count: int, *, write: bool,
     return _with_refresh(config, base, write)
 
 
+def turnaround_cycles(config: ArchConfig, read_lw: int, write_lw: int) -> int:
+    """Idle bus cycles of alternating max-size read and write bursts: one tRTW per read burst
+    followed by a write, one tWTR per write burst followed by a read."""
+    t = config.timing
+    reads = math.ceil(read_lw / config.row_lw)
+    writes = math.ceil(write_lw / config.row_lw)
+    pairs = min(reads, writes)
+    # read, write, read, ...: a read-to-write change for each write, write-to-read for each
+    # read after the first
+    return pairs * t.trtw + max(0, min(reads - 1, writes)) * t.twtr
+
+
 def mixed_cycles(config: ArchConfig, read_lw: int, write_lw: int) -> int:
     """Cycles for one requester alternating max-size read and write bursts (e.g. a copy).
 
     The read and write streams are assumed to use different banks at any time (as a copy
-    between separately allocated buffers does), so only the data beats, the pipeline fill
-    and refresh count; there is no bus turnaround penalty in this controller.
+    between separately allocated buffers does), so the data beats, the pipeline fill,
+    refresh and the bus turnarounds count: each change of direction between bursts costs
+    tWTR (write to read) or tRTW (read to write) idle bus cycles.
     """
     _check(config)
     for name, v in (("Read", read_lw), ("Write", write_lw)):
@@ -108,6 +121,6 @@ def mixed_cycles(config: ArchConfig, read_lw: int, write_lw: int) -> int:
         return stream_cycles(config, read_lw, write=False)
     t = config.timing
     start = STREAM_EDGES + REQUEST_TO_PREPARE + t.trcd + t.cl + READ_RETURN
-    base = start + read_lw + write_lw
+    base = start + read_lw + write_lw + turnaround_cycles(config, read_lw, write_lw)
     cost = (refresh_cost(config, write=False) + refresh_cost(config, write=True)) / 2
     return math.ceil(base / (1.0 - cost / t.trefi))

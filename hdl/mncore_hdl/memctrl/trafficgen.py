@@ -15,7 +15,7 @@ from .controller import MemoryController
 from .port import RequesterSignature, max_burst
 from .signatures import chunk_addr_bits
 
-__all__ = ["Mode", "TrafficGen", "BenchTop"]
+__all__ = ["Mode", "RW", "TrafficGen", "BenchTop"]
 
 
 class Mode:
@@ -24,13 +24,22 @@ class Mode:
     READ = 0      #: sequential read bursts from ``base``
     WRITE = 1     #: sequential write bursts to ``base``
     MIXED = 2     #: read burst from ``base``, write burst to ``base2``, alternating (a copy)
-    RANDOM = 3    #: bursts at random aligned addresses, random read/write
+    RANDOM = 3    #: bursts at random aligned addresses, directions as ``rw`` says
+
+
+class RW:
+    """Directions of ``Mode.RANDOM`` bursts (the ``rw`` parameter)."""
+
+    COIN = 0      #: read or write at random, half each
+    READ = 1      #: reads only
+    TWO_ONE = 2   #: two reads, then a write, repeating
 
 
 def _params(config: ArchConfig) -> dict:
     caw = chunk_addr_bits(config)
     return {
         "mode": In(2),
+        "rw": In(2),
         "base": In(caw),
         "base2": In(caw),
         "count": In(24),
@@ -72,6 +81,7 @@ class TrafficGen(wiring.Component):
         wowed = Signal(32)
         lfsr = Signal(32, init=self.seed)
         beat = Signal(32)
+        third = Signal(range(3))
 
         # -- request stream ---------------------------------------------------------------
         win_bits = max(1, cfg.sim_window_lw.bit_length() - 1)  # largest power of two inside
@@ -88,7 +98,12 @@ class TrafficGen(wiring.Component):
             with m.Case(Mode.MIXED):
                 m.d.comb += [req.payload.addr.eq(Mux(phase, addr_b, addr_a)), is_write.eq(phase)]
             with m.Case(Mode.RANDOM):
-                m.d.comb += [req.payload.addr.eq(rand_addr), is_write.eq(lfsr[31])]
+                m.d.comb += req.payload.addr.eq(rand_addr)
+                with m.Switch(self.rw):
+                    with m.Case(RW.COIN):
+                        m.d.comb += is_write.eq(lfsr[31])
+                    with m.Case(RW.TWO_ONE):
+                        m.d.comb += is_write.eq(third == 2)
         m.d.comb += [
             req.payload.write.eq(is_write),
             req.payload.length.eq(self.blen),
@@ -96,7 +111,8 @@ class TrafficGen(wiring.Component):
         ]
         accepted = req.valid & req.ready
         with m.If(accepted):
-            m.d.sync += [issued.eq(issued + 1), phase.eq(~phase)]
+            m.d.sync += [issued.eq(issued + 1), phase.eq(~phase),
+                         third.eq(Mux(third == 2, 0, third + 1))]
             m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[1] ^ lfsr[21] ^ lfsr[31]))
             with m.If((self.mode == Mode.MIXED) & phase):
                 m.d.sync += addr_b.eq(addr_b + self.blen)
@@ -122,7 +138,7 @@ class TrafficGen(wiring.Component):
         # -- control ----------------------------------------------------------------------------
         with m.If(self.start):
             m.d.sync += [running.eq(1), self.done.eq(0), issued.eq(0), phase.eq(0),
-                         addr_a.eq(self.base), addr_b.eq(self.base2)]
+                         third.eq(0), addr_a.eq(self.base), addr_b.eq(self.base2)]
         with m.Elif(running & (issued == self.count) & (rowed == 0) & (wowed == 0)):
             m.d.sync += [running.eq(0), self.done.eq(1)]
         return m

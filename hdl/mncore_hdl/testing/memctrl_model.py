@@ -87,6 +87,11 @@ class TimingChecker:
         self.wr_end = [far] * nb      # last write beat cycle
         self.rd_end = [far] * nb      # last read beat cycle
         self.bus_free = far           # first cycle a new column may issue
+        self.acts: list[int] = [far] * 4   # the last four ACTs, any bank (tRRD, tFAW)
+        self.last_rd = [far] * nb     # last RD command per bank (tRTP)
+        self.last_col = far           # last column command, any bank (tCCD)
+        self.wr_end_any = far         # last write beat, any bank (tWTR)
+        self.rd_end_any = far         # last read beat, any bank (read-to-write turnaround)
         self.last_ref = far
         self.refreshes: list[int] = []
         self.errors: list[str] = []
@@ -122,6 +127,9 @@ class TimingChecker:
                 self.errors.append(f"cycle {cycle}: ACT bank {bank} while row "
                                    f"{self.open_row[bank]:#x} is open")
             self._need(cycle, "tRP", self.last_pre[bank], t.trp, f"ACT bank {bank}")
+            self._need(cycle, "tRRD", self.acts[-1], t.trrd, f"ACT bank {bank}")
+            self._need(cycle, "tFAW", self.acts[0], t.tfaw, f"ACT bank {bank}")
+            self.acts = self.acts[1:] + [cycle]
             self.open_row[bank] = row
             self.last_act[bank] = cycle
         elif name == "PRE":
@@ -130,20 +138,35 @@ class TimingChecker:
             self._need(cycle, "tRAS", self.last_act[bank], t.tras, f"PRE bank {bank}")
             self._need(cycle, "tWR", self.wr_end[bank], t.twr, f"PRE bank {bank}")
             self._need(cycle, "read burst end", self.rd_end[bank], 1, f"PRE bank {bank}")
+            self._need(cycle, "tRTP", self.last_rd[bank], t.trtp, f"PRE bank {bank}")
             self.open_row[bank] = None
             self.last_pre[bank] = cycle
         else:
-            if self.open_row[bank] != row:
-                self.errors.append(f"cycle {cycle}: {name} bank {bank} row {row:#x}, but the "
-                                   f"open row is {self.open_row[bank]!r}")
-            self._need(cycle, "tRCD", self.last_act[bank], t.trcd, f"{name} bank {bank}")
-            self._need(cycle, "data bus", self.bus_free, 0, f"{name} bank {bank}")
-            if not 1 <= length <= t.burst_length:
-                self.errors.append(f"cycle {cycle}: {name} length {length} not in "
-                                   f"1..{t.burst_length}")
-            end = cycle + length
-            if name == "WR":
-                self.wr_end[bank] = end
-            else:
-                self.rd_end[bank] = end
-            self.bus_free = end
+            self._column(cycle, name, bank, row, length)
+
+    def _column(self, cycle: int, name: str, bank: int, row: int, length: int) -> None:
+        """Check a RD or WR against the row state and the data-bus rules; record its burst."""
+        t = self.t
+        if self.open_row[bank] != row:
+            self.errors.append(f"cycle {cycle}: {name} bank {bank} row {row:#x}, but the "
+                               f"open row is {self.open_row[bank]!r}")
+        self._need(cycle, "tRCD", self.last_act[bank], t.trcd, f"{name} bank {bank}")
+        self._need(cycle, "data bus", self.bus_free, 0, f"{name} bank {bank}")
+        self._need(cycle, "tCCD", self.last_col, t.tccd, f"{name} bank {bank}")
+        if name == "RD":
+            self._need(cycle, "tWTR", self.wr_end_any, t.twtr, f"RD bank {bank}")
+        else:
+            self._need(cycle, "tRTW", self.rd_end_any, t.trtw, f"WR bank {bank}")
+        self.last_col = cycle
+        if not 1 <= length <= t.burst_length:
+            self.errors.append(f"cycle {cycle}: {name} length {length} not in "
+                               f"1..{t.burst_length}")
+        end = cycle + length
+        if name == "WR":
+            self.wr_end[bank] = end
+            self.wr_end_any = end
+        else:
+            self.rd_end[bank] = end
+            self.rd_end_any = end
+            self.last_rd[bank] = cycle
+        self.bus_free = end
