@@ -261,13 +261,11 @@ def test_example_specs_resolve(name):
     assert len(spec.points()) >= 48
 
 
-def test_example_spec_of_the_scheduler_waits_for_its_fields():
-    spec = REPO / "bench" / "sweeps" / "window_ports_pattern.toml"
-    if hasattr(arch.ArchConfig(), "scheduler_window"):
-        assert len(load_spec(spec).points()) == 48
-    else:
-        with pytest.raises(ValueError, match="'scheduler_window'"):
-            load_spec(spec)
+def test_example_spec_of_the_scheduler_sweeps_its_fields():
+    points = load_spec(REPO / "bench" / "sweeps" / "window_ports_pattern.toml").points()
+    assert len(points) == 48
+    assert {p.config.scheduler_window for p in points} == {4, 8, 16, 32}
+    assert {p.config.scheduler for p in points} == {"fr_fcfs"}
 
 
 def test_bench_sweep_help():
