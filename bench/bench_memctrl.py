@@ -68,7 +68,11 @@ def make_case(config: ArchConfig, traffic: str, ports: int, lw: int) -> dict:
     return {"name": f"{traffic}/{ports}", "ports": MAX_PORTS, "gens": gens}
 
 
-def modeled(config: ArchConfig, traffic: str, total_lw: int) -> int | None:
+#: Random traffic name -> direction changes per burst (``timing.random_cycles``).
+DIRECTION_CHANGES = {"rnd r/w": 0.5, "rnd rd": 0.0, "rnd 2:1": 2 / 3}
+
+
+def modeled(config: ArchConfig, traffic: str, total_lw: int, ports: int = 1) -> int:
     """The analytic model for the same trace (one data bus: ports share it)."""
     if traffic == "read":
         return timing.stream_cycles(config, total_lw, write=False)
@@ -76,7 +80,10 @@ def modeled(config: ArchConfig, traffic: str, total_lw: int) -> int | None:
         return timing.stream_cycles(config, total_lw, write=True)
     if traffic == "mixed":
         return timing.mixed_cycles(config, total_lw // 2, total_lw // 2)
-    return None
+    shape = TRAFFIC[traffic][2]
+    return timing.random_cycles(config, total_lw, burst=shape.burst, ports=ports,
+                                read_share=shape.read_share,
+                                direction_changes=DIRECTION_CHANGES[traffic])
 
 
 def build(config: ArchConfig) -> Path:
@@ -134,7 +141,7 @@ def print_table(cfg: ArchConfig, lw: int, rtl: dict, fr: dict) -> None:
           f"{FR_FCFS.scheduler_window}, cap {FR_FCFS.scheduler_starvation_cap}")
     hdr = (f"{'traffic':<8} {'ports':>5} {'beats':>6} {'bound':>6} {'bnd eff':>7} | "
            f"{'in-order':>8} {'eff':>6} {'/bnd':>6} | {'fr_fcfs':>8} {'eff':>6} {'/bnd':>6} | "
-           f"{'model':>6} {'mod/RTL':>7}")
+           f"{'model':>6} {'mod/RTL':>7} {'fr mod':>6} {'mod/RTL':>7}")
     print(hdr)
     print("-" * len(hdr))
     for tr, (_, _, traffic) in TRAFFIC.items():
@@ -143,12 +150,11 @@ def print_table(cfg: ArchConfig, lw: int, rtl: dict, fr: dict) -> None:
             beats = lw * p
             bnd = bound_cycles(cfg, traffic, beats)
             a, b = rtl[name]["cycles"], fr[name]["cycles"]
-            mod = modeled(cfg, tr, beats)
-            ratio = f"{mod / a:.3f}" if mod else "-"
+            mod, mod_fr = modeled(cfg, tr, beats, p), modeled(FR_FCFS, tr, beats, p)
             print(f"{tr:<8} {p:>5} {beats:>6} {bnd:>6} {beats / bnd:>7.3f} | "
                   f"{a:>8} {beats / a:>6.3f} {bnd / a:>6.3f} | "
                   f"{b:>8} {beats / b:>6.3f} {bnd / b:>6.3f} | "
-                  f"{mod if mod else '-':>6} {ratio:>7}")
+                  f"{mod:>6} {mod / a:>7.3f} {mod_fr:>6} {mod_fr / b:>7.3f}")
 
 
 def main() -> None:

@@ -114,17 +114,34 @@ def test_interrupted_sweep_runs_only_the_rest(tmp_path):
 
 
 def test_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path):
-    spec = _spec(grid={"pattern": ["read", "random", "write"]})
+    # The timing model describes one-row sequential bursts only: 32 LW is refused.
+    spec = _spec(grid={"burst_lw": [0, 32, 256]}, fixed={"lw": 2048, "pattern": "read"})
     result = run_sweep(spec, ResultStore(tmp_path / "r.jsonl"), progress=False)
     status = [r["status"] for r in result.records]
     assert status == ["ok", "error", "ok"]
-    assert "no rule for random traffic" in result.failed[0]["error"]
+    assert "describes one-row bursts" in result.failed[0]["error"]
     assert "error: ValueError" in table(result.records, spec.swept, spec.figures)
     # Stored failures are reused too, unless asked to retry.
     assert run_sweep(spec, ResultStore(tmp_path / "r.jsonl"), progress=False).computed == 0
     retried = run_sweep(spec, ResultStore(tmp_path / "r.jsonl"), retry_failed=True,
                         progress=False)
     assert retried.computed == 1
+
+
+def test_random_points_on_the_model_with_their_bound(tmp_path):
+    spec = _spec(grid={"scheduler": ["in_order", "fr_fcfs"], "pattern": ["random", "read"]},
+                 fixed={"lw": 2048, "ports": 3, "scheduler_window": 16},
+                 figures=("efficiency", "bound_ratio", "cycles"))
+    result = run_sweep(spec, ResultStore(tmp_path / "r.jsonl"), progress=False)
+    by = {(r["params"]["scheduler"], r["params"]["pattern"]): r for r in result.records}
+    assert all(r["status"] == "ok" for r in result.records), result.failed
+    for r in result.records:
+        assert 0 < r["figures"]["bound_ratio"] <= 1
+    # reordering gains on random traffic, not on sequential streams
+    rnd_in, rnd_fr = by[("in_order", "random")], by[("fr_fcfs", "random")]
+    assert rnd_fr["figures"]["cycles"] < rnd_in["figures"]["cycles"]
+    seq_in, seq_fr = by[("in_order", "read")], by[("fr_fcfs", "read")]
+    assert seq_fr["figures"]["cycles"] == seq_in["figures"]["cycles"]
 
 
 def test_point_over_its_timeout_is_recorded(tmp_path, monkeypatch):
@@ -189,7 +206,7 @@ def test_same_results_on_local_ray(tmp_path, local_ray):
 
 
 def test_failing_point_on_ray_is_recorded(tmp_path, local_ray):
-    spec = _spec(grid={"pattern": ["random", "read"]})
+    spec = _spec(grid={"burst_lw": [32, 0]}, fixed={"lw": 2048, "pattern": "read"})
     result = run_sweep(spec, ResultStore(tmp_path / "r.jsonl"), ray=True, progress=False)
     assert [r["status"] for r in result.records] == ["error", "ok"]
 

@@ -13,7 +13,8 @@ import math
 from ..arch import ArchConfig
 
 __all__ = ["REQUEST_TO_COMMAND", "REQUEST_TO_PREPARE", "READ_RETURN", "read_latency",
-           "refresh_cost", "stream_cycles", "mixed_cycles", "turnaround_cycles"]
+           "refresh_cost", "stream_cycles", "mixed_cycles", "turnaround_cycles",
+           "random_cycles", "random_chunk_gap"]
 
 #: Cycles from a request handshake to its earliest column command (queue, then chunker).
 REQUEST_TO_COMMAND = 2
@@ -27,6 +28,15 @@ STREAM_EDGES = 3
 #: Extra idle cycles around one refresh, beyond tRP + tRFC + tRCD (precharging the open
 #: banks, the REF slot, re-opening the row).
 REFRESH_SLACK = 4
+#: Cycles a row-missing chunk spends in the queue besides tRP + tRCD and REQUEST_TO_PREPARE:
+#: the PRE and ACT command slots and the hand-off from the queue to the chunker (calibrated).
+MISS_OVERHEAD = 3.5
+#: Cycles of a same-bank successor's wait that ``fr_fcfs`` overlaps: it precharges in the
+#: first cycle the bank allows, ahead of the chunk's turn at the arbiter (calibrated).
+PREPARED_OVERLAP = 4
+#: How other ports' ready heads hide one port's stalled head under ``fr_fcfs``: the stall
+#: is divided by ``ports ** HIDE_EXPONENT`` (calibrated, 3 ports hide 56%).
+HIDE_EXPONENT = 0.75
 
 
 def _check(config: ArchConfig) -> None:
@@ -123,4 +133,117 @@ def mixed_cycles(config: ArchConfig, read_lw: int, write_lw: int) -> int:
     start = STREAM_EDGES + REQUEST_TO_PREPARE + t.trcd + t.cl + READ_RETURN
     base = start + read_lw + write_lw + turnaround_cycles(config, read_lw, write_lw)
     cost = (refresh_cost(config, write=False) + refresh_cost(config, write=True)) / 2
+    return math.ceil(base / (1.0 - cost / t.trefi))
+
+
+def _count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
+    return value
+
+
+def _same_bank_stall(banks: int, bank_cycle: float, gap: float) -> float:
+    """Expected wait of a chunk whose bank one of the chunks before it still holds.
+
+    The chunk ``m`` places ahead used the same bank with probability ``(1/B)(1 - 1/B)^(m-1)``
+    (the most recent such chunk), and its column command was ``m * gap`` cycles ago; the bank
+    takes ``bank_cycle`` cycles from that column command to the next one on another row.
+    """
+    stall = 0.0
+    p_first = 1.0 / banks
+    m = 1
+    while m * gap < bank_cycle:
+        stall += p_first * (1.0 - p_first) ** (m - 1) * (bank_cycle - m * gap)
+        m += 1
+    return stall
+
+
+def random_chunk_gap(config: ArchConfig, *, burst: int, ports: int, read_share: float,
+                     direction_changes: float, banks: int) -> float:
+    """Mean cycles between column commands of random row-missing chunks (refresh aside).
+
+    The terms, each a rule of the controller or the DRAM:
+
+    - **bus and activates**: a chunk holds the column slot ``max(L, tCCD)`` cycles and each
+      opens a row, at most one ACT per ``max(tRRD, tFAW / 4)``;
+    - **queue**: a chunk is prepared (PRE, tRP, ACT, tRCD) only once it is queued, taking
+      ``lat = REQUEST_TO_PREPARE + tRP + tRCD + MISS_OVERHEAD``; with ``n`` chunks queued per
+      port (``in_order``: the queue entry and the chunker, 2; ``fr_fcfs``: the port's share
+      of the window, plus the chunker) at most ``n * ports`` chunks a ``lat`` (Little's law);
+    - **same bank**: a chunk whose bank a chunk ahead holds waits for that bank's cycle from
+      its column command, ``tRP + tRCD + max(tRAS - tRCD, busy)`` (``busy`` as in
+      ``memctrl.bound``) in order, ``PREPARED_OVERLAP`` less with ``fr_fcfs``; the expected
+      wait is :func:`_same_bank_stall`. In order it stalls every port; ``fr_fcfs`` serves
+      other ports' ready heads meanwhile (divided by ``ports ** HIDE_EXPONENT``);
+    - **turnarounds**: each change of direction costs ``tWTR + tRTW``; ``fr_fcfs`` groups
+      directions across ports, so a change is paid once per ``ports`` of them.
+
+    The gap is the fixed point of these terms (the stall depends on the gap itself).
+    """
+    t = config.timing
+    s = read_share
+    fr = config.scheduler == "fr_fcfs"
+    free = max(burst, t.tccd, t.trrd, t.tfaw / 4)
+    latency = REQUEST_TO_PREPARE + t.trp + t.trcd + MISS_OVERHEAD
+    queued = max(2, config.scheduler_window // ports) + 1 if fr else 2
+    busy = s * max(burst + 1, t.trtp) + (1 - s) * (burst + t.twr)
+    if fr:
+        bank_cycle = t.trp + t.trcd + busy - PREPARED_OVERLAP
+    else:
+        bank_cycle = t.trp + t.trcd + max(t.tras - t.trcd, busy)
+    turn = direction_changes * (t.twtr + t.trtw) / (ports if fr else 1)
+    gap = free
+    for _ in range(200):  # a damped iteration: the stall falls as the gap grows
+        stall = _same_bank_stall(banks, bank_cycle, gap)
+        if fr:
+            new = max(free, latency / (queued * ports)) + turn + stall / ports ** HIDE_EXPONENT
+        else:
+            new = max(free + turn + stall, latency / (queued * ports))
+        if abs(new - gap) < 1e-6:
+            break
+        gap = (gap + new) / 2
+    return gap
+
+
+def random_cycles(config: ArchConfig, lw_count: int, *, burst: int | None = None,
+                  ports: int = 1, read_share: float = 1.0,
+                  direction_changes: float | None = None, banks: int | None = None) -> int:
+    """Cycles for ``ports`` ports moving ``lw_count`` LWs in all as random short bursts.
+
+    Every burst of ``burst`` beats (default: the DRAM burst length) goes to a random row, so
+    each opens a row (a window of many rows per bank: hits are rare); the ports share one
+    data bus. ``read_share`` of the bursts read; ``direction_changes`` is the share of bursts
+    whose direction differs from the one before (default ``2 s (1 - s)``, independent random
+    directions; two reads then a write: 2/3). ``banks`` the traffic spreads over (default
+    all). The scheduler is the config's (``in_order`` or ``fr_fcfs`` with its window).
+
+    Measured like :func:`stream_cycles`: from the first request on an idle controller to the
+    last beat, refresh included on average. The gap between bursts is
+    :func:`random_chunk_gap`.
+    """
+    _check(config)
+    _count("LW count", lw_count)
+    t = config.timing
+    burst = t.burst_length if burst is None else burst
+    if isinstance(burst, bool) or not isinstance(burst, int) or not 0 < burst <= t.burst_length:
+        raise ValueError(f"Burst must be an integer in 1..{t.burst_length}, not {burst!r}")
+    if isinstance(ports, bool) or not isinstance(ports, int) or ports <= 0:
+        raise ValueError(f"Port count must be a positive integer, not {ports!r}")
+    if not 0.0 <= read_share <= 1.0:
+        raise ValueError(f"Read share must be in [0, 1], not {read_share!r}")
+    if direction_changes is None:
+        direction_changes = 2 * read_share * (1 - read_share)
+    if not 0.0 <= direction_changes <= 1.0:
+        raise ValueError(f"Direction changes must be in [0, 1], not {direction_changes!r}")
+    banks = config.banks if banks is None else banks
+    if isinstance(banks, bool) or not isinstance(banks, int) or not 0 < banks <= config.banks:
+        raise ValueError(f"Banks must be an integer in 1..{config.banks}, not {banks!r}")
+    if lw_count == 0:
+        return 0
+    gap = random_chunk_gap(config, burst=burst, ports=ports, read_share=read_share,
+                           direction_changes=direction_changes, banks=banks)
+    start = STREAM_EDGES + REQUEST_TO_PREPARE + t.trcd + (t.cl + READ_RETURN if read_share else 0)
+    base = start + math.ceil(lw_count / burst) * gap
+    cost = (read_share * refresh_cost(config, write=False)
+            + (1 - read_share) * refresh_cost(config, write=True))
     return math.ceil(base / (1.0 - cost / t.trefi))

@@ -71,10 +71,16 @@ def _memctrl_model(config: ArchConfig, w: Workload) -> dict[str, Any]:
     from ..memctrl import timing
 
     total = w.lw * w.ports
+    burst = _burst(config, w)
     if w.pattern == "random":
-        raise ValueError("The memctrl timing model has no rule for random traffic; "
-                         "run random points on an RTL backend (icarus or verilator)")
-    if _burst(config, w) != config.row_lw:
+        if burst > config.timing.burst_length:
+            raise ValueError(f"The memctrl timing model describes random bursts of at most "
+                             f"the DRAM burst ({config.timing.burst_length} LW), not "
+                             f"burst_lw={w.burst_lw}; run longer ones on an RTL backend")
+        cycles = timing.random_cycles(config, total, burst=burst, ports=w.ports,
+                                      read_share=float(w.read_share))
+        return {"cycles": cycles, "beats": total, "efficiency": total / cycles}
+    if burst != config.row_lw:
         raise ValueError(f"The memctrl timing model describes one-row bursts "
                          f"({config.row_lw} LW), not burst_lw={w.burst_lw}; "
                          "run other burst lengths on an RTL backend")
@@ -86,10 +92,27 @@ def _memctrl_model(config: ArchConfig, w: Workload) -> dict[str, Any]:
     return {"cycles": cycles, "beats": total, "efficiency": total / cycles}
 
 
+def _traffic(config: ArchConfig, w: Workload) -> Any:
+    """The bound's description of a point's traffic (``memctrl.bound.Traffic``)."""
+    from ..memctrl.bound import Traffic
+
+    # a chunk is at most one DRAM burst, whatever the request length
+    burst = min(_burst(config, w), config.timing.burst_length)
+    if w.pattern == "random":
+        return Traffic("random", burst, float(w.read_share))
+    share = {"read": 1.0, "write": 0.0}.get(w.pattern, float(w.read_share))
+    return Traffic("sequential", burst, share)
+
+
 def bound_efficiency(config: ArchConfig, w: Workload) -> float | None:
-    """The best data-bus efficiency any scheduler could reach for this traffic, when the kit's
-    timing model has a bound function (issue 26 adds one; wire it here). None today."""
-    return None
+    """The best data-bus efficiency any scheduler could reach for this traffic
+    (``memctrl.bound.bound_cycles`` for the point's beats); None for a conversion point."""
+    if w.kind != "memctrl":
+        return None
+    from ..memctrl.bound import bound_cycles
+
+    beats = w.lw * w.ports
+    return beats / bound_cycles(config, _traffic(config, w), beats)
 
 
 def model_figures(config: ArchConfig, w: Workload) -> dict[str, Any]:
