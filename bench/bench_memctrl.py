@@ -105,6 +105,15 @@ def run_icarus(verilog: Path, cases: list[dict], waves: bool, tag: str = "") -> 
     return json.loads(out.read_text())
 
 
+async def load_generators(ctx, dut: BenchTop, case: dict) -> None:
+    """Set every generator's parameters from ``case`` (count 0 on unused ports), one tick."""
+    for i in range(MAX_PORTS):
+        gen = case["gens"][i] if i < len(case["gens"]) else {"count": 0}
+        for name, value in gen.items():
+            ctx.set(getattr(dut, f"gen{i}_{name}"), value)
+    await ctx.tick()
+
+
 def run_amaranth(config: ArchConfig, case: dict) -> dict:
     from amaranth.sim import Simulator
 
@@ -112,11 +121,7 @@ def run_amaranth(config: ArchConfig, case: dict) -> dict:
     result = {}
 
     async def bench(ctx):
-        for i in range(MAX_PORTS):
-            gen = case["gens"][i] if i < len(case["gens"]) else {"count": 0}
-            for name, value in gen.items():
-                ctx.set(getattr(dut, f"gen{i}_{name}"), value)
-        await ctx.tick()
+        await load_generators(ctx, dut, case)
         t0 = time.perf_counter()
         ctx.set(dut.start, 1)
         await ctx.tick()
@@ -178,11 +183,7 @@ def run_breakdown(config: ArchConfig, case: dict) -> collections.Counter:
     counts: collections.Counter = collections.Counter()
 
     async def bench(ctx):
-        for i in range(MAX_PORTS):
-            gen = case["gens"][i] if i < len(case["gens"]) else {"count": 0}
-            for name, value in gen.items():
-                ctx.set(getattr(dut, f"gen{i}_{name}"), value)
-        await ctx.tick()
+        await load_generators(ctx, dut, case)
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
