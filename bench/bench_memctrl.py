@@ -3,6 +3,7 @@ on Icarus and in Amaranth's simulator, and the analytic model's cycles next to t
 
     ./exec_with_env.sh python bench/bench_memctrl.py            # several minutes
     ./exec_with_env.sh python bench/bench_memctrl.py --lw 4096 --no-speed  # about two
+    ./exec_with_env.sh python bench/bench_memctrl.py --breakdown --lw 4096  # idle cycles
 
 Each traffic runs on the in-order and on the ``fr_fcfs`` scheduler, side by side, with the
 bound any scheduler could reach for it (``memctrl.bound.bound_cycles``) and each measurement
@@ -15,13 +16,15 @@ simulators run whole streams with no Python in the loop.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import time
 from pathlib import Path
+from unittest import mock
 
 from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
 from mncore_hdl.contracts.memctrl import PORTS
-from mncore_hdl.memctrl import timing
+from mncore_hdl.memctrl import timing, trafficgen
 from mncore_hdl.memctrl.bound import Traffic, bound_cycles
 from mncore_hdl.memctrl.trafficgen import RW, BenchTop, Mode
 from mncore_hdl.tooling.verilog import export_verilog
@@ -43,6 +46,11 @@ TRAFFIC = {
     "rnd 2:1": (Mode.RANDOM, RW.TWO_ONE, Traffic("random", 8, 2 / 3)),
 }
 PORT_COUNTS = (1, 3)
+#: Column commands back within which a head's bank counts as taken by an earlier chunk.
+CONFLICT_REACH = 4
+#: Idle-cycle classes of ``--breakdown``, in print order (see :func:`idle_reason`).
+IDLE_CLASSES = ("refresh", "no work", "bank taken", "row change", "act rate", "turnaround",
+                "col gap")
 
 
 def port_base(config: ArchConfig, i: int) -> int:
@@ -104,6 +112,15 @@ def run_icarus(verilog: Path, cases: list[dict], waves: bool, tag: str = "") -> 
     return json.loads(out.read_text())
 
 
+async def load_generators(ctx, dut: BenchTop, case: dict) -> None:
+    """Set every generator's parameters from ``case`` (count 0 on unused ports), one tick."""
+    for i in range(MAX_PORTS):
+        gen = case["gens"][i] if i < len(case["gens"]) else {"count": 0}
+        for name, value in gen.items():
+            ctx.set(getattr(dut, f"gen{i}_{name}"), value)
+    await ctx.tick()
+
+
 def run_amaranth(config: ArchConfig, case: dict) -> dict:
     from amaranth.sim import Simulator
 
@@ -111,11 +128,7 @@ def run_amaranth(config: ArchConfig, case: dict) -> dict:
     result = {}
 
     async def bench(ctx):
-        for i in range(MAX_PORTS):
-            gen = case["gens"][i] if i < len(case["gens"]) else {"count": 0}
-            for name, value in gen.items():
-                ctx.set(getattr(dut, f"gen{i}_{name}"), value)
-        await ctx.tick()
+        await load_generators(ctx, dut, case)
         t0 = time.perf_counter()
         ctx.set(dut.start, 1)
         await ctx.tick()
@@ -128,6 +141,94 @@ def run_amaranth(config: ArchConfig, case: dict) -> dict:
     sim.add_testbench(bench)
     sim.run()
     return result
+
+
+def idle_reason(get, sched, cfg: ArchConfig, last_col: dict, issued: int) -> str:
+    """Why the data bus moves no beat this cycle, as the scheduler's inputs show it.
+
+    ``get`` reads a signal; ``last_col`` maps a bank to the index of the last column command
+    to it and ``issued`` counts the column commands so far. A primary head whose row is not
+    yet open and ready is *bank taken* when its bank served one of the last
+    ``CONFLICT_REACH`` column commands (that chunk's row had to close first, so preparation
+    could not have opened this one earlier), else a *row change* preparation did not hide.
+    """
+    if get(sched.refresh_want) or not get(sched.refresh_ready):
+        return "refresh"
+    if not get(sched.grant_valid):
+        return "no work"
+    head = sched.ports[get(sched.grant)]
+    cb, bb = cfg.col_bits, cfg.bank_bits
+    addr = get(head.head_addr)
+    bank, row = (addr >> cb) & ((1 << bb) - 1), addr >> (cb + bb)
+    state = sched.banks[bank]
+    if get(state.is_open) and get(state.open_row) == row and get(state.col_ready):
+        if get(sched.col) or get(head.head_oow):
+            return "col gap"
+        return "turnaround"  # tCCD or a read/write turnaround holds the column command
+    if get(state.act_ready) and not get(sched.act_allowed) and not get(sched.act):
+        return "act rate"
+    taken = bank in last_col and issued - last_col[bank] <= CONFLICT_REACH
+    return "bank taken" if taken else "row change"
+
+
+def run_breakdown(config: ArchConfig, case: dict) -> collections.Counter:
+    """One case in Amaranth's simulator: cycles with a beat (``"beat"``) and idle reasons."""
+    from amaranth.sim import Simulator
+
+    made = []
+
+    def record(*args, **kwargs):
+        mc = controller(*args, **kwargs)
+        made.append(mc)
+        return mc
+
+    controller = trafficgen.MemoryController
+    dut = BenchTop(config, MAX_PORTS)
+    with mock.patch.object(trafficgen, "MemoryController", record):
+        sim = Simulator(dut)  # elaborates the top: the controller is made here
+    sched, eng = made[0].scheduler, made[0].engine
+    counts: collections.Counter = collections.Counter()
+
+    async def bench(ctx):
+        await load_generators(ctx, dut, case)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        last_col: dict[int, int] = {}
+        issued = 0
+        while not ctx.get(dut.done):
+            await ctx.tick()
+            busy = ctx.get(eng.active)
+            counts["beat" if busy else idle_reason(ctx.get, sched, config, last_col, issued)] += 1
+            if ctx.get(sched.col):
+                last_col[ctx.get(sched.bank)] = issued
+                issued += 1
+
+    sim.add_clock(1.334e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    return counts
+
+
+def print_breakdown(lw: int) -> None:
+    """Where the cycles of the random patterns go, for both schedulers (Amaranth simulator)."""
+    print(f"Idle data-bus cycles, share of all cycles ({lw} LW per port, Amaranth simulator). "
+          f"bank taken: the head's bank served one of the last {CONFLICT_REACH} column "
+          "commands; row change: other PRE/tRP/ACT/tRCD waits; act rate: tRRD/tFAW; "
+          "turnaround: tCCD, tWTR, tRTW; col gap: the cycle of the column command")
+    hdr = (f"{'traffic':<8} {'ports':>5} {'sched':<8} {'eff':>6} "
+           + " ".join(f"{c:>10}" for c in IDLE_CLASSES))
+    print(hdr)
+    print("-" * len(hdr))
+    for tr, (mode, _, _) in TRAFFIC.items():
+        if mode != Mode.RANDOM:
+            continue
+        for p in PORT_COUNTS:
+            for label, cfg in (("in-order", CONFIG), ("fr_fcfs", FR_FCFS)):
+                counts = run_breakdown(cfg, make_case(cfg, tr, p, lw))
+                total = sum(counts.values())
+                print(f"{tr:<8} {p:>5} {label:<8} {counts['beat'] / total:>6.3f} "
+                      + " ".join(f"{counts[c] / total:>10.3f}" for c in IDLE_CLASSES))
 
 
 def print_table(cfg: ArchConfig, lw: int, rtl: dict, fr: dict) -> None:
@@ -166,7 +267,13 @@ def main() -> None:
                     help="dump build/sim/memctrl_bench/memctrl_bench.vcd (slows Icarus down)")
     ap.add_argument("--no-speed", action="store_true",
                     help="skip the simulation-speed table")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="only the idle-cycle breakdown of the random patterns (Amaranth "
+                         "simulator, both schedulers), no Icarus runs")
     args = ap.parse_args()
+    if args.breakdown:
+        print_breakdown(args.lw)
+        return
     cfg = CONFIG
 
     t0 = time.perf_counter()
