@@ -36,6 +36,8 @@ class ProofResult:
         The counterexample (or cover) trace, when the solver wrote one.
     log : str
         SymbiYosys's standard output, for the failure message.
+    failures : tuple of str
+        The failed assertions as SymbiYosys names them (source file and line of each).
     """
 
     passed: bool
@@ -45,6 +47,7 @@ class ProofResult:
     workdir: Path
     vcd: Path | None
     log: str
+    failures: tuple[str, ...] = ()
 
 
 def sby_command() -> list[str] | None:
@@ -140,8 +143,10 @@ def prove(design, workdir: str | os.PathLike, *, mode: str = "bmc", depth: int =
                           text=True, timeout=timeout + 60)
     log = proc.stdout + proc.stderr
     status = _status(root / name, log)
+    failures = tuple(line.split("Assert failed in ", 1)[1] for line in log.splitlines()
+                     if "Assert failed in " in line)
     return ProofResult(status == "PASS", status, mode, depth, root / name,
-                       _trace(root / name), log)
+                       _trace(root / name), log, failures)
 
 
 def _status(run: Path, log: str) -> str:
