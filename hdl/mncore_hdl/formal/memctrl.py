@@ -14,7 +14,8 @@ from .streams import held_until_ready
 __all__ = ["PROOF_CONFIG", "PROOF_TIMING", "ControllerProof"]
 
 #: Small timing for proofs, every rule distinct and above one cycle where it may be, so a
-#: rule off by one shows within a short trace; tREFI short enough that a refresh falls inside the BMC depth.
+#: rule off by one shows within a short trace; tREFI short enough that a refresh falls inside
+#: the BMC depth.
 PROOF_TIMING = DramTiming(cl=2, trcd=3, trp=2, tras=4, twr=2, trefi=10, trfc=3,
                           burst_length=2, trrd=2, tfaw=5, twtr=1, trtp=2, trtw=1, tccd=1)
 

@@ -150,7 +150,7 @@ class CommandRules(wiring.Component):
             with m.If(age < self._sat):
                 m.d.sync += age.eq(age + 1)
         with m.If(act):
-            for older, newer in zip(ages, ages[1:]):
+            for older, newer in zip(ages, ages[1:], strict=False):
                 m.d.sync += older.eq(newer + (newer < self._sat))
             m.d.sync += ages[-1].eq(1)
         return ages
