@@ -7,8 +7,12 @@ mutant tests break one rule in the design and expect a counterexample with its V
 import dataclasses
 
 import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from mncore_hdl.converter.walker import LoopWalker
 from mncore_hdl.formal.memctrl import PROOF_CONFIG, PROOF_TIMING, ControllerProof
 from mncore_hdl.formal.runner import prove, tools_available
+from mncore_hdl.formal.walker import WalkerProof
 
 #: BMC depth of the controller proofs: the longest rule window of PROOF_TIMING (tFAW 5,
 #: tRAS 4) and a refresh (tREFI 10 + tRFC 3) fit inside it with margin.
@@ -40,3 +44,41 @@ def test_mutant_trcd_one_short_is_caught(tmp_path):
     assert result.status == "FAIL", _explain(result)
     assert result.vcd is not None and result.vcd.exists()
     assert any("properties.py" in f for f in result.failures), result.failures
+
+
+#: BMC depth of the walker proof: the longest walk of its descriptor space (4 x 4 = 16 steps)
+#: after the restart cycle, its end, and margin.
+WALKER_DEPTH = 20
+
+
+def test_walker_visits_each_address_once(tmp_path):
+    result = prove(WalkerProof(), tmp_path, depth=WALKER_DEPTH, timeout=240)
+    assert result.passed, _explain(result)
+
+
+class _OffByOneWalker(wiring.Component):
+    """Mutant: a :class:`LoopWalker` whose innermost loop runs one step past its extent."""
+
+    def __init__(self, loops, quantities):
+        self._walker = LoopWalker(loops, quantities)
+        super().__init__(self._walker.signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.walker = w = self._walker
+        m.d.comb += [w.n.eq(self.n), w.restart.eq(self.restart), w.advance.eq(self.advance),
+                     self.last.eq(w.last)]
+        for k in range(w.loops):
+            # The mutation: extent + 1 on the innermost loop, its end test off by one.
+            m.d.comb += w.extent[k].eq(self.extent[k] + (k == 0))
+            for q in range(w.quantities):
+                m.d.comb += w.carry[k][q].eq(self.carry[k][q])
+        for q in range(w.quantities):
+            m.d.comb += self.acc[q].eq(w.acc[q])
+        return m
+
+
+def test_mutant_walker_off_by_one_is_caught(tmp_path):
+    result = prove(WalkerProof(_OffByOneWalker), tmp_path, depth=WALKER_DEPTH, timeout=240)
+    assert result.status == "FAIL", _explain(result)
+    assert result.vcd is not None and result.vcd.exists()
