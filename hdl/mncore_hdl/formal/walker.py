@@ -21,9 +21,10 @@ class WalkerProof(Elaboratable):
     what the converter's program builder derives from the strides (``stride_k`` minus the
     inner loops' wrap-around). ``advance`` is high every cycle of the walk (a stall only
     holds the walker's state, and a free ``advance`` multiplies the depth the proof needs).
-    Asserted: every address the walk visits lies in ``[0, e0 * e1)`` and was not visited before, and when the walk ends every address
-    of the buffer was visited: each address exactly once, nothing outside (for the source
-    walk, the same statement says it reads only inside the source buffer).
+    Asserted: every address the walk visits lies in ``[0, e0 * e1)`` and was not visited
+    before, and when the walk ends every address of the buffer was visited: each address
+    exactly once, nothing outside (for the source walk, the same statement says it reads only
+    inside the source buffer).
 
     Parameters
     ----------
