@@ -1,5 +1,5 @@
 """One decode step of a tiny Hugging Face Llama (a prefill, then a decode step whose cache is
-relocated from it) on ``mncore2:icarus`` gives what the functional model gives: the tokens, the
+relocated from it) on ``mncore2:icarus`` and ``mncore2:verilator`` gives what the functional model gives: the tokens, the
 cache read back, and the report (the same commands, bytes per path, conversions and relocations
 per record; cycles are measured on one and modeled on the other)."""
 
@@ -42,9 +42,10 @@ def _decode_step(device: str, tmp: Path) -> tuple[torch.Tensor, list[Any]]:
     return tokens, records
 
 
-def test_llama_decode_step_on_icarus_matches_the_model(tmp_path: Path) -> None:
-    require_device("mncore2:icarus")
-    tokens, records = _decode_step("mncore2:icarus", tmp_path / "rtl")
+@pytest.mark.parametrize("device", ["mncore2:icarus", "mncore2:verilator"])
+def test_llama_decode_step_on_rtl_matches_the_model(tmp_path: Path, device: str) -> None:
+    require_device(device)
+    tokens, records = _decode_step(device, tmp_path / "rtl")
     want_tokens, want_records = _decode_step("mncore2:auto", tmp_path / "model")
     assert torch.equal(tokens, want_tokens)
     assert records == want_records
