@@ -1,7 +1,7 @@
 """One decode step of a tiny Hugging Face Llama (a prefill, then a decode step whose cache is
-relocated from it) on ``mncore2:icarus`` and ``mncore2:verilator`` gives what the functional model gives: the tokens, the
-cache read back, and the report (the same commands, bytes per path, conversions and relocations
-per record; cycles are measured on one and modeled on the other)."""
+relocated from it) on ``mncore2:icarus`` and ``mncore2:verilator`` gives what the functional
+model gives: the tokens, the cache read back, and the report (the same commands, bytes per path,
+conversions and relocations per record; cycles are measured on one and modeled on the other)."""
 
 from __future__ import annotations
 
