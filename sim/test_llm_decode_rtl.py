@@ -1,7 +1,9 @@
 """One decode step of a tiny Hugging Face Llama (a prefill, then a decode step whose cache is
 relocated from it) on ``mncore2:icarus`` and ``mncore2:verilator`` gives what the functional
 model gives: the tokens, the cache read back, and the report (the same commands, bytes per path,
-conversions and relocations per record; cycles are measured on one and modeled on the other)."""
+conversions and relocations per record; cycles are measured on one and modeled on the other);
+and Whisper's encoder hands its output to the decoder by relocation there, the converter's own
+counters moving no byte."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 from mlsdk import Context, MNDevice
+from mlsdk.testing.examples import run_example
 from mlsdk.testing.flows import require_device
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -51,3 +54,14 @@ def test_llama_decode_step_on_rtl_matches_the_model(tmp_path: Path, device: str)
     assert records == want_records
     decode = [r for r in records if r["function"] == "decode" and r["kind"] == "call"]
     assert [(r["bytes"]["host"], r["bytes"]["converter"]) for r in decode] == [(0, 0)]
+
+
+@pytest.mark.parametrize("device", ["mncore2:icarus", "mncore2:verilator"])
+def test_whisper_encoder_to_decoder_relocates_on_rtl(tmp_path: Path, device: str) -> None:
+    require_device(device)
+    run = run_example("encoder_decoder.py", "--device", device, "--tokens", "2", cwd=tmp_path,
+                      env={"TMPDIR": str(tmp_path)}, timeout=900)
+    lines = run.stdout.splitlines()
+    assert lines[-2].endswith("equal"), run.stdout
+    assert lines[-1] == ("decoder calls: 2, relocations 2, conversions 0, converter bytes 0"), \
+        run.stdout
