@@ -11,29 +11,9 @@ from mlsdk import storage
 from mlsdk.pipeline import PLAN_FILE, Pipeline
 from mncore_hdl.arch import MNCORE2
 from mncore_hdl.layout import host_layout, native_layout
+from pipeline_fns import decode_step, first, fourth, second, third
 
 ROWS, COLS = 64, 64
-
-
-def first(inputs):
-    return {"a": inputs["x"] * 2}
-
-
-def second(inputs):
-    return {"b": inputs["a"] @ inputs["w"]}
-
-
-def third(inputs):
-    return {"c": inputs["b"].relu() + 1}
-
-
-def fourth(inputs):
-    return {"d": inputs["b"] - 3}
-
-
-def decode_step(inputs):
-    k = inputs["k"]
-    return {"k_out": k * 0.5 + inputs["x"], "y": (k + inputs["x"]).sum(dim=0)}
 
 
 def encoder(inputs):

@@ -7,18 +7,7 @@ import torch
 from mlsdk import storage
 from mlsdk.costs import conversion_cost, handoff_cost, launch_cycles, memcopyable
 from mncore_hdl.layout import host_layout, native_layout
-
-
-def first(inputs):
-    return {"a": inputs["x"] * 2}
-
-
-def second(inputs):
-    return {"b": inputs["a"] @ inputs["w"]}
-
-
-def third(inputs):
-    return {"c": inputs["b"].relu() + 1}
+from pipeline_fns import first, second, third
 
 
 def _launch(record):

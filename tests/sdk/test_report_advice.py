@@ -9,23 +9,7 @@ import re
 import pytest
 import torch
 from mlsdk import Context, ConversionRequiredError, MNDevice, storage
-
-
-def first(inputs):
-    return {"a": inputs["x"] * 2}
-
-
-def second(inputs):
-    return {"b": inputs["a"] @ inputs["w"]}
-
-
-def third(inputs):
-    return {"c": inputs["b"].relu() + 1}
-
-
-def decode_step(inputs):
-    k = inputs["k"]
-    return {"k_out": k * 0.5 + inputs["x"], "y": (k + inputs["x"]).sum(dim=0)}
+from pipeline_fns import decode_step, first, second, third
 
 
 def _chain(tmp_path, x, w, advice=None, options=None):

@@ -14,11 +14,9 @@ import torch
 
 from ..types import TensorType, dtype_from_torch
 from .registry import Attrs, OpTypeError, register
-from .rules import check_dim, is_int, meta_tensor, no_flops
+from .rules import INDEX_DTYPES, check_dim, index_rows_rule, is_int, meta_tensor, no_flops
 
 __all__: list[str] = []
-
-_INDEX_DTYPES = ("int32", "int64")
 
 
 def _check_dims(dims: object, rank: int, count: int, op: str) -> tuple[int, ...]:
@@ -44,7 +42,7 @@ def _index_key(dims: Sequence[int], indices: Sequence[torch.Tensor]) -> list[tor
 def _indexed_type(x: TensorType, indices: Sequence[TensorType], dims: Sequence[int],
                   op: str) -> TensorType:
     for index in indices:
-        if index.dtype not in _INDEX_DTYPES:
+        if index.dtype not in INDEX_DTYPES:
             raise OpTypeError(f"{op} indices must be int32 or int64, not {index}")
     try:
         meta = torch.ops.aten.index.Tensor(
@@ -100,21 +98,8 @@ register(
 )  # fmt: skip
 
 
-def _index_copy_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    base, index, source = types
-    dim = attrs["dim"]
-    check_dim(dim, base.rank)
-    if index.dtype not in _INDEX_DTYPES:
-        raise OpTypeError(f"index_copy indices must be int32 or int64, not {index}")
-    expected = base.shape[:dim] + index.shape + base.shape[dim + 1:]
-    if index.rank != 1 or source.shape != expected or source.dtype != base.dtype:
-        raise OpTypeError(f"index_copy into {base} along dim {dim} takes a 1-D index and a "
-                          f"{list(expected)} {base.dtype} source, not {index} and {source}")
-    return base
-
-
 # A static KV cache's write: the rows of source replace base's rows at index along dim.
 register(
-    "index_copy", "layout", 3, ("dim",), _index_copy_rule,
+    "index_copy", "layout", 3, ("dim",), index_rows_rule("index_copy"),
     lambda x, a: torch.index_copy(x[0], a["dim"], x[1].long(), x[2]), no_flops,
 )  # fmt: skip

@@ -8,11 +8,9 @@ import torch
 
 from ..types import FLOAT_IR_DTYPES, TensorType
 from .registry import Attrs, OpTypeError, register
-from .rules import check_dim, is_int, no_flops, per_output
+from .rules import check_dim, check_index, index_rows_rule, is_int, no_flops, per_output
 
 __all__: list[str] = []
-
-_INDEX_DTYPES = ("int32", "int64")
 
 
 def _slice_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -38,15 +36,10 @@ register(
 )  # fmt: skip
 
 
-def _check_index(index: TensorType, what: str) -> None:
-    if index.dtype not in _INDEX_DTYPES:
-        raise OpTypeError(f"{what} indices must be int32 or int64, not {index}")
-
-
 def _index_select_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     x, index = types
     check_dim(attrs["dim"], x.rank)
-    _check_index(index, "index_select")
+    check_index(index, "index_select")
     if index.rank != 1 or x.rank == 0:
         raise OpTypeError(f"index_select takes a 1-D index into a tensor of rank >= 1, not "
                           f"{index} into {x}")
@@ -65,7 +58,7 @@ def _gather_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     x, index = types
     dim = attrs["dim"]
     check_dim(dim, x.rank)
-    _check_index(index, "gather")
+    check_index(index, "gather")
     if index.rank != x.rank or any(
             i > s for d, (i, s) in enumerate(zip(index.shape, x.shape, strict=True)) if d != dim):
         raise OpTypeError(f"gather's index {index} must have the rank of {x} and no larger "
@@ -79,21 +72,9 @@ register(
 )  # fmt: skip
 
 
-def _index_add_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    base, index, source = types
-    dim = attrs["dim"]
-    check_dim(dim, base.rank)
-    _check_index(index, "index_add")
-    expected = base.shape[:dim] + index.shape + base.shape[dim + 1:]
-    if index.rank != 1 or source.shape != expected or source.dtype != base.dtype:
-        raise OpTypeError(f"index_add into {base} along dim {dim} takes a 1-D index and a "
-                          f"{list(expected)} {base.dtype} source, not {index} and {source}")
-    return base
-
-
 # Rows of ``source`` add into ``base`` in index order (torch's CPU kernel's order).
 register(
-    "index_add", "elementwise", 3, ("dim",), _index_add_rule,
+    "index_add", "elementwise", 3, ("dim",), index_rows_rule("index_add"),
     lambda x, a: torch.index_add(x[0], a["dim"], x[1], x[2]),
     lambda types, attrs, result: types[2].numel,
 )  # fmt: skip
@@ -103,7 +84,7 @@ def _scatter_add_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     base, index, source = types
     dim = attrs["dim"]
     check_dim(dim, base.rank)
-    _check_index(index, "scatter_add")
+    check_index(index, "scatter_add")
     if (index.rank != base.rank or source.rank != base.rank or source.dtype != base.dtype
             or any(i > s for i, s in zip(index.shape, source.shape, strict=True))
             or any(i > b for d, (i, b) in enumerate(zip(index.shape, base.shape, strict=True))

@@ -116,6 +116,35 @@ def reduce_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType(shape, x.dtype)
 
 
+#: The dtypes an index tensor may have (torch's int64, and int32 from the kit's own tensors).
+INDEX_DTYPES = ("int32", "int64")
+
+
+def check_index(index: TensorType, what: str) -> None:
+    """Raise OpTypeError unless ``index`` has an index dtype (``what`` names the op)."""
+    if index.dtype not in INDEX_DTYPES:
+        raise OpTypeError(f"{what} indices must be int32 or int64, not {index}")
+
+
+def index_rows_rule(op: str) -> Callable[[Sequence[TensorType], Attrs], TensorType]:
+    """The type rule of an op writing ``source``'s rows into ``base`` at a 1-D ``index``
+    along ``dim`` (``index_add``, ``index_copy``): the source is base's shape with the index's
+    length at ``dim`` and base's dtype; the result is base's type."""
+
+    def rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+        base, index, source = types
+        dim = attrs["dim"]
+        check_dim(dim, base.rank)
+        check_index(index, op)
+        expected = base.shape[:dim] + index.shape + base.shape[dim + 1:]
+        if index.rank != 1 or source.shape != expected or source.dtype != base.dtype:
+            raise OpTypeError(f"{op} into {base} along dim {dim} takes a 1-D index and a "
+                              f"{list(expected)} {base.dtype} source, not {index} and {source}")
+        return base
+
+    return rule
+
+
 def per_output(factor: int) -> FlopRule:
     """FLOP rule: ``factor`` per result element."""
     return lambda types, attrs, result: factor * result.numel
