@@ -15,7 +15,7 @@ import pytest
 import torch
 from mlsdk import Context, MNDevice
 from mlsdk.testing.examples import run_example
-from mlsdk.testing.flows import require_device
+from mlsdk.testing.flows import comparable_records, require_device
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 pytest.importorskip("transformers", reason="transformers is a test dependency of the kit")
@@ -37,11 +37,7 @@ def _decode_step(device: str, tmp: Path) -> tuple[torch.Tensor, list[Any]]:
         assert len(context.report().calls("decode")) == 1
         bound = generator.decode.bindings["past_key_values"]
         assert bound.nbytes == generator.decode.input_specs["past_key_values"].nbytes
-        records = [r.to_dict() for r in context.report().records]
-    for record in records:
-        record.pop("cycles")
-        record.pop("cycles_kind")
-        record["commands"] = [(c["command"], c["bytes"]) for c in record["commands"]]
+        records = comparable_records(context.report())
     return tokens, records
 
 

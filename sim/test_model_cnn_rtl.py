@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from mlsdk import Context, MNDevice, storage
 from mlsdk.testing.cnn import CNN
-from mlsdk.testing.flows import require_device
+from mlsdk.testing.flows import comparable_records, require_device
 
 SEED = 23
 
@@ -26,11 +26,7 @@ def _infer(device: str, tmp: Path) -> tuple[list[torch.Tensor], list[dict[str, A
         infer = context.compile(lambda d: {"logits": model(d["x"])}, {"x": images[0]},
                                 storage.path(tmp / "infer"))
         logits = [infer({"x": x})["logits"].cpu() for x in images]
-        records = [r.to_dict() for r in context.report().records]
-    for record in records:
-        record.pop("cycles")
-        record.pop("cycles_kind")
-        record["commands"] = [(c["command"], c["bytes"]) for c in record["commands"]]
+        records = comparable_records(context.report())
     return logits, records
 
 

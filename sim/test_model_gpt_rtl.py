@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 from mlsdk import Context, MNCoreAdamW, MNDevice, set_buffer_name_in_optimizer, storage
-from mlsdk.testing.flows import require_device
+from mlsdk.testing.flows import comparable_records, require_device
 from mlsdk.testing.gpt import GPT, make_gpt_step
 
 SEED = 23
@@ -34,16 +34,12 @@ def _train_step(device: str, tmp: Path) -> tuple[torch.Tensor, dict[str, torch.T
         loss = step(batch)["loss"].cpu()
         context.synchronize()
         dram = context.device.dram_snapshot()
-        records = [r.to_dict() for r in context.report().records]
+        records = comparable_records(context.report())
     state = {name: t.detach().clone() for name, t in model.state_dict().items()}
     for name, p in model.named_parameters():
         for key, value in opt.state[p].items():
             if isinstance(value, torch.Tensor):
                 state[f"opt.{name}.{key}"] = value.detach().clone()
-    for record in records:
-        record.pop("cycles")
-        record.pop("cycles_kind")
-        record["commands"] = [(c["command"], c["bytes"]) for c in record["commands"]]
     return loss, state, dram, records
 
 

@@ -165,6 +165,20 @@ def run_flow(flow: Flow, device: str, constrained: bool, codegen: Path) -> FlowR
     return run
 
 
+def comparable_records(report: Any) -> list[dict[str, Any]]:
+    """``report``'s records as dicts without their cycles (measured on the RTL, modeled on the
+    functional model), each command as ``(name, bytes per path)``: what two backends running
+    the same program must agree on exactly."""
+    records = []
+    for record in report.records:
+        entry = record.to_dict()
+        entry.pop("cycles")
+        entry.pop("cycles_kind")
+        entry["commands"] = [(c["command"], c["bytes"]) for c in entry["commands"]]
+        records.append(entry)
+    return records
+
+
 def top_signal_changes(waves: Path, name: str) -> list[tuple[int, int]]:
     """``(time, value)`` changes of port ``name`` of the design's top, read from an FST or VCD
     file with :class:`mlsdk.waves.Waves` (an x or z value reads as 0).
