@@ -1,19 +1,23 @@
 """A waveform file cut short is reported as an error naming it, and gets no GTKWave save file.
 
 The cut files come from a child process writing under ``RLIMIT_FSIZE`` (as a simulator does
-when the limit is inherited), and from files truncated by hand (a full disk).
+when the limit is inherited), and from files truncated by hand (a full disk). Also the FST
+repack Verilator's files get as the session closes, and its failure to write.
 """
 
 from __future__ import annotations
 
+import gzip
+import os
 import resource
+import struct
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from mlsdk.device.rtl.waves import vcd_problem, write_gtkw
+from mlsdk.device.rtl.waves import repack_fst, vcd_problem, write_gtkw
 from mlsdk.errors import DeviceError
 
 HEADER = """$timescale 1ps $end
@@ -100,3 +104,43 @@ def test_a_verilator_header_rewrite_that_cannot_be_written_names_the_file(tmp_pa
                          text=True, timeout=120, check=True)
     assert f"Could not write {vcd}.tmp, the waveform file {vcd}" in out.stdout, out.stderr
     assert vcd.read_text() == text and not Path(f"{vcd}.tmp").exists()
+
+
+def test_an_fst_is_repacked_whole_into_one_gzip_block_once(tmp_path):
+    fst = tmp_path / "verilator.fst"
+    data = bytes(range(256)) * 64  # any bytes: the repack does not parse the FST inside
+    fst.write_bytes(data)
+    assert repack_fst(fst)
+    packed = fst.read_bytes()
+    kind, section, unpacked = struct.unpack(">BQQ", packed[:17])
+    # libfst's ZWRAPPER block: what GTKWave and pywellen unpack as they open the file
+    assert (kind, section, unpacked) == (254, len(packed) - 1, len(data))
+    assert gzip.decompress(packed[17:]) == data
+    assert len(packed) < len(data)
+    assert not repack_fst(fst) and fst.read_bytes() == packed
+    assert not Path(f"{fst}.tmp").exists()
+
+
+REPACK_CHILD = textwrap.dedent("""
+    import os, resource, sys
+    from mlsdk.device.rtl.waves import repack_fst
+    from mlsdk.errors import DeviceError
+    size = os.path.getsize(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    try:
+        repack_fst(sys.argv[1])
+    except DeviceError as exc:
+        print(exc)
+""")
+
+
+@pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE"), reason="no RLIMIT_FSIZE here")
+def test_a_repack_that_cannot_be_written_names_the_file(tmp_path):
+    fst = tmp_path / "verilator.fst"
+    data = os.urandom(4096)  # gzip cannot shrink it: the repacked copy hits the limit
+    fst.write_bytes(data)
+    out = subprocess.run([sys.executable, "-c", REPACK_CHILD, str(fst)], capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert f"Could not write {fst}.tmp, the waveform file {fst} repacked" in out.stdout, (
+        out.stderr)
+    assert fst.read_bytes() == data and not Path(f"{fst}.tmp").exists()

@@ -28,7 +28,7 @@ from mncore_hdl.arch import ArchConfig
 from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
 from .icarus import BUILD_ROOT, SERVER_MODULE, IcarusSession
-from .waves import vcd_problem, write_or_remove
+from .waves import repack_fst, vcd_problem, wave_problem, write_or_remove
 
 __all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "train_model",
            "cocotb_gpi_env", "fix_vcd_scope_names", "TRAINING"]
@@ -138,13 +138,18 @@ class VerilatorSession(IcarusSession):
             "MNCORE_COSIM_CLOCK": "simulator"}
 
     def close(self, timeout: float = 30.0) -> None:
-        """Stop the simulator; then make its VCD header readable by every VCD reader."""
+        """Stop the simulator; then make its VCD header readable by every VCD reader, or
+        repack its FST (:func:`~mlsdk.device.rtl.waves.repack_fst`: Verilator's writer
+        cannot)."""
         super().close(timeout)
-        # a VCD cut short is left as it is, for the device to report (write_gtkw); an FST's
+        if self.vcd is None or not self.vcd.exists():
+            return
+        # a file cut short is left as it is, for the device to report (write_gtkw); an FST's
         # names are read by every FST reader as they are
-        if (self.vcd is not None and self.vcd.suffix == ".vcd" and self.vcd.exists()
-                and vcd_problem(self.vcd) is None):
+        if self.vcd.suffix == ".vcd" and vcd_problem(self.vcd) is None:
             fix_vcd_scope_names(self.vcd)
+        elif self.vcd.suffix == ".fst" and wave_problem(self.vcd) is None:
+            repack_fst(self.vcd)
 
 
 @functools.cache
