@@ -13,6 +13,7 @@ the save file never names a missing one.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -53,12 +54,13 @@ from ..contracts.cosim import (
 from ..contracts.memctrl import PORTS, Cmd, register_map
 
 __all__ = ["Variable", "filter_tables", "write_filters", "top_scope", "save_groups",
-           "write_save_file", "MAX_MARKERS"]
+           "write_save_file", "zoom_for", "MAX_MARKERS"]
 
 #: ``(scope, name, width)`` of one variable of a wave file.
 Variable = tuple[str, str, int]
-#: The window GTKWave opens, its signal-name column, and its zoom (GTKWave's scale: -21 shows
-#: about 13 us of the 1 ps time unit Icarus writes across the window's wave pane).
+#: The window GTKWave opens, its signal-name column, and its zoom for a dump in picoseconds
+#: (GTKWave's scale, log2 of the time units a pixel spans: -21 shows about 10 us of Icarus's
+#: 1 ps unit across the window's wave pane; see :func:`zoom_for`).
 WINDOW = (1500, 950)
 SIGNALS_WIDTH = 260
 ZOOM = -21.0
@@ -196,12 +198,21 @@ def _controller_scope(variables: Sequence[Variable], g: int) -> str | None:
     return min(scopes, key=lambda s: s.count(".")) if scopes else None
 
 
+def zoom_for(time_unit_s: float) -> float:
+    """GTKWave's zoom showing a dump whose time unit is ``time_unit_s`` seconds as :data:`ZOOM`
+    shows a picosecond dump (Verilator writes nanoseconds: the same span in a thousandth of
+    the units needs a zoom about 10 steps nearer)."""
+    if not time_unit_s > 0:
+        raise ValueError(f"Time unit must be a positive number of seconds, not {time_unit_s!r}")
+    return ZOOM + math.log2(time_unit_s / 1e-12)
+
+
 def write_save_file(out: TextIO, dumpfile: Path, variables: Sequence[Variable],
                     config: ArchConfig, filters: Mapping[str, Path],
-                    markers: Sequence[int] = ()) -> None:
+                    markers: Sequence[int] = (), time_unit_s: float = 1e-12) -> None:
     """Write the save file of ``dumpfile`` to ``out``: :func:`save_groups` with their filters,
     and GTKWave's markers ``a`` .. ``z`` at the first :data:`MAX_MARKERS` ``markers`` (times
-    in the dump's unit)."""
+    in the dump's unit, ``time_unit_s`` seconds: it sets the zoom, :func:`zoom_for`)."""
     from vcd.gtkw import GTKWSave
 
     save = GTKWSave(out)
@@ -210,7 +221,7 @@ def write_save_file(out: TextIO, dumpfile: Path, variables: Sequence[Variable],
     save.pos(0, 0)
     named = dict(zip(_MARKERS, markers[:MAX_MARKERS], strict=False))
     # pyvcd annotates **kwargs as Dict[str, int] (meaning each value): the values are ints
-    save.zoom_markers(ZOOM, **named)  # type: ignore[arg-type]
+    save.zoom_markers(zoom_for(time_unit_s), **named)  # type: ignore[arg-type]
     save.signals_width(SIGNALS_WIDTH)
     for title, closed, traces in save_groups(variables, config):
         with save.group(title, closed=closed):

@@ -3,6 +3,7 @@ simulator): the command track, decoded fields, enum filters, windows and formats
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -22,7 +23,7 @@ from mncore_hdl.contracts import testbench as tb
 from mncore_hdl.contracts.converter import CONVERTER_STATE, ConverterState
 from mncore_hdl.contracts.cosim import OBSERVATION, field_port, payload_fields
 from mncore_hdl.contracts.memctrl import Cmd
-from mncore_hdl.tooling.gtkw import filter_tables
+from mncore_hdl.tooling.gtkw import ZOOM, filter_tables, zoom_for
 
 # -- declarations ---------------------------------------------------------------------------
 
@@ -177,9 +178,19 @@ def test_save_file_decodes_fields_filters_enums_and_marks_commands(tmp_path):
     assert "cosim_tb.host__1__wdata__valid_m" in traces  # what the design sees
     zoom = next(line for line in text.splitlines() if line.startswith("*"))
     assert zoom.split()[2:5] == ["1", "21", "-1"]  # markers a, b at the recorded commands
+    # this file counts nanoseconds: zoomed to show the span a picosecond dump's ZOOM shows
+    assert float(zoom.split()[0][1:]) == pytest.approx(zoom_for(1e-9))
     filters = tmp_path / "s.filters"
     assert (filters / "dram_cmd.txt").read_text().splitlines()[1] == "1 ACT"
     assert f"^1 {filters.resolve() / 'command.txt'}" in text
+
+
+def test_the_zoom_follows_the_dump_time_unit():
+    assert zoom_for(1e-12) == ZOOM
+    # GTKWave's zoom is log2 of the units a pixel spans: a unit 1000x coarser, 10 steps nearer
+    assert zoom_for(1e-9) == pytest.approx(ZOOM + math.log2(1000))
+    with pytest.raises(ValueError, match="Time unit must be a positive number of seconds, not 0"):
+        zoom_for(0)
 
 
 def test_a_broken_fst_is_reported(tmp_path):

@@ -28,8 +28,9 @@ from ...errors import DeviceError
 
 __all__ = ["WAVES_ENV", "FORMAT_ENV", "CALLS_ENV", "FORMATS", "DEFAULT_FORMAT", "Mark",
            "waves_folder", "check_waves_folder", "make_waves_folder", "pick_wave_format",
-           "parse_calls", "waves_calls", "vcd_variables", "wave_variables", "vcd_problem",
-           "wave_problem", "write_gtkw", "write_or_remove", "repack_fst", "REPACK_LEVEL"]
+           "parse_calls", "waves_calls", "vcd_variables", "wave_variables", "wave_time_unit_s",
+           "vcd_problem", "wave_problem", "write_gtkw", "write_or_remove", "repack_fst",
+           "REPACK_LEVEL"]
 
 #: Environment variable naming a folder: every RTL-device session writes its waves there.
 WAVES_ENV = "MNCORE_WAVES"
@@ -214,6 +215,14 @@ def wave_variables(path: str | os.PathLike[str]) -> list[tuple[str, str, int]]:
     return out
 
 
+def wave_time_unit_s(path: str | os.PathLike[str]) -> float:
+    """Seconds per unit of a VCD or FST file's times (pywellen)."""
+    import pywellen
+
+    scale = pywellen.Waveform(str(path)).timescale
+    return float(scale.factor) * 10.0 ** scale.unit.to_exponent()
+
+
 def vcd_problem(vcd: str | os.PathLike[str]) -> str | None:
     """Why the VCD is not a whole file (None when it looks whole).
 
@@ -280,11 +289,12 @@ def write_gtkw(wave: str | os.PathLike[str], marks: Sequence[Mark] = (),
     gtkw = wave.with_suffix(".gtkw")
     times = [m.time for m in marks if m.recorded and m.time is not None]
     variables = wave_variables(wave)
+    unit_s = wave_time_unit_s(wave)  # Icarus writes picoseconds, Verilator nanoseconds
 
     def write(path: Path) -> None:
         filters = write_filters(wave.with_suffix(".filters"))
         with open(path, "w") as f:
-            write_save_file(f, wave, variables, config, filters, times)
+            write_save_file(f, wave, variables, config, filters, times, unit_s)
 
     write_or_remove(gtkw, write, f"the GTKWave save file {gtkw}")
     return gtkw
