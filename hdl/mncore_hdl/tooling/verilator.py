@@ -49,7 +49,8 @@ BUILD_FLAGS = (
 #: model keeps its activity flags up to date): the 1 MiB hand-off ran 10-15% slower, so the
 #: device builds a second, traced model only when waves are asked for.
 TRACE_FLAGS = ("--trace",)
-#: The same for FST waves (``build_model(trace="fst")``): Verilator's FST writer (needs zlib).
+#: The same for FST waves (``build_model(trace="fst")``): Verilator's FST writer (needs the lz4
+#: and zlib headers; it packs with LZ4 only and never repacks: the device's session does).
 TRACE_FST_FLAGS = ("--trace-fst",)
 #: Time unit / precision of a build unless the caller asks for another (the co-simulation
 #: clock has a period of 2 units; the HDL benches' cocotb clocks need picoseconds).

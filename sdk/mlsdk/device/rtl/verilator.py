@@ -36,8 +36,8 @@ __all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "train_mode
 
 #: Modules of the design the traced model leaves out of its waves: the DRAM timing counters
 #: below each bank machine (``mc0.bank3.trcd``). They made half of the seed flow's value
-#: changes (its Verilator FST was 1.8 MB with them), and what they decide shows on each
-#: controller's ``cmd_*`` observation port and the bank machines' ``*_ready`` signals.
+#: changes, and what they decide shows on each controller's ``cmd_*`` observation port and
+#: the bank machines' ``*_ready`` signals.
 UNTRACED = re.compile(r"\.bank\d+\.\w+$")
 
 
