@@ -28,19 +28,21 @@ def run_traffic(config, requests, seed, cycles=3000):
     dut = MemoryController(config, nports)
     model = SparseMemory()
     checker = TimingChecker(config)
-    out = {"reads": [[] for _ in range(nports)], "expected": [[] for _ in range(nports)],
+    out = {"expected": [[] for _ in range(nports)],
            "oow_with_cmd": 0}
     cols = [[] for _ in range(nports)]
     wbeats = [[] for _ in range(nports)]
+    read_chunks = [[] for _ in range(nports)]   # in request order; filled at their column
     for p, reqs in enumerate(requests):
         for a, n, w in reqs:
             data = [rng.getrandbits(64) for _ in range(n)] if w else None
             strb = [rng.getrandbits(8) | 1 for _ in range(n)] if w else None
             if w:
                 wbeats[p].extend(zip(data, strb, strict=True))
-            cols[p].extend(c for c in split_chunks(config, p, a, n, w, data, strb)
-                           if c.in_window)
+            chunks = [c for c in split_chunks(config, p, a, n, w, data, strb) if c.in_window]
+            cols[p].extend(chunks)
             if not w:
+                read_chunks[p].extend(chunks)
                 out["expected"][p].extend(range(a, a + n))
 
     async def bench(ctx):
@@ -64,13 +66,14 @@ def run_traffic(config, requests, seed, cycles=3000):
                 p, n = ctx.get(dut.cmd_port), ctx.get(dut.cmd_len)
                 checker.command(cyc, kind, bank, row, p, n)
                 if kind in (3, 4):
-                    ch = cols[p].pop(0)
-                    assert (ch.length, ch.write) == (n, kind == 4), f"seed={seed} cycle {cyc}"
+                    ch = take_column(config, cols[p], kind == 4, bank, row,
+                                     ctx.get(dut.cmd_col), n)
+                    assert ch is not None, f"seed={seed} cycle {cyc}: no such chunk queued"
                     for k in range(n):
                         if ch.write:
                             model.write(ch.addr + k, ch.data[k], ch.strb[k])
                         else:
-                            out["reads"][p].append(model.read(ch.addr + k))
+                            ch.data.append(model.read(ch.addr + k))
             for p, port in enumerate(dut.ports):
                 if ctx.get(port.req.valid) and ctx.get(port.req.ready):
                     queues[p].pop(0)
@@ -92,7 +95,21 @@ def run_traffic(config, requests, seed, cycles=3000):
     sim.add_testbench(bench)
     sim.run()
     out["checker"] = checker
+    out["reads"] = [[v for ch in chunks for v in ch.data] for chunks in read_chunks]
     return out
+
+
+def take_column(config, chunks, write, bank, row, col, length):
+    """Remove and return the chunk a RD/WR served: the first queued one at its address (a
+    port's chunks to one burst block keep request order); ``None`` if there is none. In order,
+    it must be the first chunk."""
+    for i, ch in enumerate(chunks):
+        if (ch.write, *config.split_address(ch.addr), ch.length) == (write, bank, row, col,
+                                                                     length):
+            if config.scheduler == "in_order" and i:
+                return None
+            return chunks.pop(i)
+    return None
 
 
 SCHEDULED = [TINY, TINY.replace(scheduler="fr_fcfs", scheduler_window=8,
