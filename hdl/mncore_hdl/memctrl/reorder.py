@@ -11,17 +11,27 @@ from amaranth.lib.wiring import In, Out
 from ..arch import ArchConfig
 from ..contracts.counters import COUNTER_BITS
 from .port import RequesterSignature, max_burst
-from .requester import write_fifo_depth
+from .requester import read_fifo_depth, write_fifo_depth
 from .signatures import BankStateSignature, HeadSignature, chunk_addr_bits
 
-__all__ = ["ReorderFrontend", "rob_slots"]
+__all__ = ["ReorderFrontend", "rob_slots", "write_buffer_beats"]
 
 
 def rob_slots(config: ArchConfig, depth: int) -> int:
-    """Read chunks a port may have issued and not yet handed over: a power of two covering
-    the window and at least the in-order frontend's read FIFO."""
+    """Read chunks a port may have issued and not yet handed over (a power of two): the
+    window plus the in-order frontend's read FIFO in bursts, so that a chunk waiting for its
+    bank does not stop the ones behind it for want of a slot while its data is under way."""
     bl = config.timing.burst_length
-    need = max(depth, -(-(config.timing.cl + 2 * bl + 8) // bl))
+    need = depth + -(-read_fifo_depth(config) // bl)
+    return 1 << (need - 1).bit_length()
+
+
+def write_buffer_beats(config: ArchConfig, depth: int) -> int:
+    """Write beats a port holds (a power of two): the in-order frontend's write FIFO plus
+    half the window's chunks in bursts, so that writes waiting for their banks leave room
+    for the beats of the writes behind them."""
+    bl = config.timing.burst_length
+    need = write_fifo_depth(config) + depth * bl // 2 + bl
     return 1 << (need - 1).bit_length()
 
 
@@ -72,6 +82,7 @@ class ReorderFrontend(wiring.Component):
         self.config = config
         self.depth = depth
         self.slots = rob_slots(config, depth)
+        self.write_beats_held = write_buffer_beats(config, depth)
         super().__init__({
             "bus": In(RequesterSignature(config)),
             "head": Out(HeadSignature(config, depth)),
@@ -97,25 +108,32 @@ class ReorderFrontend(wiring.Component):
         m = Module()
         cfg = self.config
         window = cfg.sim_window_lw
-        caw = chunk_addr_bits(cfg)
-        seq_bits = (self.slots - 1).bit_length() + 2   # seq distance < 4 * slots
+        rbits = (self.slots - 1).bit_length() + 2        # read distances < 4 * slots
+        wbits = (self.write_beats_held - 1).bit_length() + 2
 
-        # -- the window: entries (valid, addr, len, write, seq), oldest first ----------------
-        q = [_Entry(cfg, seq_bits, i) for i in range(self.depth)]
-        alloc = Signal(seq_bits)     # sequence number of the next read chunk
-        drain = Signal(seq_bits)     # sequence number of the oldest read owed to the port
-        wavail = Signal(range(write_fifo_depth(cfg) + 1))
-        sel = self._choose(m, q, drain, wavail)
+        # -- the window: entries (valid, addr, len, write, tag), oldest first ----------------
+        # a read's tag is its sequence number, a write's the position of its first beat in
+        # the write-data buffer (the requester's write beats in order)
+        q = [_Entry(cfg, max(rbits, wbits), i) for i in range(self.depth)]
+        ptr = {
+            "ralloc": Signal(rbits, name="rob_alloc"),   # sequence number of the next read
+            "drain": Signal(rbits, name="rob_drain"),    # the oldest read owed to the port
+            "walloc": Signal(wbits, name="wbuf_alloc"),  # first beat of the next write chunk
+            "wfill": Signal(wbits, name="wbuf_fill"),    # beats the requester has sent
+        }
+        sel = self._choose(m, q, ptr)
         push, chunk = self._chunker(m, q[-1].valid)
-        self._queue_update(m, q, sel, push, chunk, alloc)
+        self._queue_update(m, q, sel, push, chunk, ptr)
 
         h = self.head
+        tag = Signal.like(q[0].tag, name="sel_tag")
         m.d.comb += [
             h.head_valid.eq(q[0].valid),
             h.head_addr.eq(Array(e.addr for e in q)[sel]),
             h.head_len.eq(Array(e.len for e in q)[sel]),
             h.head_write.eq(Array(e.write for e in q)[sel]),
             h.head_oow.eq(h.head_addr >= window),
+            tag.eq(Array(e.tag for e in q)[sel]),
         ]
         for k, e in enumerate(q):
             m.d.comb += [
@@ -123,24 +141,10 @@ class ReorderFrontend(wiring.Component):
                 h.ahead_addr[k].eq(e.addr),
             ]
 
-        # -- write data FIFO and the beats not yet claimed by a column command -------------
-        wdata = self.bus.wdata
-        m.submodules.wfifo = wfifo = SyncFIFO(width=cfg.lw_bits + cfg.lw_bytes,
-                                              depth=write_fifo_depth(cfg))
-        m.d.comb += [
-            wfifo.w_data.eq(Cat(wdata.payload.data, wdata.payload.strb)),
-            wfifo.w_en.eq(wdata.valid),
-            wdata.ready.eq(wfifo.w_rdy),
-            wfifo.r_en.eq(self.wpop),
-            self.wbeat_data.eq(wfifo.r_data[:cfg.lw_bits]),
-            self.wbeat_strb.eq(wfifo.r_data[cfg.lw_bits:]),
-        ]
-        w_in = wdata.valid & wdata.ready
-        w_claim = self.issue & h.head_write
-        m.d.sync += wavail.eq(wavail + w_in - Mux(w_claim, h.head_len, 0))
-
-        r_out = self._reorder_buffer(m, Array(e.seq for e in q)[sel], drain)
-        m.d.comb += self.pending.eq(q[0].valid | chunk["valid"] | (drain != alloc))
+        w_in = self._write_buffer(m, q, tag, ptr)
+        r_out = self._reorder_buffer(m, tag, ptr["drain"])
+        m.d.comb += self.pending.eq(q[0].valid | chunk["valid"]
+                                    | (ptr["drain"] != ptr["ralloc"]))
 
         # -- counters -----------------------------------------------------------------------
         req = self.bus.req
@@ -152,7 +156,7 @@ class ReorderFrontend(wiring.Component):
             m.d.sync += self.stall_cycles.eq(self.stall_cycles + 1)
         return m
 
-    def _choose(self, m, q, drain, wavail):
+    def _choose(self, m, q, ptr):
         """The entry presented as the head (FR-FCFS among the legal ones); drives
         ``head_eligible``, returns the index."""
         cfg = self.config
@@ -162,16 +166,17 @@ class ReorderFrontend(wiring.Component):
         open_row = Array(bs.open_row for bs in self.banks)
         col_ready = Array(bs.col_ready for bs in self.banks)
         last_write = Signal()
+        wb = len(ptr["wfill"])
         legal, ready, same = [], [], []
-        older_write = Const(0, 1)
         for k, e in enumerate(q):
             clash = Cat(Const(0, 1), *[o.valid & (o.addr[lbl:] == e.addr[lbl:]) for o in q[:k]])
-            dist = Signal(len(drain), name=f"rob_dist{k}")
-            m.d.comb += dist.eq(e.seq - drain)
-            ok = Mux(e.write, ~older_write & (wavail >= e.len), dist < self.slots)
+            rdist = Signal(len(ptr["drain"]), name=f"rob_dist{k}")
+            wdist = Signal(wb, name=f"wbuf_dist{k}")   # beats of this write sent, if < 2 x held
+            m.d.comb += [rdist.eq(e.tag - ptr["drain"]), wdist.eq(ptr["wfill"] - e.tag[:wb])]
+            data_ok = ~wdist[-1] & (wdist >= e.len)
+            ok = Mux(e.write, data_ok, rdist < self.slots)
             lg = Signal(name=f"legal{k}")
             m.d.comb += lg.eq(e.valid & ~clash.any() & ok)
-            older_write = older_write | (e.valid & e.write)
             bank = e.addr[cb:cb + bb] if bb else 0
             dir_ok = Mux(e.write, self.wr_allowed, self.rd_allowed)
             hit = is_open[bank] & (open_row[bank] == e.addr[cb + bb:]) & col_ready[bank]
@@ -201,6 +206,54 @@ class ReorderFrontend(wiring.Component):
             with m.Elif(passed != cap):
                 m.d.sync += passed.eq(passed + 1)
         return sel
+
+    def _write_buffer(self, m, q, tag, ptr):
+        """The requester's write beats, in order, in a ring of ``write_beats_held`` beats; a
+        write chunk's beats are read from its position; returns the ``wdata`` accept strobe.
+
+        A beat may enter while it stays within ``write_beats_held - burst_length`` beats of
+        the oldest queued write's first beat and does not overwrite the burst on the bus."""
+        cfg = self.config
+        bl = cfg.timing.burst_length
+        held = self.write_beats_held
+        hb = (held - 1).bit_length()
+        wb = len(ptr["wfill"])
+        wdata = self.bus.wdata
+        m.submodules.wbuf = wbuf = Memory(shape=unsigned(cfg.lw_bits + cfg.lw_bytes),
+                                          depth=held, init=[])
+        wr = wbuf.write_port()
+        rd = wbuf.read_port(domain="comb")
+        # the oldest queued write's first beat, else the next write's
+        tail = ptr["walloc"]
+        for e in reversed(q):
+            tail = Mux(e.valid & e.write, e.tag[:wb], tail)
+        # the beats of the write burst on the data bus: from its position, one per ``wpop``
+        rpos = Signal(wb, name="wbuf_read")
+        left = Signal(range(bl + 1), name="wbuf_left")
+        with m.If(self.issue & self.head.head_write):
+            m.d.sync += [rpos.eq(tag[:wb]), left.eq(self.head.head_len)]
+        with m.Elif(self.wpop):
+            m.d.sync += [rpos.eq(rpos + 1), left.eq(left - 1)]
+        used = Signal(wb, name="wbuf_used")
+        ahead = Signal(wb, name="wbuf_ahead")
+        m.d.comb += [used.eq(ptr["wfill"] - tail), ahead.eq(ptr["wfill"] - rpos)]
+        w_in = wdata.valid & wdata.ready
+        m.d.comb += [
+            # room: behind the oldest queued write, and behind the burst being written (a
+            # write issued ahead of it may be older than that one)
+            wdata.ready.eq((used.as_signed() < held - bl) & ((left == 0) | (ahead < held))),
+            wr.addr.eq(ptr["wfill"][:hb]),
+            wr.data.eq(Cat(wdata.payload.data, wdata.payload.strb)),
+            wr.en.eq(w_in),
+        ]
+        with m.If(w_in):
+            m.d.sync += ptr["wfill"].eq(ptr["wfill"] + 1)
+        m.d.comb += [
+            rd.addr.eq(rpos[:hb]),
+            self.wbeat_data.eq(rd.data[:cfg.lw_bits]),
+            self.wbeat_strb.eq(rd.data[cfg.lw_bits:]),
+        ]
+        return w_in
 
     def _chunker(self, m, full):
         """Cut the accepted request into chunks, one into the window per cycle; returns the
@@ -239,29 +292,33 @@ class ReorderFrontend(wiring.Component):
             ]
         return push, c
 
-    def _queue_update(self, m, q, sel, push, chunk, alloc):
+    def _queue_update(self, m, q, sel, push, chunk, ptr):
         """Remove entry ``sel`` when it issues (the younger ones move down), then append the
-        pushed chunk at the first free entry; a read chunk takes the next sequence number."""
+        pushed chunk at the first free entry: a read chunk takes the next sequence number, a
+        write chunk the next beats of the write-data buffer."""
         issue = self.issue
         shifted = []
         for i, e in enumerate(q):
             above = q[i + 1] if i + 1 < len(q) else None
-            s = _Entry(self.config, len(alloc), f"s{i}")
+            s = _Entry(self.config, len(e.tag), f"s{i}")
             move = issue & (sel <= i)
             for d, cur, nxt in zip(s.fields(), e.fields(),
                                    above.fields() if above else (Const(0, 1),) + e.fields()[1:],
                                    strict=True):
                 m.d.comb += d.eq(Mux(move, nxt, cur))
             shifted.append(s)
-        new = (Const(1, 1), chunk["addr"], chunk["len"], chunk["write"], alloc)
+        tag = Mux(chunk["write"], ptr["walloc"], ptr["ralloc"])
+        new = (Const(1, 1), chunk["addr"], chunk["len"], chunk["write"], tag)
         for i, (e, s) in enumerate(zip(q, shifted, strict=True)):
             below = shifted[i - 1].valid if i else Const(1, 1)
             with m.If(push & ~s.valid & below):
                 m.d.sync += [d.eq(v) for d, v in zip(e.fields(), new, strict=True)]
             with m.Else():
                 m.d.sync += [d.eq(v) for d, v in zip(e.fields(), s.fields(), strict=True)]
+        with m.If(push & chunk["write"]):
+            m.d.sync += ptr["walloc"].eq(ptr["walloc"] + chunk["len"])
         with m.If(push & ~chunk["write"]):
-            m.d.sync += alloc.eq(alloc + 1)
+            m.d.sync += ptr["ralloc"].eq(ptr["ralloc"] + 1)
 
     def _reorder_buffer(self, m, issue_seq, drain):
         """Read beats into their chunk's slot, out to ``rdata`` in sequence order; returns the
@@ -320,13 +377,13 @@ class ReorderFrontend(wiring.Component):
 class _Entry:
     """One window entry's registers."""
 
-    def __init__(self, config: ArchConfig, seq_bits: int, tag):
+    def __init__(self, config: ArchConfig, tag_bits: int, name):
         bl = config.timing.burst_length
-        self.valid = Signal(name=f"w{tag}_valid")
-        self.addr = Signal(chunk_addr_bits(config), name=f"w{tag}_addr")
-        self.len = Signal(range(bl + 1), name=f"w{tag}_len")
-        self.write = Signal(name=f"w{tag}_write")
-        self.seq = Signal(seq_bits, name=f"w{tag}_seq")
+        self.valid = Signal(name=f"w{name}_valid")
+        self.addr = Signal(chunk_addr_bits(config), name=f"w{name}_addr")
+        self.len = Signal(range(bl + 1), name=f"w{name}_len")
+        self.write = Signal(name=f"w{name}_write")
+        self.tag = Signal(tag_bits, name=f"w{name}_tag")
 
     def fields(self):
-        return (self.valid, self.addr, self.len, self.write, self.seq)
+        return (self.valid, self.addr, self.len, self.write, self.tag)
