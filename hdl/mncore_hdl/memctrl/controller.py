@@ -26,10 +26,10 @@ __all__ = ["Cmd", "MemoryController", "check_config", "queue_depth"]
 
 
 def queue_depth(config: ArchConfig, ports: int) -> int:
-    """Requests each port queues: 1 in order; with ``fr_fcfs``, chunks in each port's share
-    of the window."""
+    """Requests each port queues: 1 in order; with ``fr_fcfs``, ``scheduler_window`` chunks
+    (each port's own window, so that a port alone has the whole window to choose from)."""
     if config.scheduler == "fr_fcfs":
-        return max(2, config.scheduler_window // ports)
+        return config.scheduler_window
     return 1
 
 
