@@ -1,4 +1,4 @@
-"""Reordering port frontend for ``fr_fcfs``: a chunk window issued out of order, a read reorder buffer."""
+"""Reordering port frontend (``fr_fcfs``): a chunk window served out of order, reorder buffers."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ class ReorderFrontend(wiring.Component):
     * no older queued chunk of the port touches the same burst-aligned block (so a read never
       passes an older write to an overlapping address, a write never passes an older read or
       write to one, and same-address chunks keep request order);
-    * a write: no older write is queued (writes keep their order among themselves, so their
-      beats leave the write FIFO in order) and all its beats are in the write FIFO;
+    * a write: all its beats are in the write-data ring (``write_buffer_beats`` beats, the
+      requester's beats in order; the chunk's tag is the position of its first beat);
     * a read: its slot of the read reorder buffer is free (fewer than ``rob_slots`` reads
       ahead of it are still owed to the requester).
 
@@ -63,6 +63,13 @@ class ReorderFrontend(wiring.Component):
     request order at the port whatever order the column commands took.
 
     The ports are :class:`~.requester.PortFrontend`'s, plus the views the choice needs.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        Geometry, timing and ``scheduler_starvation_cap``.
+    depth : int
+        Chunks in the window (the controller gives ``scheduler_window``).
 
     Attributes
     ----------
