@@ -6,13 +6,18 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In
 
 from ..arch import ArchConfig
-from ..contracts.counters import COUNTER_BITS
-from .port import RequesterSignature, max_burst
-from .requester import read_fifo_depth, write_fifo_depth
-from .signatures import BankStateSignature, HeadSignature, chunk_addr_bits
+from .port import max_burst
+from .requester import (
+    check_frontend,
+    count_beats,
+    frontend_members,
+    read_fifo_depth,
+    write_fifo_depth,
+)
+from .signatures import BankStateSignature, chunk_addr_bits
 
 __all__ = ["ReorderFrontend", "rob_slots", "write_buffer_beats"]
 
@@ -80,35 +85,17 @@ class ReorderFrontend(wiring.Component):
     """
 
     def __init__(self, config: ArchConfig, depth: int = 2):
-        if not isinstance(config, ArchConfig):
-            raise TypeError(f"Config must be an ArchConfig, not {config!r}")
-        if isinstance(depth, bool) or not isinstance(depth, int):
-            raise TypeError(f"Queue depth must be an integer, not {depth!r}")
-        if depth <= 0:
-            raise ValueError(f"Queue depth must be a positive integer, not {depth}")
+        check_frontend(config, depth)
         self.config = config
         self.depth = depth
         self.slots = rob_slots(config, depth)
         self.write_beats_held = write_buffer_beats(config, depth)
         super().__init__({
-            "bus": In(RequesterSignature(config)),
-            "head": Out(HeadSignature(config, depth)),
-            "head_eligible": Out(1),
-            "issue": In(1),
+            **frontend_members(config, depth),
             "banks": In(BankStateSignature(config)).array(config.banks),
             "bus_free": In(1),
             "rd_allowed": In(1),
             "wr_allowed": In(1),
-            "wpop": In(1),
-            "wbeat_data": Out(config.lw_bits),
-            "wbeat_strb": Out(config.lw_bytes),
-            "rpush": In(1),
-            "rpush_data": In(config.lw_bits),
-            "rpush_error": In(1),
-            "pending": Out(1),
-            "read_beats": Out(COUNTER_BITS),
-            "write_beats": Out(COUNTER_BITS),
-            "stall_cycles": Out(COUNTER_BITS),
         })
 
     def elaborate(self, platform):
@@ -153,14 +140,7 @@ class ReorderFrontend(wiring.Component):
         m.d.comb += self.pending.eq(q[0].valid | chunk["valid"]
                                     | (ptr["drain"] != ptr["ralloc"]))
 
-        # -- counters -----------------------------------------------------------------------
-        req = self.bus.req
-        with m.If(r_out):
-            m.d.sync += self.read_beats.eq(self.read_beats + 1)
-        with m.If(w_in):
-            m.d.sync += self.write_beats.eq(self.write_beats + 1)
-        with m.If(req.valid & ~req.ready):
-            m.d.sync += self.stall_cycles.eq(self.stall_cycles + 1)
+        count_beats(m, self, r_out, w_in)
         return m
 
     def _choose(self, m, q, ptr):
