@@ -14,6 +14,7 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from mncore_hdl.converter.walker import LoopWalker
+from mncore_hdl.formal.bank import BankProof
 from mncore_hdl.formal.memctrl import PROOF_CONFIG, PROOF_TIMING, ControllerProof
 from mncore_hdl.formal.runner import prove, tools_available
 from mncore_hdl.formal.walker import WalkerProof
@@ -54,6 +55,25 @@ def test_mutant_trcd_one_short_is_caught(tmp_path):
     assert any("properties.py" in f for f in result.failures), result.failures
 
 
+#: Induction length of the bank machine proof: its longest rule (tRAS 4) plus the burst, past
+#: which every TimingCounter has forgotten the state the induction step starts from.
+BANK_INDUCTION = 4
+
+
+def test_bank_rules_hold_for_all_time(tmp_path):
+    result = prove(BankProof(), tmp_path, mode="prove", depth=BANK_INDUCTION, timeout=240)
+    assert result.passed, _explain(result)
+
+
+def test_mutant_bank_tras_one_short_is_caught_by_induction_run(tmp_path):
+    timing = dataclasses.replace(PROOF_TIMING, tras=PROOF_TIMING.tras - 1)
+    mutant = BankProof(PROOF_CONFIG.replace(timing=timing), rules=PROOF_CONFIG)
+    result = prove(mutant, tmp_path, mode="prove", depth=BANK_INDUCTION, timeout=240)
+    assert result.status == "FAIL", _explain(result)
+    assert any("properties.py" in f for f in result.failures), result.failures
+    assert result.vcd is not None and result.vcd.exists()
+
+
 #: BMC depth of the walker proof: the longest walk of its descriptor space (4 x 4 = 16 steps)
 #: after the restart cycle, its end, and margin.
 WALKER_DEPTH = 20
@@ -64,11 +84,21 @@ def test_walker_visits_each_address_once(tmp_path):
     assert result.passed, _explain(result)
 
 
+#: Induction length of the walker proof: its invariants are inductive in one step; 3 is margin.
+WALKER_INDUCTION = 3
+
+
+def test_walker_visits_each_address_once_for_all_time(tmp_path):
+    result = prove(WalkerProof(), tmp_path, mode="prove", depth=WALKER_INDUCTION, timeout=240)
+    assert result.passed, _explain(result)
+
+
 class _OffByOneWalker(wiring.Component):
     """Mutant: a :class:`LoopWalker` whose innermost loop runs one step past its extent."""
 
     def __init__(self, loops, quantities):
         self._walker = LoopWalker(loops, quantities)
+        self.count = self._walker.count
         super().__init__(self._walker.signature)
 
     def elaborate(self, platform):
