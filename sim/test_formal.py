@@ -11,13 +11,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from mncore_hdl.converter.walker import LoopWalker
+from mncore_hdl.formal.arbiter import ArbiterProof, passes_allowed
 from mncore_hdl.formal.bank import BankProof
 from mncore_hdl.formal.memctrl import PROOF_CONFIG, PROOF_TIMING, ControllerProof
+from mncore_hdl.formal.readstream import MEMORY_AS_FLOPS, READ_ORDER_CONFIG, ReadOrderProof
 from mncore_hdl.formal.runner import prove, tools_available
 from mncore_hdl.formal.walker import WalkerProof
+from mncore_hdl.memctrl import controller
+from mncore_hdl.memctrl.requester import PortFrontend
 
 #: BMC depth of the controller proofs: the longest rule window of PROOF_TIMING (tFAW 5,
 #: tRAS 4) and a refresh (tREFI 10 + tRFC 3) fit inside it with margin.
@@ -53,6 +57,81 @@ def test_mutant_trcd_one_short_is_caught(tmp_path):
     assert result.status == "FAIL", _explain(result)
     assert result.vcd is not None and result.vcd.exists()
     assert any("properties.py" in f for f in result.failures), result.failures
+
+
+#: BMC depth of the arbiter proofs: the bounds are at most 3 issues (one a cycle) at
+#: ``STARVATION_CONFIG``; 20 cycles let every port wait, starve and be passed many times over.
+ARBITER_DEPTH = 20
+
+#: Three ports and a starvation cap of 2: every way of passing a waiting port in few cycles.
+STARVATION_PORTS = 3
+
+
+@pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
+def test_no_port_is_passed_more_than_the_bound(tmp_path, scheduler):
+    config = PROOF_CONFIG.replace(scheduler=scheduler, scheduler_starvation_cap=2)
+    proof = ArbiterProof(config, STARVATION_PORTS)
+    result = prove(proof, tmp_path, depth=ARBITER_DEPTH, timeout=240)
+    assert result.passed, _explain(result)
+
+
+@pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
+def test_starvation_bound_is_tight(tmp_path, scheduler):
+    config = PROOF_CONFIG.replace(scheduler=scheduler, scheduler_starvation_cap=2)
+    limit = passes_allowed(config, STARVATION_PORTS) - 1
+    result = prove(ArbiterProof(config, STARVATION_PORTS, limit), tmp_path,
+                   depth=ARBITER_DEPTH, timeout=240)
+    assert result.status == "FAIL", _explain(result)
+    assert result.vcd is not None and result.vcd.exists()
+
+
+#: BMC depth of the read-stream proof (at READ_ORDER_CONFIG, every rule 1 cycle): the first
+#: read beat reaches ``rdata`` in cycle 5, so 10 cycles see the beats of the first requests
+#: and a refresh. Each further cycle about doubles the solver's time (10: 1 to 1.5 minutes).
+READ_ORDER_DEPTH = 10
+
+
+@pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
+def test_read_beats_in_request_order_exactly_length(tmp_path, scheduler):
+    config = READ_ORDER_CONFIG.replace(scheduler=scheduler, scheduler_window=4)
+    result = prove(ReadOrderProof(config), tmp_path, depth=READ_ORDER_DEPTH, timeout=400,
+                   script=MEMORY_AS_FLOPS)
+    assert result.passed, _explain(result)
+
+
+class _DropFirstReadBeat(wiring.Component):
+    """Mutant: a :class:`PortFrontend` that loses the first read beat the data engine pushes."""
+
+    def __init__(self, config, depth=1):
+        self._port = PortFrontend(config, depth)
+        super().__init__(self._port.signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.port = port = self._port
+        dropped = Signal()
+        with m.If(self.rpush):
+            m.d.sync += dropped.eq(1)
+        outer = self.signature.flatten(self)
+        inner = port.signature.flatten(port)
+        for (path, member, mine), (_, _, theirs) in zip(outer, inner, strict=True):
+            if member.flow == wiring.Out:
+                m.d.comb += mine.eq(theirs)
+            elif path == ("rpush",):
+                # The mutation: the first beat never reaches the read FIFO.
+                m.d.comb += theirs.eq(mine & dropped)
+            else:
+                m.d.comb += theirs.eq(mine)
+        return m
+
+
+def test_mutant_dropped_read_beat_is_caught(tmp_path, monkeypatch):
+    monkeypatch.setattr(controller, "PortFrontend", _DropFirstReadBeat)
+    result = prove(ReadOrderProof(), tmp_path, depth=READ_ORDER_DEPTH, timeout=400,
+                   script=MEMORY_AS_FLOPS)
+    assert result.status == "FAIL", _explain(result)
+    assert any("readstream.py" in f for f in result.failures), result.failures
+    assert result.vcd is not None and result.vcd.exists()
 
 
 #: Induction length of the bank machine proof: its longest rule (tRAS 4) plus the burst, past
