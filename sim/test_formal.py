@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
+from mncore_hdl.converter import converter
+from mncore_hdl.converter.control import ConverterControl
 from mncore_hdl.converter.walker import LoopWalker
 from mncore_hdl.formal.arbiter import ArbiterProof, passes_allowed
 from mncore_hdl.formal.bank import BankProof
+from mncore_hdl.formal.converter import ConverterErrorProof
 from mncore_hdl.formal.memctrl import PROOF_CONFIG, PROOF_TIMING, ControllerProof
 from mncore_hdl.formal.readstream import MEMORY_AS_FLOPS, READ_ORDER_CONFIG, ReadOrderProof
 from mncore_hdl.formal.runner import prove, tools_available
@@ -197,5 +200,32 @@ class _OffByOneWalker(wiring.Component):
 
 def test_mutant_walker_off_by_one_is_caught(tmp_path):
     result = prove(WalkerProof(_OffByOneWalker), tmp_path, depth=WALKER_DEPTH, timeout=240)
+    assert result.status == "FAIL", _explain(result)
+    assert result.vcd is not None and result.vcd.exists()
+
+
+#: BMC depth of the converter proof: a start in cycle 0 or 1 is checked (MAX_LOOPS cycles) and
+#: rejected by cycle 10.
+CONVERTER_DEPTH = 11
+
+
+def test_converter_rejected_program_touches_no_memory(tmp_path):
+    result = prove(ConverterErrorProof(), tmp_path, depth=CONVERTER_DEPTH, timeout=240)
+    assert result.passed, _explain(result)
+
+
+class _RunDespiteError(ConverterControl):
+    """Mutant: a control that starts the engines on a rejected program too."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        with m.If(self.checked & (self.code != 0)):
+            m.d.comb += self.run.eq(1)
+        return m
+
+
+def test_mutant_converter_running_a_rejected_program_is_caught(tmp_path, monkeypatch):
+    monkeypatch.setattr(converter, "ConverterControl", _RunDespiteError)
+    result = prove(ConverterErrorProof(), tmp_path, depth=CONVERTER_DEPTH, timeout=240)
     assert result.status == "FAIL", _explain(result)
     assert result.vcd is not None and result.vcd.exists()
