@@ -8,9 +8,8 @@ from ..arch import ArchConfig, DramTiming
 from ..contracts.memctrl import max_burst
 from ..memctrl.controller import MemoryController
 from ..memctrl.signatures import chunk_addr_bits
-from .memctrl import PROOF_CONFIG
+from .memctrl import PROOF_CONFIG, assume_port_protocol
 from .primitives import AnyConst, AnySeq, Assert, Assume
-from .streams import held_until_ready
 
 __all__ = ["MEMORY_AS_FLOPS", "READ_ORDER_CONFIG", "ReadOrderProof", "TRACK_BITS", "lw_tag"]
 
@@ -91,10 +90,7 @@ class ReadOrderProof(Elaboratable):
                 port.wdata.payload.strb.eq(-1),
                 port.rdata.ready.eq(AnySeq(1)),
             ]
-            length = port.req.payload.length
-            m.d.comb += Assume((length >= 1) & (length <= max_burst(cfg)))
-            held_until_ready(m, port.req, f"port{i}_req", Assume)
-            held_until_ready(m, port.wdata, f"port{i}_wdata", Assume)
+            assume_port_protocol(m, port, cfg, f"port{i}")
             self._read_order(m, port, f"port{i}")
             self._write_beats(m, port, dut.engine.wpop[i], f"port{i}")
         return m
