@@ -20,7 +20,7 @@ from mncore_hdl.contracts.memctrl import (
     register_map,
     unpack_rdata,
 )
-from mncore_hdl.testing.memctrl_model import SparseMemory, TimingChecker, split_chunks
+from mncore_hdl.testing.memctrl_model import Chunk, SparseMemory, TimingChecker, split_chunks
 
 CLOCK_NS = 1.334  # ~750 MHz, an even number of picoseconds per half period
 
@@ -140,6 +140,8 @@ class TB:
         self.conflicts = 0
         self.misses = 0
         self.fresh = [False] * self.config.banks
+        #: fr_fcfs may serve a port's queued chunks out of request order
+        self.reorders = self.config.scheduler == "fr_fcfs"
         self._refresh_pending = 0
         Clock(dut.clk, CLOCK_NS, unit="ns", impl="gpi").start()
 
@@ -173,7 +175,8 @@ class TB:
             self.error(f"port {port.i} cycle {self.cycle}: read expected "
                        f"{slot.data:#018x} error={slot.error}, actual {data:#018x} error={err}")
 
-    def on_command(self, kind: int, bank: int, row: int, port: int, length: int) -> None:
+    def on_command(self, kind: int, bank: int, row: int, port: int, length: int,
+                   col: int = 0) -> None:
         cyc = self.cycle - 1  # the command was on the bus during the previous cycle
         self.commands.append((cyc, kind, bank, row, port, length))
         self.checker.command(cyc, kind, bank, row, port, length)
@@ -190,13 +193,14 @@ class TB:
         if not agent.columns:
             self.error(f"cycle {cyc}: column command for port {port} with nothing queued")
             return
-        ch = agent.columns.popleft()
-        cb, cr, _ = self.config.split_address(ch.addr)
-        got = (kind == Cmd.WR, bank, row, length)
-        want = (ch.write, cb, cr, ch.length)
-        if got != want:
-            self.error(f"cycle {cyc}: port {port} column (write, bank, row, len) expected "
-                       f"{want}, actual {got}")
+        got = (kind == Cmd.WR, bank, row, col, length)
+        ch = self._take_column(agent, got)
+        if ch is None:
+            want = (agent.columns[0].write, *self.config.split_address(agent.columns[0].addr),
+                    agent.columns[0].length)
+            self.error(f"cycle {cyc}: port {port} column (write, bank, row, col, len) "
+                       f"expected {want}" + (" or a later queued chunk" if self.reorders
+                                             else "") + f", actual {got}")
             return
         for k in range(ch.length):
             if ch.write:
@@ -204,6 +208,19 @@ class TB:
             else:
                 slot = ch.data[k]
                 slot.data, slot.filled = self.model.read(ch.addr + k), True
+
+    def _take_column(self, agent: PortAgent, got: tuple) -> Chunk | None:
+        """The chunk a RD/WR served: in order, the port's next one; with ``fr_fcfs``, the
+        first queued one at that address (a port's chunks to one burst block keep order)."""
+        for i, ch in enumerate(agent.columns):
+            if (ch.write, *self.config.split_address(ch.addr), ch.length) == got:
+                if i and not self.reorders:
+                    return None
+                del agent.columns[i]
+                return ch
+            if not self.reorders:
+                return None
+        return None
 
     async def step(self) -> None:
         dut = self.dut
@@ -213,7 +230,7 @@ class TB:
         if dut.cmd_valid.value:
             self.on_command(int(dut.cmd_kind.value), int(dut.cmd_bank.value),
                             int(dut.cmd_row.value), int(dut.cmd_port.value),
-                            int(dut.cmd_len.value))
+                            int(dut.cmd_len.value), int(dut.cmd_col.value))
         for p in self.ports:
             p.sample(self.cycle)
         for p in self.ports:

@@ -3,6 +3,7 @@
 from amaranth.sim import Simulator
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
 from mncore_hdl.memctrl.frfcfs import FrFcfs
+from mncore_hdl.memctrl.reorder import ReorderFrontend, rob_slots, write_buffer_beats
 from mncore_hdl.memctrl.requester import PortFrontend
 from mncore_hdl.memctrl.signatures import HeadSignature
 from mncore_hdl.testing.hdl_checks import expect_error
@@ -78,6 +79,18 @@ def test_validation():
                  PortFrontend, TINY, 0)
     expect_error(ValueError, "Queued requests ahead must be a non-negative integer, not -1",
                  HeadSignature, TINY, -1)
+    expect_error(TypeError, "Config must be an ArchConfig, not 7", ReorderFrontend, 7)
+    expect_error(TypeError, "Queue depth must be an integer, not 'x'", ReorderFrontend, TINY,
+                 "x")
+    expect_error(ValueError, "Queue depth must be a positive integer, not 0",
+                 ReorderFrontend, TINY, 0)
+
+
+def test_reorder_buffer_sizes():
+    # the window plus the in-order read FIFO (CL + 2 BL + 8 = 28 beats: 4 bursts), rounded up
+    assert rob_slots(TINY, 8) == 16 and rob_slots(TINY, 4) == 8
+    # the in-order write FIFO (2 BL + 4 = 20) plus half the window's bursts plus one burst
+    assert write_buffer_beats(TINY, 8) == 64 and write_buffer_beats(TINY, 16) == 128
 
 
 def load_bench():
@@ -93,8 +106,8 @@ def load_bench():
 
 
 def test_breakdown_accounts_for_every_cycle():
-    """``--breakdown``: every cycle is a beat or one idle class; one port's random reads lose
-    cycles to a bank an earlier chunk of the same port holds (in-order issue per port)."""
+    """``--breakdown``: every cycle is a beat or one idle class, and the classes the
+    reordering scheduler still meets are told apart."""
     bench = load_bench()
     cfg = bench.FR_FCFS
     counts = bench.run_breakdown(cfg, bench.make_case(cfg, "rnd rd", 1, 512))

@@ -17,6 +17,7 @@ from .frfcfs import FrFcfs
 from .port import RequesterSignature
 from .rank import RankTiming
 from .refresher import Refresher
+from .reorder import ReorderFrontend
 from .requester import PortFrontend
 from .scheduler import ErrorFlag, Scheduler
 from .signatures import chunk_addr_bits, row_bits
@@ -25,9 +26,10 @@ __all__ = ["Cmd", "MemoryController", "check_config", "queue_depth"]
 
 
 def queue_depth(config: ArchConfig, ports: int) -> int:
-    """Requests each port queues: 1 in order; the ``fr_fcfs`` window shared by the ports."""
+    """Requests each port queues: 1 in order; with ``fr_fcfs``, ``scheduler_window`` chunks
+    (each port's own window, so that a port alone has the whole window to choose from)."""
     if config.scheduler == "fr_fcfs":
-        return max(2, config.scheduler_window // ports)
+        return config.scheduler_window
     return 1
 
 
@@ -76,6 +78,9 @@ class MemoryController(wiring.Component):
         Sticky out-of-window flag, the first offending LW address, and its clear strobe.
     cmd_valid, cmd_kind, cmd_bank, cmd_row, cmd_port, cmd_len : Signal, out
         The DRAM command issued this cycle (observation only; ``cmd_kind`` is a :class:`Cmd`).
+    cmd_col : Signal, out
+        The column (LW inside the row) of a RD or WR, 0 otherwise: with ``fr_fcfs`` a port's
+        chunks may issue out of request order, and this tells which one did.
     refresh_pending, idle : Signal, out
         A refresh is due; nothing is queued or in flight.
     """
@@ -102,6 +107,7 @@ class MemoryController(wiring.Component):
             "cmd_row": Out(row_bits(config)),
             "cmd_port": Out(range(ports)),
             "cmd_len": Out(range(bl + 1)),
+            "cmd_col": Out(max(1, config.col_bits)),
             "refresh_pending": Out(1),
             "idle": Out(1),
         })
@@ -113,9 +119,13 @@ class MemoryController(wiring.Component):
 
         # -- sub-blocks -----------------------------------------------------------------------
         depth = queue_depth(cfg, n)
+        fr = cfg.scheduler == "fr_fcfs"
+        # the reordering frontend shows all its window entries; the in-order one those
+        # behind its next request
+        ahead = depth if fr else depth - 1
         fes = []
         for i in range(n):
-            fe = PortFrontend(cfg, depth)
+            fe = ReorderFrontend(cfg, depth) if fr else PortFrontend(cfg, depth)
             m.submodules[f"port{i}"] = fe
             wiring.connect(m, wiring.flipped(self.ports[i]), fe.bus)
             fes.append(fe)
@@ -124,13 +134,13 @@ class MemoryController(wiring.Component):
             bm = BankMachine(cfg)
             m.submodules[f"bank{b}"] = bm
             bms.append(bm)
-        if cfg.scheduler == "fr_fcfs":
-            m.submodules.arbiter = arb = FrFcfs(cfg, n, depth - 1)
+        if fr:
+            m.submodules.arbiter = arb = FrFcfs(cfg, n, ahead)
         else:
             m.submodules.arbiter = arb = RoundRobin(n)
         m.submodules.refresher = ref = Refresher(cfg)
         m.submodules.rank = rank = RankTiming(cfg)
-        m.submodules.scheduler = sched = Scheduler(cfg, n, depth - 1)
+        m.submodules.scheduler = sched = Scheduler(cfg, n, ahead)
         m.submodules.engine = eng = DataEngine(cfg, n)
         m.submodules.error_flag = err = ErrorFlag(cfg)
         m.submodules.stats = stats = StatsRegisters(n, chunk_addr_bits(cfg))
@@ -138,17 +148,18 @@ class MemoryController(wiring.Component):
         self.scheduler = sched
 
         # -- scheduler inputs: port heads, bank states, arbiter, refresher, data bus ----------
-        fr = isinstance(arb, FrFcfs)
         for i, fe in enumerate(fes):
             wiring.connect(m, fe.head, sched.ports[i], *([arb.heads[i]] if fr else []))
         for b, bm in enumerate(bms):
-            wiring.connect(m, bm.state, sched.banks[b], *([arb.banks[b]] if fr else []))
+            views = [arb.banks[b], *(fe.banks[b] for fe in fes)] if fr else []
+            wiring.connect(m, bm.state, sched.banks[b], *views)
         if fr:
-            m.d.comb += [
-                arb.bus_free.eq(eng.free),
-                arb.rd_allowed.eq(rank.rd_ready),
-                arb.wr_allowed.eq(rank.wr_ready),
-            ]
+            for block in (arb, *fes):
+                m.d.comb += [
+                    block.bus_free.eq(eng.free),
+                    block.rd_allowed.eq(rank.rd_ready),
+                    block.wr_allowed.eq(rank.wr_ready),
+                ]
         m.d.comb += [
             arb.requests.eq(Cat(fe.head_eligible for fe in fes)),
             sched.grant.eq(arb.grant),
@@ -224,6 +235,7 @@ class MemoryController(wiring.Component):
             self.cmd_row.eq(sched.row),
             self.cmd_port.eq(sched.port),
             self.cmd_len.eq(Mux(sched.col, sched.len, 0)),
+            self.cmd_col.eq(Mux(sched.col, sched.addr[:cfg.col_bits], 0)),
             self.refresh_pending.eq(ref.want),
             self.idle.eq(~Cat(fe.pending for fe in fes).any() & ~eng.active & ~eng.pipe_busy),
             stats.hit.eq(sched.col & ~fresh),

@@ -12,7 +12,8 @@ from ..contracts.counters import COUNTER_BITS
 from .port import RequesterSignature, max_burst
 from .signatures import HeadSignature, chunk_addr_bits
 
-__all__ = ["PortFrontend", "read_fifo_depth", "write_fifo_depth"]
+__all__ = ["PortFrontend", "check_frontend", "count_beats", "frontend_members",
+           "read_fifo_depth", "write_fifo_depth"]
 
 
 def read_fifo_depth(config: ArchConfig) -> int:
@@ -23,6 +24,47 @@ def read_fifo_depth(config: ArchConfig) -> int:
 def write_fifo_depth(config: ArchConfig) -> int:
     """Write beats buffered per port: two column bursts plus slack."""
     return 2 * config.timing.burst_length + 4
+
+
+def check_frontend(config: object, depth: object) -> None:
+    """The checks of a port frontend's parameters: an ArchConfig and a positive depth."""
+    if not isinstance(config, ArchConfig):
+        raise TypeError(f"Config must be an ArchConfig, not {config!r}")
+    if isinstance(depth, bool) or not isinstance(depth, int):
+        raise TypeError(f"Queue depth must be an integer, not {depth!r}")
+    if depth <= 0:
+        raise ValueError(f"Queue depth must be a positive integer, not {depth}")
+
+
+def frontend_members(config: ArchConfig, ahead: int) -> dict:
+    """The ports every port frontend has: requester, head view, data beats, counters."""
+    return {
+        "bus": In(RequesterSignature(config)),
+        "head": Out(HeadSignature(config, ahead)),
+        "head_eligible": Out(1),
+        "issue": In(1),
+        "wpop": In(1),
+        "wbeat_data": Out(config.lw_bits),
+        "wbeat_strb": Out(config.lw_bytes),
+        "rpush": In(1),
+        "rpush_data": In(config.lw_bits),
+        "rpush_error": In(1),
+        "pending": Out(1),
+        "read_beats": Out(COUNTER_BITS),
+        "write_beats": Out(COUNTER_BITS),
+        "stall_cycles": Out(COUNTER_BITS),
+    }
+
+
+def count_beats(m: Module, fe, r_out, w_in) -> None:
+    """The per-port counters: beats handed over / taken, cycles ``req`` was held off."""
+    req = fe.bus.req
+    with m.If(r_out):
+        m.d.sync += fe.read_beats.eq(fe.read_beats + 1)
+    with m.If(w_in):
+        m.d.sync += fe.write_beats.eq(fe.write_beats + 1)
+    with m.If(req.valid & ~req.ready):
+        m.d.sync += fe.stall_cycles.eq(fe.stall_cycles + 1)
 
 
 class PortFrontend(wiring.Component):
@@ -61,30 +103,10 @@ class PortFrontend(wiring.Component):
     """
 
     def __init__(self, config: ArchConfig, depth: int = 1):
-        if not isinstance(config, ArchConfig):
-            raise TypeError(f"Config must be an ArchConfig, not {config!r}")
-        if isinstance(depth, bool) or not isinstance(depth, int):
-            raise TypeError(f"Queue depth must be an integer, not {depth!r}")
-        if depth <= 0:
-            raise ValueError(f"Queue depth must be a positive integer, not {depth}")
+        check_frontend(config, depth)
         self.config = config
         self.depth = depth
-        super().__init__({
-            "bus": In(RequesterSignature(config)),
-            "head": Out(HeadSignature(config, depth - 1)),
-            "head_eligible": Out(1),
-            "issue": In(1),
-            "wpop": In(1),
-            "wbeat_data": Out(config.lw_bits),
-            "wbeat_strb": Out(config.lw_bytes),
-            "rpush": In(1),
-            "rpush_data": In(config.lw_bits),
-            "rpush_error": In(1),
-            "pending": Out(1),
-            "read_beats": Out(COUNTER_BITS),
-            "write_beats": Out(COUNTER_BITS),
-            "stall_cycles": Out(COUNTER_BITS),
-        })
+        super().__init__(frontend_members(config, depth - 1))
 
     def elaborate(self, platform):
         m = Module()
@@ -93,7 +115,7 @@ class PortFrontend(wiring.Component):
         caw = chunk_addr_bits(cfg)
         lbits = max_burst(cfg).bit_length()
         window = cfg.sim_window_lw
-        req, wdata, rdata = self.bus.req, self.bus.wdata, self.bus.rdata
+        wdata, rdata = self.bus.wdata, self.bus.rdata
 
         # -- request queue (entry 0 is the next request, visible for look-ahead) ---------
         queue = self._queue(m, caw, lbits)
@@ -197,13 +219,7 @@ class PortFrontend(wiring.Component):
 
         m.d.comb += self.pending.eq(cur_valid | nxt_valid | rfifo.r_rdy | (reserved != 0))
 
-        # -- counters -----------------------------------------------------------------------
-        with m.If(r_out):
-            m.d.sync += self.read_beats.eq(self.read_beats + 1)
-        with m.If(w_in):
-            m.d.sync += self.write_beats.eq(self.write_beats + 1)
-        with m.If(req.valid & ~req.ready):
-            m.d.sync += self.stall_cycles.eq(self.stall_cycles + 1)
+        count_beats(m, self, r_out, w_in)
         return m
 
     def _queue(self, m, caw, lbits):

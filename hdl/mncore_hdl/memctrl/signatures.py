@@ -45,8 +45,10 @@ class HeadSignature(wiring.Signature):
     la_valid, la_addr : Out
         The start of the next row this port will touch after the head's row.
     ahead_valid, ahead_addr : Out (only with ``ahead > 0``)
-        The start addresses of the requests queued behind the look-ahead one, oldest first
-        (bit / element ``k`` for the ``k``-th), for preparation of their banks.
+        For preparation of their banks, oldest first (bit / element ``k`` for the ``k``-th):
+        the start addresses of the requests queued behind the look-ahead one
+        (:class:`~.requester.PortFrontend`), or every chunk of the port's window
+        (:class:`~.reorder.ReorderFrontend`).
 
     Parameters
     ----------

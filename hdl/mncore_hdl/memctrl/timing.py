@@ -34,9 +34,13 @@ MISS_OVERHEAD = 3.5
 #: Cycles of a same-bank successor's wait that ``fr_fcfs`` overlaps: it precharges in the
 #: first cycle the bank allows, ahead of the chunk's turn at the arbiter (calibrated).
 PREPARED_OVERLAP = 4
-#: How other ports' ready heads hide one port's stalled head under ``fr_fcfs``: the stall
-#: is divided by ``ports ** HIDE_EXPONENT`` (calibrated, 3 ports hide 56%).
-HIDE_EXPONENT = 0.75
+#: How the chunks queued behind a stalled one hide its wait under ``fr_fcfs``: the wait is
+#: divided by ``(queued * ports) ** HIDE_EXPONENT``, every queued chunk of every port
+#: being a candidate to go first (calibrated).
+HIDE_EXPONENT = 1.0
+#: Direction changes ``fr_fcfs`` merges per port: it prefers queued chunks of the last
+#: column command's direction, in the port's window and across ports (calibrated).
+GROUPING = 8
 
 
 def _check(config: ArchConfig) -> None:
@@ -168,15 +172,17 @@ def random_chunk_gap(config: ArchConfig, *, burst: int, ports: int, read_share: 
       opens a row, at most one ACT per ``max(tRRD, tFAW / 4)``;
     - **queue**: a chunk is prepared (PRE, tRP, ACT, tRCD) only once it is queued, taking
       ``lat = REQUEST_TO_PREPARE + tRP + tRCD + MISS_OVERHEAD``; with ``n`` chunks queued per
-      port (``in_order``: the queue entry and the chunker, 2; ``fr_fcfs``: the port's share
-      of the window, plus the chunker) at most ``n * ports`` chunks a ``lat`` (Little's law);
+      port (``in_order``: the queue entry and the chunker, 2; ``fr_fcfs``: the port's
+      window, plus the chunker) at most ``n * ports`` chunks a ``lat`` (Little's law);
     - **same bank**: a chunk whose bank a chunk ahead holds waits for that bank's cycle from
       its column command, ``tRP + tRCD + max(tRAS - tRCD, busy)`` (``busy`` as in
       ``memctrl.bound``) in order, ``PREPARED_OVERLAP`` less with ``fr_fcfs``; the expected
       wait is :func:`_same_bank_stall`. In order it stalls every port; ``fr_fcfs`` serves
-      other ports' ready heads meanwhile (divided by ``ports ** HIDE_EXPONENT``);
+      the other queued chunks of every port meanwhile (divided by
+      ``(queued * ports) ** HIDE_EXPONENT``);
     - **turnarounds**: each change of direction costs ``tWTR + tRTW``; ``fr_fcfs`` groups
-      directions across ports, so a change is paid once per ``ports`` of them.
+      directions in each port's window and across ports, so a change is paid once per
+      ``GROUPING * ports`` of them.
 
     The gap is the fixed point of these terms (the stall depends on the gap itself).
     """
@@ -185,18 +191,19 @@ def random_chunk_gap(config: ArchConfig, *, burst: int, ports: int, read_share: 
     fr = config.scheduler == "fr_fcfs"
     free = max(burst, t.tccd, t.trrd, t.tfaw / 4)
     latency = REQUEST_TO_PREPARE + t.trp + t.trcd + MISS_OVERHEAD
-    queued = max(2, config.scheduler_window // ports) + 1 if fr else 2
+    queued = config.scheduler_window + 1 if fr else 2
     busy = s * max(burst + 1, t.trtp) + (1 - s) * (burst + t.twr)
     if fr:
         bank_cycle = t.trp + t.trcd + busy - PREPARED_OVERLAP
     else:
         bank_cycle = t.trp + t.trcd + max(t.tras - t.trcd, busy)
-    turn = direction_changes * (t.twtr + t.trtw) / (ports if fr else 1)
+    turn = direction_changes * (t.twtr + t.trtw) / (ports * GROUPING if fr else 1)
     gap = free
     for _ in range(200):  # a damped iteration: the stall falls as the gap grows
         stall = _same_bank_stall(banks, bank_cycle, gap)
         if fr:
-            new = max(free, latency / (queued * ports)) + turn + stall / ports ** HIDE_EXPONENT
+            hidden = stall / (queued * ports) ** HIDE_EXPONENT
+            new = max(free, latency / (queued * ports)) + turn + hidden
         else:
             new = max(free + turn + stall, latency / (queued * ports))
         if abs(new - gap) < 1e-6:
