@@ -11,12 +11,20 @@ import sys
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
+from mncore_hdl.converter import converter
+from mncore_hdl.converter.control import ConverterControl
 from mncore_hdl.converter.walker import LoopWalker
+from mncore_hdl.formal.arbiter import ArbiterProof, passes_allowed
+from mncore_hdl.formal.bank import BankProof
+from mncore_hdl.formal.converter import ConverterErrorProof
 from mncore_hdl.formal.memctrl import PROOF_CONFIG, PROOF_TIMING, ControllerProof
+from mncore_hdl.formal.readstream import MEMORY_AS_FLOPS, READ_ORDER_CONFIG, ReadOrderProof
 from mncore_hdl.formal.runner import prove, tools_available
 from mncore_hdl.formal.walker import WalkerProof
+from mncore_hdl.memctrl import controller
+from mncore_hdl.memctrl.requester import PortFrontend
 
 #: BMC depth of the controller proofs: the longest rule window of PROOF_TIMING (tFAW 5,
 #: tRAS 4) and a refresh (tREFI 10 + tRFC 3) fit inside it with margin.
@@ -41,7 +49,8 @@ def _explain(result):
 @pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
 def test_controller_keeps_every_timing_rule(tmp_path, scheduler):
     config = PROOF_CONFIG.replace(scheduler=scheduler, scheduler_window=4)
-    result = prove(ControllerProof(config), tmp_path, depth=CONTROLLER_DEPTH, timeout=240)
+    # The reordering fr_fcfs frontend takes about 4 minutes on a shared machine: margin.
+    result = prove(ControllerProof(config), tmp_path, depth=CONTROLLER_DEPTH, timeout=900)
     assert result.passed, _explain(result)
 
 
@@ -54,6 +63,100 @@ def test_mutant_trcd_one_short_is_caught(tmp_path):
     assert any("properties.py" in f for f in result.failures), result.failures
 
 
+#: BMC depth of the arbiter proofs: the bounds are at most 3 issues (one a cycle) at
+#: ``STARVATION_CONFIG``; 20 cycles let every port wait, starve and be passed many times over.
+ARBITER_DEPTH = 20
+
+#: Three ports and a starvation cap of 2: every way of passing a waiting port in few cycles.
+STARVATION_PORTS = 3
+
+
+@pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
+def test_no_port_is_passed_more_than_the_bound(tmp_path, scheduler):
+    config = PROOF_CONFIG.replace(scheduler=scheduler, scheduler_starvation_cap=2)
+    proof = ArbiterProof(config, STARVATION_PORTS)
+    result = prove(proof, tmp_path, depth=ARBITER_DEPTH, timeout=240)
+    assert result.passed, _explain(result)
+
+
+@pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
+def test_starvation_bound_is_tight(tmp_path, scheduler):
+    config = PROOF_CONFIG.replace(scheduler=scheduler, scheduler_starvation_cap=2)
+    limit = passes_allowed(config, STARVATION_PORTS) - 1
+    result = prove(ArbiterProof(config, STARVATION_PORTS, limit), tmp_path,
+                   depth=ARBITER_DEPTH, timeout=240)
+    assert result.status == "FAIL", _explain(result)
+    assert result.vcd is not None and result.vcd.exists()
+
+
+#: BMC depth of the read-stream proof (at READ_ORDER_CONFIG, every rule 1 cycle): the first
+#: read beat reaches ``rdata`` in cycle 5, so 10 cycles see the beats of the first requests
+#: and a refresh. Each further cycle about doubles the solver's time (10: 1 to 1.5 minutes).
+READ_ORDER_DEPTH = 10
+
+
+@pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
+def test_read_beats_in_request_order_exactly_length(tmp_path, scheduler):
+    config = READ_ORDER_CONFIG.replace(scheduler=scheduler, scheduler_window=4)
+    result = prove(ReadOrderProof(config), tmp_path, depth=READ_ORDER_DEPTH, timeout=900,
+                   script=MEMORY_AS_FLOPS)
+    assert result.passed, _explain(result)
+
+
+class _DropFirstReadBeat(wiring.Component):
+    """Mutant: a :class:`PortFrontend` that loses the first read beat the data engine pushes."""
+
+    def __init__(self, config, depth=1):
+        self._port = PortFrontend(config, depth)
+        super().__init__(self._port.signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.port = port = self._port
+        dropped = Signal()
+        with m.If(self.rpush):
+            m.d.sync += dropped.eq(1)
+        outer = self.signature.flatten(self)
+        inner = port.signature.flatten(port)
+        for (path, member, mine), (_, _, theirs) in zip(outer, inner, strict=True):
+            if member.flow == wiring.Out:
+                m.d.comb += mine.eq(theirs)
+            elif path == ("rpush",):
+                # The mutation: the first beat never reaches the read FIFO.
+                m.d.comb += theirs.eq(mine & dropped)
+            else:
+                m.d.comb += theirs.eq(mine)
+        return m
+
+
+def test_mutant_dropped_read_beat_is_caught(tmp_path, monkeypatch):
+    monkeypatch.setattr(controller, "PortFrontend", _DropFirstReadBeat)
+    result = prove(ReadOrderProof(), tmp_path, depth=READ_ORDER_DEPTH, timeout=400,
+                   script=MEMORY_AS_FLOPS)
+    assert result.status == "FAIL", _explain(result)
+    assert any("readstream.py" in f for f in result.failures), result.failures
+    assert result.vcd is not None and result.vcd.exists()
+
+
+#: Induction length of the bank machine proof: its longest rule (tRAS 4) plus the burst, past
+#: which every TimingCounter has forgotten the state the induction step starts from.
+BANK_INDUCTION = 4
+
+
+def test_bank_rules_hold_for_all_time(tmp_path):
+    result = prove(BankProof(), tmp_path, mode="prove", depth=BANK_INDUCTION, timeout=240)
+    assert result.passed, _explain(result)
+
+
+def test_mutant_bank_tras_one_short_is_caught_by_induction_run(tmp_path):
+    timing = dataclasses.replace(PROOF_TIMING, tras=PROOF_TIMING.tras - 1)
+    mutant = BankProof(PROOF_CONFIG.replace(timing=timing), rules=PROOF_CONFIG)
+    result = prove(mutant, tmp_path, mode="prove", depth=BANK_INDUCTION, timeout=240)
+    assert result.status == "FAIL", _explain(result)
+    assert any("properties.py" in f for f in result.failures), result.failures
+    assert result.vcd is not None and result.vcd.exists()
+
+
 #: BMC depth of the walker proof: the longest walk of its descriptor space (4 x 4 = 16 steps)
 #: after the restart cycle, its end, and margin.
 WALKER_DEPTH = 20
@@ -64,11 +167,21 @@ def test_walker_visits_each_address_once(tmp_path):
     assert result.passed, _explain(result)
 
 
+#: Induction length of the walker proof: its invariants are inductive in one step; 3 is margin.
+WALKER_INDUCTION = 3
+
+
+def test_walker_visits_each_address_once_for_all_time(tmp_path):
+    result = prove(WalkerProof(), tmp_path, mode="prove", depth=WALKER_INDUCTION, timeout=240)
+    assert result.passed, _explain(result)
+
+
 class _OffByOneWalker(wiring.Component):
     """Mutant: a :class:`LoopWalker` whose innermost loop runs one step past its extent."""
 
     def __init__(self, loops, quantities):
         self._walker = LoopWalker(loops, quantities)
+        self.count = self._walker.count
         super().__init__(self._walker.signature)
 
     def elaborate(self, platform):
@@ -88,5 +201,32 @@ class _OffByOneWalker(wiring.Component):
 
 def test_mutant_walker_off_by_one_is_caught(tmp_path):
     result = prove(WalkerProof(_OffByOneWalker), tmp_path, depth=WALKER_DEPTH, timeout=240)
+    assert result.status == "FAIL", _explain(result)
+    assert result.vcd is not None and result.vcd.exists()
+
+
+#: BMC depth of the converter proof: a start in cycle 0 or 1 is checked (MAX_LOOPS cycles) and
+#: rejected by cycle 10.
+CONVERTER_DEPTH = 11
+
+
+def test_converter_rejected_program_touches_no_memory(tmp_path):
+    result = prove(ConverterErrorProof(), tmp_path, depth=CONVERTER_DEPTH, timeout=240)
+    assert result.passed, _explain(result)
+
+
+class _RunDespiteError(ConverterControl):
+    """Mutant: a control that starts the engines on a rejected program too."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        with m.If(self.checked & (self.code != 0)):
+            m.d.comb += self.run.eq(1)
+        return m
+
+
+def test_mutant_converter_running_a_rejected_program_is_caught(tmp_path, monkeypatch):
+    monkeypatch.setattr(converter, "ConverterControl", _RunDespiteError)
+    result = prove(ConverterErrorProof(), tmp_path, depth=CONVERTER_DEPTH, timeout=240)
     assert result.status == "FAIL", _explain(result)
     assert result.vcd is not None and result.vcd.exists()

@@ -39,6 +39,11 @@ def test_false_property_fails_with_a_trace(tmp_path):
     assert result.vcd is not None and result.vcd.exists()
 
 
+def test_extra_script_lines_reach_the_sby_file(tmp_path):
+    assert prove(_Counter(10), tmp_path, depth=4, script=("memory_map",)).passed
+    assert "prep -top top\nmemory_map\n" in (tmp_path / "proof.sby").read_text()
+
+
 def test_bad_mode_and_depth_raise(tmp_path):
     with pytest.raises(ValueError, match="Mode must be one of bmc, prove, cover, not 'x'"):
         prove(_Counter(10), tmp_path, mode="x")

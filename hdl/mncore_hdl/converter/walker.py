@@ -35,6 +35,8 @@ class LoopWalker(wiring.Component):
         What one step of each loop adds to each accumulator.
     acc : Signal array [quantity], out
         The accumulators at the current step.
+    count : list of Signal
+        Each loop's counter (state, not a port): read by the formal proofs' invariants.
     """
 
     def __init__(self, loops: int, quantities: int):
@@ -45,6 +47,7 @@ class LoopWalker(wiring.Component):
                 raise ValueError(f"{name} must be a positive integer, not {value}")
         self.loops = loops
         self.quantities = quantities
+        self.count = [Signal(unsigned(EXTENT_BITS), name=f"count{k}") for k in range(loops)]
         super().__init__({
             "n": In(range(loops + 1)),
             "extent": In(unsigned(EXTENT_BITS)).array(loops),
@@ -57,7 +60,7 @@ class LoopWalker(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        count = [Signal(unsigned(EXTENT_BITS), name=f"count{k}") for k in range(self.loops)]
+        count = self.count
         at_end = [Signal(name=f"at_end{k}") for k in range(self.loops)]
         for k in range(self.loops):
             m.d.comb += at_end[k].eq((k >= self.n) | (count[k] + 1 >= self.extent[k]))

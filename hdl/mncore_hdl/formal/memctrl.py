@@ -11,7 +11,7 @@ from ..memctrl.properties import CommandRules
 from .primitives import AnySeq, Assert, Assume
 from .streams import held_until_ready
 
-__all__ = ["PROOF_CONFIG", "PROOF_TIMING", "ControllerProof"]
+__all__ = ["PROOF_CONFIG", "PROOF_TIMING", "ControllerProof", "assume_port_protocol"]
 
 #: Small timing for proofs, every rule distinct and above one cycle where it may be, so a
 #: rule off by one shows within a short trace; tREFI short enough that a refresh falls inside
@@ -64,9 +64,27 @@ class ControllerProof(Elaboratable):
                     s.payload.eq(AnySeq(len(s.payload.as_value()))),
                 ]
             m.d.comb += port.rdata.ready.eq(AnySeq(1))
-            length = port.req.payload.length
-            m.d.comb += Assume((length >= 1) & (length <= max_burst(self.config)))
-            held_until_ready(m, port.req, f"port{i}_req", Assume)
-            held_until_ready(m, port.wdata, f"port{i}_wdata", Assume)
+            assume_port_protocol(m, port, self.config, f"port{i}")
             held_until_ready(m, port.rdata, f"port{i}_rdata", Assert)
         return m
+
+
+def assume_port_protocol(m: Module, port, config: ArchConfig, name: str) -> None:
+    """Assume what a requester promises: ``req`` and ``wdata`` held until ready, and a
+    request's length 1 .. ``max_burst``.
+
+    Parameters
+    ----------
+    m : Module
+        The harness module.
+    port : RequesterSignature interface
+        The controller's port (``req``, ``wdata``, ``rdata``).
+    config : ArchConfig
+        The controller's config (``max_burst``).
+    name : str
+        Prefix of the registers' names and the assumptions' messages.
+    """
+    length = port.req.payload.length
+    m.d.comb += Assume((length >= 1) & (length <= max_burst(config)))
+    held_until_ready(m, port.req, f"{name}_req", Assume)
+    held_until_ready(m, port.wdata, f"{name}_wdata", Assume)

@@ -78,7 +78,7 @@ def _beside_python(name: str) -> str | None:
     return str(path) if path.exists() else None
 
 
-def _sby_text(mode: str, depth: int, timeout: int, engine: str) -> str:
+def _sby_text(mode: str, depth: int, timeout: int, engine: str, script: tuple[str, ...]) -> str:
     return "\n".join([
         "[options]",
         f"mode {mode}",
@@ -92,6 +92,7 @@ def _sby_text(mode: str, depth: int, timeout: int, engine: str) -> str:
         "[script]",
         "read_rtlil top.il",
         "prep -top top",
+        *script,
         "",
         "[files]",
         "top.il",
@@ -100,7 +101,8 @@ def _sby_text(mode: str, depth: int, timeout: int, engine: str) -> str:
 
 
 def prove(design, workdir: str | os.PathLike, *, mode: str = "bmc", depth: int = 20,
-          timeout: int = 300, engine: str = "smtbmc yices", name: str = "proof") -> ProofResult:
+          timeout: int = 300, engine: str = "smtbmc yices", name: str = "proof",
+          script: tuple[str, ...] = ()) -> ProofResult:
     """Prove the ``Assert`` statements of ``design`` under its ``Assume`` statements.
 
     Parameters
@@ -120,6 +122,9 @@ def prove(design, workdir: str | os.PathLike, *, mode: str = "bmc", depth: int =
         The ``[engines]`` line.
     name : str
         The run's name: its files are ``workdir/name.sby`` and ``workdir/name/``.
+    script : tuple of str
+        Yosys commands run after ``prep`` (e.g. ``("memory_map",)`` to turn memories into
+        flip-flops, which some proofs solve faster).
 
     Returns
     -------
@@ -136,7 +141,7 @@ def prove(design, workdir: str | os.PathLike, *, mode: str = "bmc", depth: int =
     root = Path(workdir)
     root.mkdir(parents=True, exist_ok=True)
     (root / "top.il").write_text(rtlil.convert(design, name="top", ports=[]))
-    (root / f"{name}.sby").write_text(_sby_text(mode, depth, timeout, engine))
+    (root / f"{name}.sby").write_text(_sby_text(mode, depth, timeout, engine, tuple(script)))
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.run([*cmd, "-f", f"{name}.sby"], cwd=root, env=env, capture_output=True,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Elaboratable, Module, Mux, ResetSignal, Signal, signed
+from amaranth.hdl import Cat, Elaboratable, Module, Mux, ResetSignal, Signal, signed
 
 from ..converter.walker import ACC_BITS, LoopWalker
 from .primitives import AnyConst, Assert, Assume
@@ -25,6 +25,11 @@ class WalkerProof(Elaboratable):
     before, and when the walk ends every address of the buffer was visited: each address
     exactly once, nothing outside (for the source walk, the same statement says it reads only
     inside the source buffer).
+
+    The auxiliary invariants that make k-induction close (:meth:`_invariants`) tie the walker's
+    own counters to the address and the visited bitmap: the counters stay inside the extents,
+    the address is ``count0 * s0 + count1 * s1``, and an address is marked visited exactly
+    when its step comes before the current one (or the walk has finished).
 
     Parameters
     ----------
@@ -81,4 +86,28 @@ class WalkerProof(Elaboratable):
         for a in range(size):
             m.d.comb += Assert(~finished | (a >= e0 * e1) | visited[a],
                                f"walk ended without visiting address {a}")
+        self._invariants(m, walk, (e0, e1), (s0, s1), started, finished, visited)
         return m
+
+    @staticmethod
+    def _invariants(m, walk, extents, strides, started, finished, visited):
+        """State invariants (true of every reachable state) for the induction step."""
+        e0, e1 = extents
+        s0, s1 = strides
+        c0, c1 = walk.count[0], walk.count[1]
+        step = c1 * e0 + c0
+        m.d.comb += [
+            Assert((c0 < e0) & (c1 < e1), "walker counter outside its extent"),
+            Assert(walk.acc[0] == c0 * s0 + c1 * s1, "walker address is not its counters'"),
+            Assert(started | ((c0 == 0) & (c1 == 0) & (visited == 0) & ~finished),
+                   "walk state before the start"),
+            Assert(~finished | ((c0 == e0 - 1) & (c1 == e1 - 1)), "walk finished early"),
+        ]
+        for a in range(len(visited)):
+            before = []
+            for i1 in range(MAX_EXTENT):
+                for i0 in range(MAX_EXTENT):
+                    before.append((i0 < e0) & (i1 < e1) & (i0 * s0 + i1 * s1 == a)
+                                  & (finished | (i1 * e0 + i0 < step)))
+            m.d.comb += Assert(visited[a] == Cat(*before).any(),
+                               f"visited bit {a} disagrees with the walk's step")

@@ -30,12 +30,27 @@ class CommandRules(wiring.Component):
     config : ArchConfig
         The rules the stream must keep (a proof may give the controller a different one: the
         mutant tests do).
+    bank_only : bool
+        Check only the per-bank rules (a proof of one bank machine, which enforces no rule
+        between banks and no refresh).
+
+    Attributes
+    ----------
+    bank_open, bank_row : list of Signal
+        The monitor's view of each bank's row state, for a proof's invariants.
+
+    Each age also carries its range as an assertion (``1 - burst_length .. saturation``):
+    true of every reachable state, it is what lets k-induction start from a sane monitor.
     """
 
-    def __init__(self, config: ArchConfig):
+    def __init__(self, config: ArchConfig, bank_only: bool = False):
         if not isinstance(config, ArchConfig):
             raise TypeError(f"Config must be an ArchConfig, not {config!r}")
         self.config = config
+        self.bank_only = bank_only
+        self.bank_open = [Signal(name=f"bank{b}_open") for b in range(config.banks)]
+        self.bank_row = [Signal(row_bits(config), name=f"bank{b}_row")
+                         for b in range(config.banks)]
         super().__init__({
             "cmd_valid": In(1),
             "cmd_kind": In(3),
@@ -60,6 +75,12 @@ class CommandRules(wiring.Component):
         col = rd | wr
         end = 1 - self.cmd_len   # cycle - (c + len), one cycle after the command
 
+        # -- per-bank rules -------------------------------------------------------------------
+        for b in range(self.config.banks):
+            self._bank(m, b, act, pre, rd, wr, ref, end)
+        if self.bank_only:
+            return m
+
         # -- rules between banks and on the data bus ------------------------------------------
         ref_age = self._age(m, "ref", ref)
         acts = self._window(m, act)
@@ -81,10 +102,6 @@ class CommandRules(wiring.Component):
             m.d.comb += Assert(~rd | (wr_end_any >= t.twtr), "RD violates tWTR")
         if t.trtw:
             m.d.comb += Assert(~wr | (rd_end_any >= t.trtw), "WR violates tRTW")
-
-        # -- per-bank rules -------------------------------------------------------------------
-        for b in range(self.config.banks):
-            self._bank(m, b, act, pre, rd, wr, ref, end)
         self._refresh_interval(m, ref)
         return m
 
@@ -92,8 +109,8 @@ class CommandRules(wiring.Component):
         """Row state of bank ``b`` and its rules: tRCD, tRP, tRAS, tWR, tRTP, REF when closed."""
         t = self.config.timing
         here = self.cmd_bank == b
-        is_open = Signal(name=f"bank{b}_open")
-        row = Signal(row_bits(self.config), name=f"bank{b}_row")
+        is_open = self.bank_open[b]
+        row = self.bank_row[b]
         with m.If(act & here):
             m.d.sync += [is_open.eq(1), row.eq(self.cmd_row)]
         with m.Elif((pre & here) | ref):
@@ -136,6 +153,8 @@ class CommandRules(wiring.Component):
     def _age(self, m, name, event, start=1):
         """Cycles since ``event`` (``start`` in the cycle after it), saturating; far at reset."""
         age = Signal(signed(self._bits), name=f"age_{name}", init=self._sat)
+        low = 1 if isinstance(start, int) else 1 - self.config.timing.burst_length
+        m.d.comb += Assert((age >= low) & (age <= self._sat), f"age_{name} out of its range")
         with m.If(event):
             m.d.sync += age.eq(start)
         with m.Elif(age < self._sat):
@@ -146,6 +165,9 @@ class CommandRules(wiring.Component):
         """Ages of the last four ACTs, oldest first: an ACT moves them down one."""
         ages = [Signal(signed(self._bits), name=f"age_act_any{k}", init=self._sat)
                 for k in range(FAW_ACTS)]
+        for older, newer in zip(ages, ages[1:], strict=False):
+            m.d.comb += Assert((newer >= 1) & (older >= newer) & (ages[0] <= self._sat),
+                               "ACT window ages out of order")
         for age in ages:
             with m.If(age < self._sat):
                 m.d.sync += age.eq(age + 1)

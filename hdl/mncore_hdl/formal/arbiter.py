@@ -1,0 +1,86 @@
+"""Proof harness of the port arbiters: a waiting head is passed by a bounded number of others."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal, Value
+from amaranth.lib import wiring
+
+from ..arch import ArchConfig
+from ..memctrl.arbiter import RoundRobin
+from ..memctrl.frfcfs import FrFcfs
+from .memctrl import PROOF_CONFIG
+from .primitives import AnySeq, Assert, Assume
+
+__all__ = ["ArbiterProof", "passes_allowed"]
+
+
+def passes_allowed(config: ArchConfig, ports: int) -> int:
+    """Most column commands of other ports that may issue while one port's head is eligible.
+
+    Round robin: ``ports - 1`` (every other port once). FR-FCFS: its starvation cap (then the
+    port is *starving*), then each other port that is starving too, once: only starving ports
+    go before a starving one, a served port needs ``cap`` further issues to starve again, and
+    the port served last before this one starved is not starving: ``cap + ports - 2``. The
+    proof checks this bound is tight (one less fails).
+    """
+    if ports == 1:
+        return 0
+    if config.scheduler == "fr_fcfs":
+        return config.scheduler_starvation_cap + ports - 2
+    return ports - 1
+
+
+class ArbiterProof(Elaboratable):
+    """The arbiter of ``config.scheduler`` with every input free but the eligibility rule.
+
+    Assumed: a port's request (its head chunk is eligible), once up, stays up until the port
+    is served (``advance`` with ``grant`` on it), as :class:`~..memctrl.requester.PortFrontend`
+    guarantees; ``advance`` only while some port requests. Free every cycle: the requests'
+    rise, ``advance``, and for FR-FCFS every head, bank state, bus and direction input.
+    Asserted, per port: while its request is up, at most :func:`passes_allowed` other ports
+    are served before it.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        ``scheduler`` (``in_order``: :class:`RoundRobin`; ``fr_fcfs``: :class:`FrFcfs`) and
+        ``scheduler_starvation_cap``.
+    ports : int
+        Requester ports.
+    limit : int or None
+        The bound asserted (default :func:`passes_allowed`; the tightness test asks one less).
+    """
+
+    def __init__(self, config: ArchConfig = PROOF_CONFIG, ports: int = 3,
+                 limit: int | None = None):
+        self.config = config
+        self.ports = ports
+        self.limit = passes_allowed(config, ports) if limit is None else limit
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.ports
+        if self.config.scheduler == "fr_fcfs":
+            m.submodules.arbiter = arb = FrFcfs(self.config, n)
+            for _, member, value in arb.signature.flatten(arb):
+                if member.flow == wiring.In:
+                    m.d.comb += value.eq(AnySeq(len(Value.cast(value))))
+        else:
+            m.submodules.arbiter = arb = RoundRobin(n)
+        m.d.comb += [Assume(~ResetSignal()), arb.requests.eq(AnySeq(n)),
+                     arb.advance.eq(AnySeq(1)), Assume(~arb.advance | arb.valid)]
+        limit = self.limit
+        for i in range(n):
+            served = arb.advance & (arb.grant == i)
+            waiting = arb.requests[i] & ~served
+            held = Signal(name=f"held{i}")
+            passed = Signal(range(limit + 2), name=f"passed_by_others{i}")
+            m.d.sync += held.eq(waiting)
+            m.d.comb += Assume(~held | arb.requests[i])
+            with m.If(~waiting):
+                m.d.sync += passed.eq(0)
+            with m.Elif(arb.advance & (passed <= limit)):
+                m.d.sync += passed.eq(passed + 1)
+            m.d.comb += Assert(passed <= limit,
+                               f"port {i} passed by more than {limit} others (starved)")
+        return m

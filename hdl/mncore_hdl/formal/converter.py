@@ -1,0 +1,106 @@
+"""Proof harness of the layout converter: a rejected program raises ``error``, touches no memory."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Elaboratable, Module, ResetSignal, Signal
+
+from ..arch import ArchConfig
+from ..contracts.converter import CTRL_START, ErrorCode, Reg
+from ..contracts.memctrl import max_burst
+from ..converter.converter import LayoutConverter
+from .memctrl import PROOF_CONFIG
+from .primitives import AnySeq, Assert, Assume
+
+__all__ = ["CONVERTER_CONFIG", "ConverterErrorProof"]
+
+#: Two Groups of the proof's small window: every Group-range rule in few bits.
+CONVERTER_CONFIG = PROOF_CONFIG.replace(groups=2)
+
+#: Codes of a program the register file rejects (MEMORY is raised while running).
+PROGRAM_ERRORS = tuple(c for c in ErrorCode if c not in (ErrorCode.NONE, ErrorCode.MEMORY))
+
+
+class ConverterErrorProof(Elaboratable):
+    """The converter with its register bus and every port input free.
+
+    Any register may be written any cycle (so every program, legal or not, is reachable given
+    enough cycles), ``CTRL.start`` included; the Group ports' ``ready``, ``rdata`` and
+    ``error`` are free. Asserted:
+
+    - a run that ends with a programming error (any code but ``MEMORY``) raised no ``req``
+      or ``wdata`` valid on any port from its start to its end;
+    - a start with an element width other than 16 or 32 ends in ``error`` with code
+      ``ELEM_BITS``; one with a burst of 0 or above ``max_burst`` in ``error`` (``ELEM_BITS``
+      or ``LOOPS``, the first rule broken) when its run ends;
+    - ``req`` or ``wdata`` valid only while ``busy``.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        The converter's geometry.
+    buffer_lw : int
+        On-chip buffer (small: its contents are state the solver carries).
+    """
+
+    def __init__(self, config: ArchConfig = CONVERTER_CONFIG, buffer_lw: int | None = None):
+        self.config = config
+        self.buffer_lw = 2 * max_burst(config) if buffer_lw is None else buffer_lw
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        m.submodules.dut = dut = LayoutConverter(cfg, self.buffer_lw, write_burst=2)
+        m.d.comb += [
+            Assume(~ResetSignal()),
+            dut.reg_addr.eq(AnySeq(len(dut.reg_addr))),
+            dut.reg_wdata.eq(AnySeq(len(dut.reg_wdata))),
+            dut.reg_we.eq(AnySeq(1)),
+        ]
+        touches = []
+        for port in dut.ports:
+            m.d.comb += [
+                port.req.ready.eq(AnySeq(1)),
+                port.wdata.ready.eq(AnySeq(1)),
+                port.rdata.valid.eq(AnySeq(1)),
+                port.rdata.payload.eq(AnySeq(len(port.rdata.payload.as_value()))),
+            ]
+            touches += [port.req.valid, port.wdata.valid]
+        touch = Signal()
+        m.d.comb += touch.eq(Cat(*touches).any())
+        m.d.comb += Assert(~touch | dut.busy, "memory request while the converter is idle")
+
+        # -- the registers the spec checks below read, shadowed from the bus ----------------
+        write = dut.reg_we & ~dut.busy
+        elem_bits = Signal(32)
+        burst = Signal(32)
+        with m.If(write & (dut.reg_addr == Reg.ELEM_BITS)):
+            m.d.sync += elem_bits.eq(dut.reg_wdata)
+        with m.If(write & (dut.reg_addr == Reg.BURST)):
+            m.d.sync += burst.eq(dut.reg_wdata)
+        start = write & (dut.reg_addr == Reg.CTRL) & (dut.reg_wdata & CTRL_START).any()
+
+        # -- per run: what it touched, what its program broke -------------------------------
+        touched = Signal()
+        bad_elem = Signal()
+        bad_burst = Signal()
+        with m.If(start):
+            m.d.sync += [touched.eq(0),
+                         bad_elem.eq((elem_bits != 16) & (elem_bits != 32)),
+                         bad_burst.eq((burst == 0) | (burst > max_burst(cfg)))]
+        with m.Elif(touch):
+            m.d.sync += touched.eq(1)
+        ended = Signal()
+        was_busy = Signal()
+        m.d.sync += was_busy.eq(dut.busy)
+        m.d.comb += ended.eq(was_busy & ~dut.busy)
+        program_error = Cat(dut.error_code == c for c in PROGRAM_ERRORS).any()
+        m.d.comb += [
+            Assert(~(ended & dut.error & program_error) | ~touched,
+                   "a rejected program touched memory"),
+            Assert(~(ended & bad_elem) | (dut.error & (dut.error_code == ErrorCode.ELEM_BITS)),
+                   "a bad element width did not raise ELEM_BITS"),
+            Assert(~(ended & bad_burst) | (dut.error & ((dut.error_code == ErrorCode.ELEM_BITS)
+                                                        | (dut.error_code == ErrorCode.LOOPS))),
+                   "a bad burst did not raise LOOPS"),
+        ]
+        return m
