@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
+from coverage_points import converter_monitor
 from mncore_hdl.arch import LW_BITS, MNCORE2_SIM, ArchConfig
 from mncore_hdl.contracts.converter import COUNTERS, CTRL_START
 from mncore_hdl.contracts.cosim import BACKING_STORE, MC_IDLE, STREAMS, requester_prefix
@@ -65,6 +66,7 @@ class TB:
         self.mem_path = os.environ.get("CONV_MEM_PATH", BACKING_STORE["harness"])
         seed = int(os.environ.get("CONV_SEED", "1"))
         self.rng = random.Random(seed)
+        self.cov = converter_monitor()
         Clock(dut.clk, CLOCK_NS, unit="ns", impl="gpi").start()
 
     async def reset(self) -> None:
@@ -137,8 +139,11 @@ class TB:
             await with_timeout(RisingEdge(dut.done), timeout_us, "us")
         await RisingEdge(dut.clk)
         await self.drain()
-        return {name: int(getattr(dut, name).value) for name in
-                ("error", "error_code", *COUNTERS)}
+        stats = {name: int(getattr(dut, name).value) for name in
+                 ("error", "error_code", *COUNTERS)}
+        if self.cov:
+            self.cov.conversion(regs, stats["error_code"])
+        return stats
 
     async def drain(self) -> None:
         """Wait until every memory controller is idle (its accepted writes are in memory)."""
