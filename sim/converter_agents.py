@@ -155,8 +155,10 @@ class TB:
 
     # -- one checked conversion ----------------------------------------------------------------
     async def convert(self, a, b, desc, tensor, src=(0, 0x100), dst=(0, 0x4000),
-                      label: str = "") -> tuple[np.ndarray, dict[str, int]]:
-        """Convert ``tensor`` laid out as ``a`` into ``b`` on the RTL; check against the model."""
+                      label: str = "", prog=None) -> tuple[np.ndarray, dict[str, int]]:
+        """Convert ``tensor`` laid out as ``a`` into ``b`` on the RTL; check against the model.
+
+        ``prog``: the register program to run (default: ``compile_program(desc)``)."""
         src_img = to_device(tensor, a)
         self.load_image(src_img, *src)
         # Garbage in the destination proves that padding and gaps are written as zeros.
@@ -164,7 +166,7 @@ class TB:
                         dtype=np.uint64)
         for g in range(desc.dst_groups):
             self.load(dst[0] + g, dst[1], junk)
-        prog = compile_program(desc, self.config)
+        prog = prog or compile_program(desc, self.config)
         stats = await self.run(registers(prog, src[0], src[1], dst[0], dst[1]))
         got = self.dump_image((desc.dst_groups, desc.dst_lw_per_group), *dst)
         want = desc.execute(src_img)

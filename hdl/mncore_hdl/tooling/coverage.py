@@ -26,7 +26,7 @@ from pathlib import Path
 __all__ = ["COVERAGE_ENV", "coverage_dir", "wants_src", "line_data_path", "functional_path",
            "Source", "src_map", "CoverCount", "read_dat", "merge_dat", "write_dat",
            "translate_lcov", "FileFigures", "summarise_points", "uncovered_ranges",
-           "merge_functional", "FunctionalItem"]
+           "merge_functional", "FunctionalItem", "lcov_text"]
 
 #: The environment variable that turns coverage on and names its output folder.
 COVERAGE_ENV = "MNCORE_COVERAGE"
@@ -368,3 +368,16 @@ def merge_functional(paths: Iterable[str | os.PathLike[str]],
                 for name, item in sorted(merged.items())}
         Path(out).write_text(yaml.safe_dump(dump, sort_keys=True))
     return merged
+
+
+def lcov_text(figures: Mapping[str, FileFigures], root: Path = _REPO) -> str:
+    """An lcov tracefile of Amaranth line coverage (``genhtml`` reads it with the sources)."""
+    out = ["TN:mncore_sim"]
+    for name in sorted(figures):
+        lines = figures[name].lines
+        path = name if Path(name).is_absolute() else str(root / name)
+        out.append(f"SF:{path}")
+        out.extend(f"DA:{n},{lines[n]}" for n in sorted(lines))
+        out += [f"LF:{len(lines)}", f"LH:{sum(1 for c in lines.values() if c)}",
+                "end_of_record"]
+    return "\n".join(out) + "\n"
