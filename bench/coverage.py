@@ -83,26 +83,35 @@ def print_lines(figures: dict[str, FileFigures]) -> None:
     if not ours:
         print("\nno line coverage (run with --sim verilator)")
         return
-    print(f"\n{'Amaranth file':<44} {'lines':>9} {'line %':>7} {'toggles':>13} {'toggle %':>8}")
+    print(f"\n{'Amaranth file':<40} {'lines':>9} {'line %':>6} {'points':>11} {'pt %':>6} "
+          f"{'toggles':>13} {'toggle %':>8}")
     for block in BLOCKS:
         group = {n: f for n, f in ours.items() if n.startswith(block)}
         for name, fig in group.items():
             hit = sum(1 for c in fig.lines.values() if c)
-            print(f"{name.removeprefix('hdl/mncore_hdl/'):<44} {hit:>4}/{len(fig.lines):<4} "
-                  f"{fig.line_pct:>7.1f} {fig.toggles_hit:>6}/{fig.toggles_total:<6} "
+            print(f"{name.removeprefix('hdl/mncore_hdl/'):<40} {hit:>4}/{len(fig.lines):<4} "
+                  f"{fig.line_pct:>6.1f} {fig.points_hit:>5}/{fig.points_total:<5} "
+                  f"{fig.point_pct:>6.1f} {fig.toggles_hit:>6}/{fig.toggles_total:<6} "
                   f"{fig.toggle_pct:>8.1f}")
         lines = sum(len(f.lines) for f in group.values())
         hit = sum(1 for f in group.values() for c in f.lines.values() if c)
         tog = sum(f.toggles_total for f in group.values())
         tog_hit = sum(f.toggles_hit for f in group.values())
+        pts = sum(f.points_total for f in group.values())
+        pts_hit = sum(f.points_hit for f in group.values())
         if lines:
-            print(f"{'  all of ' + block.removeprefix('hdl/mncore_hdl/'):<44} {hit:>4}/{lines:<4} "
-                  f"{100 * hit / lines:>7.1f} {tog_hit:>6}/{tog:<6} "
+            print(f"{'  all of ' + block.removeprefix('hdl/mncore_hdl/'):<40} {hit:>4}/{lines:<4} "
+                  f"{100 * hit / lines:>6.1f} {pts_hit:>5}/{pts:<5} "
+                  f"{100 * pts_hit / max(pts, 1):>6.1f} {tog_hit:>6}/{tog:<6} "
                   f"{100 * tog_hit / max(tog, 1):>8.1f}")
-    print("\nuncovered Amaranth line ranges:")
+    print("\nuncovered Amaranth line ranges (no Verilog point of theirs reached):")
     for name, fig in ours.items():
         for a, b in fig.uncovered:
             print(f"  {name}:{a}" + (f"-{b}" if b != a else ""))
+    print("\nAmaranth lines with unreached Verilog line points (blocks, branches, case arms):")
+    for name, fig in ours.items():
+        for number, count in sorted(fig.missed.items()):
+            print(f"  {name}:{number}: {count} point(s)")
 
 
 def print_functional(items: dict[str, FunctionalItem]) -> None:

@@ -73,3 +73,28 @@ def test_converter_coverage_sampled(coverage_dir):
                *_missing(items, "converter.error", {"NONE"})]
     assert not missing, f"coverpoints the bench must hit, not hit: {missing}"
     assert len(items["converter.depth.read"].bins) == MAX_LOOPS + 1
+
+
+def test_verilator_line_coverage_maps_to_amaranth(coverage_dir, monkeypatch):
+    """A Verilator ``--coverage`` build of one timing counter: its counts land in the test's
+    ``.dat`` and map back to ``memctrl/timers.py`` lines, which are hit (about a CPU-minute:
+    the model is tiny, Verilator's runtime is most of the build)."""
+    from mncore_hdl.memctrl.timers import TimingCounter
+    from mncore_hdl.testing.runner import require_verilator
+    from mncore_hdl.tooling.coverage import line_data_path, read_dat, src_map, summarise_points
+    from mncore_hdl.tooling.verilog import export_verilog
+
+    monkeypatch.setenv("SIM", "verilator")
+    require_verilator()
+    verilog = export_verilog(lambda: TimingCounter(5), "timing_counter", {"cycles": 5},
+                             BUILD_ROOT / "verilog", design=TimingCounter)
+    assert 'src = "' in verilog.read_text(), "a coverage export keeps Amaranth's src attributes"
+    name = "coverage_timing_counter"
+    run_cocotb(verilog, "timing_counter", "tb_coverage", "timing_counter", seed=1,
+               test_name=name)
+    dat = line_data_path(coverage_dir, name)
+    points = read_dat(dat)
+    figures = summarise_points(points, {str(verilog.resolve()): src_map(verilog.read_text())})
+    timers = figures.get("hdl/mncore_hdl/memctrl/timers.py")
+    assert timers is not None, f"no point of {dat} maps to memctrl/timers.py: {sorted(figures)}"
+    assert timers.line_pct == 100.0 and timers.toggles_hit > 0, timers

@@ -46,6 +46,7 @@ def test_summary_per_amaranth_file():
     assert x.lines == {10: 4, 11: 0, 12: 0}
     assert round(x.line_pct, 1) == 33.3 and x.uncovered == [(11, 12)]
     assert (x.toggles_hit, x.toggles_total) == (1, 1)
+    assert (x.points_hit, x.points_total, x.missed) == (1, 2, {11: 1})
     assert (y.toggles_hit, y.toggles_total, y.toggle_pct) == (1, 2, 50.0)
 
 

@@ -20,7 +20,7 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["COVERAGE_ENV", "coverage_dir", "wants_src", "line_data_path", "functional_path",
@@ -233,6 +233,14 @@ class FileFigures:
     lines: dict[int, int]       # instrumented Amaranth line -> hits (summed over Verilog)
     toggles_total: int = 0      # Verilator toggle points whose signal is declared here
     toggles_hit: int = 0
+    points_total: int = 0       # Verilator line points (blocks, branches, case arms) here
+    points_hit: int = 0
+    #: Amaranth line -> how many of its Verilog line points were never reached
+    missed: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def point_pct(self) -> float:
+        return 100.0 * self.points_hit / self.points_total if self.points_total else 100.0
 
     @property
     def line_pct(self) -> float:
@@ -267,6 +275,13 @@ def summarise_points(points: Iterable[CoverCount],
             else:
                 fig.toggles_total += 1
                 fig.toggles_hit += point.count > 0
+        if point.kind == "line" and sources:  # each point once, at its first line's source
+            first = table.get(point.lines[0]) or min(sources)
+            fig = out[first.file]
+            fig.points_total += 1
+            fig.points_hit += point.count > 0
+            if not point.count:
+                fig.missed[first.line] = fig.missed.get(first.line, 0) + 1
     return out
 
 
