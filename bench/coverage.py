@@ -159,12 +159,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", nargs="+", default=list(BENCHES))
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
     parser.add_argument("--no-run", action="store_true", help="report what --out holds")
+    parser.add_argument("--keep", action="store_true",
+                        help="add this run to what --out holds instead of starting afresh")
     args = parser.parse_args(argv)
     out = args.out.resolve()
     code = 0
     if not args.no_run:
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True)
+        if not args.keep:
+            shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True, exist_ok=True)
         code = run_benches(args.tests, out, args.sim, args.keyword)
     figures, lcov = line_figures(out)
     print_lines(figures)

@@ -17,6 +17,7 @@ from mncore_hdl.contracts.converter import (
     MAX_LOOPS,
     OUTER_QUANTITIES,
     READ_QUANTITIES,
+    REG_ADDR_BITS,
 )
 from mncore_hdl.converter import compile_program
 from mncore_hdl.converter.program import ConverterProgram, TableLoop
@@ -45,15 +46,21 @@ async def memctrl_window_and_refresh(dut):
     dut.error_clear.value = 1
     await tb.step()
     dut.error_clear.value = 0
+    # Long sequential streams span refreshes with the bus busy with column commands, so
+    # refresh falls due after a WR, then after a RD (row hits: few ACT/PRE between them).
+    for write in (True, False):
+        for p in tb.ports:
+            for k in range(8):
+                p.submit(p.i * 4096 + k * 256, 256, write)
+        await tb.run_until_done()
+    # Short random-row traffic: hits, misses and conflicts on every bank, and refresh falling
+    # due after an ACT or a PRE.
     bl = cfg.timing.burst_length
     start = tb.cycle
-    batch = 0
-    while tb.cycle - start < 5 * cfg.timing.trefi:
-        writes = (1.0, 0.0, 0.5)[batch % 3]  # all-write batches: refresh falls due after a WR
-        batch += 1
+    while tb.cycle - start < 3 * cfg.timing.trefi:
         for p in tb.ports:
-            for _ in range(8):  # random rows: hits, misses and conflicts on every bank
-                p.submit(tb.rng.randrange(0, win - bl, bl), bl, tb.rng.random() < writes)
+            for _ in range(8):
+                p.submit(tb.rng.randrange(0, win - bl, bl), bl, tb.rng.random() < 0.5)
         await tb.run_until_done()
         await tb.idle_cycles(tb.rng.randrange(40))  # shift traffic against the refresh phase
     tb.finish()
@@ -69,11 +76,14 @@ def pad_table(prog: ConverterProgram, table: str, depth: int) -> ConverterProgra
 
 @cocotb.test()
 async def converter_loop_depths(dut):
-    """Every depth 0..MAX_LOOPS of each loop table, and both element widths, checked against
-    the golden model: a small conversion padded with extent-1 loops, plus random pairs whose
-    gather table is 0 or 1 deep (padding only adds loops)."""
+    """Every register read back once; every depth 0..MAX_LOOPS of each loop table, and both
+    element widths, checked against the golden model: a small conversion padded with
+    extent-1 loops, plus random pairs whose gather table is 0 or 1 deep (padding only adds
+    loops)."""
     tb = ConverterTB(dut)
     await tb.reset()
+    for addr in range(1 << REG_ADDR_BITS):  # every arm of the register read-back multiplexer
+        await tb.read_reg(addr)
     shape = (8, 8)
     for dtype in ("float16", "float32"):
         a, b = host_layout(shape, dtype), native_layout(shape, dtype, tb.config)

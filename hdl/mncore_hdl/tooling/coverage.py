@@ -92,18 +92,18 @@ def _parse_src(value: str, root: Path = _REPO) -> Source | None:
     entries = []
     for part in value.split("|"):
         path, _, pos = part.rpartition(":")
-        line = re.match(r"\d+", pos)
-        if path and line:
-            entries.append((path, int(line[0])))
+        digits = re.match(r"\d+", pos)
+        if path and digits:
+            entries.append((path, int(digits[0])))
     if not entries:
         return None
     ours = [e for e in entries if "/mncore_hdl/" in e[0]]
-    path, line = (ours or entries)[0]
+    path, number = (ours or entries)[0]
     try:
         path = str(Path(path).resolve().relative_to(root))
     except ValueError:
         pass
-    return Source(path, line)
+    return Source(path, number)
 
 
 def _signal_sources(lines: list[str], root: Path) -> dict[str, Source]:
