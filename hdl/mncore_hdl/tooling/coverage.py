@@ -134,6 +134,17 @@ def src_map(verilog: str, root: Path = _REPO) -> dict[int, Source]:
     operator) or on the lines just above it; else the source of the first signal it names that
     has one (so ``if (\\$12)`` inside a combinational process maps to the comparison driving
     ``$12``); else the last source seen in its module. Lines before any source map to nothing.
+
+    Parameters
+    ----------
+    verilog : str
+        Verilog text exported with ``emit_src=True``.
+    root : Path
+        Checkout the source paths are made relative to (paths outside it stay absolute).
+
+    Returns
+    -------
+    dict of int to Source
     """
     lines = verilog.splitlines()
     signals = _signal_sources(lines, root)
@@ -259,9 +270,21 @@ class FileFigures:
 
 def summarise_points(points: Iterable[CoverCount],
                      maps: Mapping[str, Mapping[int, Source]]) -> dict[str, FileFigures]:
-    """Amaranth file -> its figures, from Verilator points and each Verilog file's
-    :func:`src_map` (keyed by the Verilog path as the points name it). Points of a Verilog file
-    without a map, or on a line that maps to nothing, are left out."""
+    """Amaranth file -> its line, point and toggle figures.
+
+    Parameters
+    ----------
+    points : iterable of CoverCount
+        Verilator points (:func:`read_dat`).
+    maps : mapping of str to src_map result
+        Each Verilog file's :func:`src_map`, keyed by the path the points name. Points of a
+        file without a map, or on a line that maps to nothing, are left out.
+
+    Returns
+    -------
+    dict of str to FileFigures
+        Keyed by the Amaranth file (relative to the checkout when inside it).
+    """
     out: dict[str, FileFigures] = {}
     for point in points:
         table = maps.get(point.file)
@@ -361,8 +384,18 @@ def merge_functional(paths: Iterable[str | os.PathLike[str]],
                      out: str | os.PathLike[str] | None = None) -> dict[str, FunctionalItem]:
     """Add up cocotb-coverage YAML exports (``coverage_db.export_to_yaml``) bin by bin.
 
-    Items are the coverpoints and crosses (groups, which have no bins, are left out). With
-    ``out``, the merged database is written there in the same format."""
+    Parameters
+    ----------
+    paths : iterable of path-like
+        The per-test YAML files (or earlier merges).
+    out : path-like, optional
+        Where to write the merged database, in the same format.
+
+    Returns
+    -------
+    dict of str to FunctionalItem
+        The coverpoints and crosses (groups, which have no bins, are left out).
+    """
     import yaml
 
     merged: dict[str, FunctionalItem] = {}
