@@ -254,7 +254,10 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
              *(COVERAGE_FLAGS if coverage else ())]
     sources = [Path(s).resolve() for s in sources]
     pgo = f"pgo:{train_id}" if train is not None else ""
-    build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version, pgo)}"
+    # The counts name each Verilog file by the path it was verilated from: a coverage build
+    # is keyed by those paths too, so a report never looks for a file that was moved away.
+    where = "cov:" + "|".join(map(str, sources)) if coverage else ""
+    build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version, pgo + where)}"
     build_dir.mkdir(parents=True, exist_ok=True)
     exe = build_dir / top
     with open(build_dir / ".lock", "w") as lock:
