@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
+from coverage_points import converter_monitor
 from mncore_hdl.arch import LW_BITS, MNCORE2_SIM, ArchConfig
 from mncore_hdl.contracts.converter import COUNTERS, CTRL_START
 from mncore_hdl.contracts.cosim import BACKING_STORE, MC_IDLE, STREAMS, requester_prefix
@@ -65,6 +66,7 @@ class TB:
         self.mem_path = os.environ.get("CONV_MEM_PATH", BACKING_STORE["harness"])
         seed = int(os.environ.get("CONV_SEED", "1"))
         self.rng = random.Random(seed)
+        self.cov = converter_monitor()
         Clock(dut.clk, CLOCK_NS, unit="ns", impl="gpi").start()
 
     async def reset(self) -> None:
@@ -137,8 +139,11 @@ class TB:
             await with_timeout(RisingEdge(dut.done), timeout_us, "us")
         await RisingEdge(dut.clk)
         await self.drain()
-        return {name: int(getattr(dut, name).value) for name in
-                ("error", "error_code", *COUNTERS)}
+        stats = {name: int(getattr(dut, name).value) for name in
+                 ("error", "error_code", *COUNTERS)}
+        if self.cov:
+            self.cov.conversion(regs, stats["error_code"])
+        return stats
 
     async def drain(self) -> None:
         """Wait until every memory controller is idle (its accepted writes are in memory)."""
@@ -150,8 +155,10 @@ class TB:
 
     # -- one checked conversion ----------------------------------------------------------------
     async def convert(self, a, b, desc, tensor, src=(0, 0x100), dst=(0, 0x4000),
-                      label: str = "") -> tuple[np.ndarray, dict[str, int]]:
-        """Convert ``tensor`` laid out as ``a`` into ``b`` on the RTL; check against the model."""
+                      label: str = "", prog=None) -> tuple[np.ndarray, dict[str, int]]:
+        """Convert ``tensor`` laid out as ``a`` into ``b`` on the RTL; check against the model.
+
+        ``prog``: the register program to run (default: ``compile_program(desc)``)."""
         src_img = to_device(tensor, a)
         self.load_image(src_img, *src)
         # Garbage in the destination proves that padding and gaps are written as zeros.
@@ -159,7 +166,7 @@ class TB:
                         dtype=np.uint64)
         for g in range(desc.dst_groups):
             self.load(dst[0] + g, dst[1], junk)
-        prog = compile_program(desc, self.config)
+        prog = prog or compile_program(desc, self.config)
         stats = await self.run(registers(prog, src[0], src[1], dst[0], dst[1]))
         got = self.dump_image((desc.dst_groups, desc.dst_lw_per_group), *dst)
         want = desc.execute(src_img)

@@ -10,6 +10,7 @@ from collections import deque
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
+from coverage_points import memctrl_monitor
 from mncore_hdl.arch import LW_BITS, ArchConfig
 from mncore_hdl.contracts.cosim import backing_store
 from mncore_hdl.contracts.memctrl import (
@@ -88,6 +89,8 @@ class PortAgent:
             self.req_on = False
             a, n, w = self.requests.popleft()
             self.accepted.append((cycle, a, n, w))
+            if self.tb.cov:
+                self.tb.cov.request(a, n, w)
         elif self.req_on:
             self.stalls += 1
         if self.wd_on and self.wd_ready.value:
@@ -143,6 +146,7 @@ class TB:
         #: fr_fcfs may serve a port's queued chunks out of request order
         self.reorders = self.config.scheduler == "fr_fcfs"
         self._refresh_pending = 0
+        self.cov = memctrl_monitor(self.config.banks, self.config.sim_window_lw)
         Clock(dut.clk, CLOCK_NS, unit="ns", impl="gpi").start()
 
     async def reset(self) -> None:
@@ -180,6 +184,8 @@ class TB:
         cyc = self.cycle - 1  # the command was on the bus during the previous cycle
         self.commands.append((cyc, kind, bank, row, port, length))
         self.checker.command(cyc, kind, bank, row, port, length)
+        if self.cov:
+            self.cov.command(kind, bank, port, bool(self._refresh_pending))
         if kind == Cmd.ACT:
             self.fresh[bank] = True
         if kind == Cmd.PRE and not self._refresh_pending:
@@ -226,7 +232,10 @@ class TB:
         dut = self.dut
         await RisingEdge(dut.clk)
         self.cycle += 1
-        self._refresh_pending = int(dut.refresh_pending.value)
+        pending = int(dut.refresh_pending.value)
+        if self.cov and pending and not self._refresh_pending:
+            self.cov.refresh_due(not all(p.done() for p in self.ports))
+        self._refresh_pending = pending
         if dut.cmd_valid.value:
             self.on_command(int(dut.cmd_kind.value), int(dut.cmd_bank.value),
                             int(dut.cmd_row.value), int(dut.cmd_port.value),
@@ -274,6 +283,8 @@ class TB:
         return int(self._store()[addr].value)
 
     def finish(self) -> None:
+        if self.cov:
+            self.cov.export()
         errs = self.errors + self.checker.errors
         for msg in self.checker.errors[:20]:
             self.log.error(msg)

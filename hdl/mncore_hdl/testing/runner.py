@@ -9,7 +9,9 @@ The API:
 - :func:`run_cocotb` builds a Verilog top once per file (cached under ``build/sim/_build``,
   or by content under ``build/sim/_build_verilator``) and runs one cocotb test of a
   ``tb_*.py`` module against it, leaving its VCD at ``build/sim/<test_name>/<test_name>.vcd``;
-  it fails when the cocotb test fails.
+  it fails when the cocotb test fails. With ``MNCORE_COVERAGE=DIR`` in the environment, each
+  test writes its functional coverage under ``DIR/functional`` and, on Verilator, its line and
+  toggle counts to ``DIR/verilator/<test_name>.dat`` (:mod:`mncore_hdl.tooling.coverage`).
 
 Typical launcher::
 
@@ -123,6 +125,8 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
     """
     from cocotb_tools.check_results import get_results
 
+    from mncore_hdl.tooling.coverage import coverage_dir, line_data_path
+
     verilog = Path(verilog).resolve()
     test_name = test_name or testcase
     print(f"[sim] {test_name}: seed={seed} (rerun with SIM_SEED={seed})")
@@ -134,8 +138,15 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
     if vcd.exists():
         vcd.unlink()
 
+    env = dict(extra_env or {})
+    plusargs = [f"+dumpfile_path={vcd}"] if waves else []
+    cov_dir = coverage_dir()
+    if cov_dir is not None:
+        env["MNCORE_COVERAGE"], env["MNCORE_COVERAGE_NAME"] = str(cov_dir), test_name
     if simulator() == "verilator":
-        runner, build_dir, test_args = _verilator(verilog, toplevel, vcd)
+        runner, build_dir, test_args = _verilator(verilog, toplevel, vcd, cov_dir is not None)
+        if cov_dir is not None:
+            plusargs.append(f"+verilator+coverage+file+{line_data_path(cov_dir, test_name)}")
     else:
         runner, test_args = icarus_vcd_runner(), []
         build_dir.mkdir(parents=True, exist_ok=True)
@@ -143,7 +154,6 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
             fcntl.flock(lock, fcntl.LOCK_EX)
             runner.build(sources=[verilog], hdl_toplevel=toplevel, build_dir=build_dir,
                          waves=True, timescale=("1ns", "1ps"))
-    env = dict(extra_env or {})
     pythonpath = os.pathsep.join([str(SIM_DIR), str(REPO_ROOT / "hdl"),
                                   os.environ.get("PYTHONPATH", "")])
     env["PYTHONPATH"] = pythonpath
@@ -152,7 +162,7 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
         testcase=testcase, seed=seed,
         test_dir=test_dir, build_dir=build_dir, waves=waves,
         test_args=test_args if waves else [],
-        plusargs=[f"+dumpfile_path={vcd}"] if waves else [], extra_env=env,
+        plusargs=plusargs, extra_env=env,
         results_xml=str(test_dir / "results.xml"))
     num_tests, num_failed = get_results(Path(results))
     if num_tests == 0 or num_failed:
@@ -164,8 +174,10 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
     return test_dir
 
 
-def _verilator(verilog: Path, toplevel: str, vcd: Path) -> tuple[Any, Path, list[str]]:
-    """The cocotb runner, the cached model of ``toplevel`` and its wave arguments.
+def _verilator(verilog: Path, toplevel: str, vcd: Path,
+               coverage: bool = False) -> tuple[Any, Path, list[str]]:
+    """The cocotb runner, the cached model of ``toplevel`` (counting coverage if asked) and its
+    wave arguments.
 
     The benches read and write the top's ports and the backing store ``mem`` through VPI, so
     those are public (all the top's signals, and every ``mem``); the clock is cocotb's.
@@ -177,6 +189,6 @@ def _verilator(verilog: Path, toplevel: str, vcd: Path) -> tuple[Any, Path, list
     public = [("rw", toplevel, "*"), ("rw", "*", "mem")]
     build_dir = build_model([verilog], toplevel, public, BUILD_ROOT / "_build_verilator",
                             say=lambda s: print(f"[sim] {s}", flush=True),
-                            timescale="1ns/1ps")
+                            timescale="1ns/1ps", coverage=coverage)
     os.environ.update(verilator_env())
     return get_runner("verilator"), build_dir, ["--trace-file", str(vcd)]

