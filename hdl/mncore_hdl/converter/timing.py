@@ -4,12 +4,14 @@
 ``Convert``. It compiles the descriptor into blocks exactly as the hardware runs them and
 replays, burst by burst, the few rules of the RTL (``mncore_hdl.converter``) that set the time:
 
-- the read engine returns beats strictly in request order, one LW per cycle, so all reads are
-  one serial stream; the first beat comes ``FIRST_BEAT_CYCLES`` after the request, and a
-  Group's controller runs ``PREFETCH_LW`` beats ahead of the reader (its read-FIFO credits);
+- each Group has its own read stream (its own request queue, bursts in flight and buffer
+  write port), one LW per cycle: reads of different Groups overlap; the first beat comes
+  ``FIRST_BEAT_CYCLES`` after the request, and a Group's controller runs ``PREFETCH_LW`` beats
+  ahead of the reader (its read-FIFO credits);
 - the reader claims a buffer half as soon as the gather releases it (block ``b + 2`` is issued
-  when block ``b`` is released and block ``b + 1`` is all requested), keeping up to
-  ``OUTSTANDING`` bursts in flight;
+  when block ``b`` is released and the walk has passed all of block ``b + 1``); the walk puts
+  one burst a cycle into its Group's queue and waits only while that Group has ``AHEAD``
+  bursts neither in nor done (``QUEUED`` queued + ``OUTSTANDING`` in flight);
 - the gather starts a block once it is full and the previous one is released; its first write
   beat follows ``GATHER_CYCLES`` later, and it releases the half when the writer's FIFOs hold
   the rest of the block (``WRITE_SLACK_LW``);
@@ -22,12 +24,10 @@ replays, burst by burst, the few rules of the RTL (``mncore_hdl.converter``) tha
   read queued behind a Group's writes waits for them (and for tWR), writes queued behind a
   read wait until the reader has taken that read. The writer keeps a request up whenever it
   holds a burst's beats, so while it streams into a Group (block ``b``, then block ``b + 1``
-  already full) the port never frees for the reader: a read of block ``b + 2`` from that
-  Group, and the rest of its block behind it (the reader requests in order), is requested
-  only when the writer has written all it holds. The reader then issues block ``b + 3`` right
-  behind it, which gets its bursts in ahead of block ``b + 2``'s writes (``split``). When
-  every block reads the Group it writes (native over four Groups -> host in one of them),
-  blocks thus go in pairs on that Group's bus: two blocks' reads, then their writes;
+  already full) the port never frees for the reader: block ``b + 2``'s reads of that Group
+  enter the port only when the writer has written all it holds (``split``, ``late``). Only
+  they wait: the block's other Groups read at once, unless the held Group's queue fills
+  (more than ``QUEUED`` of its bursts in the block), which stops the walk until it drains;
 - refresh (all Groups at once, every tREFI) stalls the converter for tRP + tRFC + tRCD + CL,
   charged as the expected fraction of the time.
 
@@ -39,11 +39,11 @@ the same blocks ahead: every rule is a max, a sum or a comparison of times, so a
 evolves shifted, and the result is the reference's exactly
 (tests/hdl/test_converter_timing_fast.py).
 
-Checked against the RTL with ``bench/bench_converter.py``: worst row 7.1% (a 4 KiB conversion
-that met a refresh), mean 1.9%; padded native->host fp32 (33, 65) +2.5% (``--pairs odd``).
-Other padded native->host fp32 shapes measured once: (65, 33), (17, 130), (50, 70), (100, 40)
+Checked against the RTL with ``bench/bench_converter.py`` (figures in
+``docs/layout_converter.md``). Padded native->host fp32 shapes other than the bench's were
+measured once, before the per-Group read streams: (65, 33), (17, 130), (50, 70), (100, 40)
 within 3%, but (40, 100) +14% and (130, 130) -8%: how the writer's gaps (padding it skips) let
-the reader's reads of a shared Group in is not modeled.
+reads of a shared Group in is not modeled.
 """
 
 from __future__ import annotations
