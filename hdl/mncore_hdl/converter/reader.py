@@ -10,14 +10,15 @@ from amaranth.lib.wiring import In, Out
 from ..arch import ArchConfig
 from ..memctrl.port import addr_bits, max_burst
 from .config import config_layout
+from .program import READ_OUTSTANDING, READ_QUEUED
 from .walker import LoopWalker
 
 __all__ = ["ReadEngine", "QUEUED", "OUTSTANDING"]
 
 #: Read bursts the walk may queue per Group ahead of that Group's port.
-QUEUED = 4
+QUEUED = READ_QUEUED
 #: Read bursts each Group's port may have outstanding (requested, beats not all in).
-OUTSTANDING = 4
+OUTSTANDING = READ_OUTSTANDING
 
 
 class ReadEngine(wiring.Component):

@@ -56,8 +56,14 @@ import numpy as np
 
 from ..arch import ArchConfig
 from ..layout.conversion import ConversionDescriptor
-from .program import DEFAULT_BUFFER_LW, ConverterProgram, compile_program, walk_table
-from .reader import OUTSTANDING, QUEUED
+from .program import (
+    DEFAULT_BUFFER_LW,
+    READ_OUTSTANDING,
+    READ_QUEUED,
+    ConverterProgram,
+    compile_program,
+    walk_table,
+)
 
 __all__ = ["conversion_cycles", "BlockTraffic", "block_traffic", "block_traffic_fast",
            "converter_beats", "replay_cycles", "FIRST_BEAT_CYCLES",
@@ -78,7 +84,9 @@ GATHER_DRAIN = 12
 #: Cycles from a write request to its first beat on the port (queue, chunker, FIFO).
 WRITE_REQUEST_LEAD = 6
 #: Read bursts the walk keeps ahead of a Group's last beat taken (its request queue, then its
-#: bursts in flight: ``converter.reader.QUEUED`` and ``OUTSTANDING``).
+#: bursts in flight: ``program.READ_QUEUED`` and ``READ_OUTSTANDING``, as the RTL).
+QUEUED = READ_QUEUED
+OUTSTANDING = READ_OUTSTANDING
 AHEAD = QUEUED + OUTSTANDING
 
 
