@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, unsigned
+from amaranth.hdl import Cat, Module, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -104,7 +104,7 @@ class LayoutConverter(wiring.Component):
 
         # -- registers and checks, control -----------------------------------------------------
         m.submodules.regs = regs = RegisterFile(config, self.buffer_lw)
-        m.submodules.control = control = ConverterControl()
+        m.submodules.control = control = ConverterControl(config.groups)
         forward_control(m, self, regs)  # the register bus in, status and counters read back
         for name in STATUS_PORTS.keys() | COUNTERS.keys():
             m.d.comb += getattr(self, name).eq(getattr(control, name))
@@ -122,12 +122,13 @@ class LayoutConverter(wiring.Component):
         m.submodules.buffer = buffer = Memory(shape=unsigned(config.lw_bits),
                                               depth=self.buffer_lw, init=[])
         m.submodules.halves = halves = BufferHalves()
-        wport = buffer.write_port()
+        wports = [buffer.write_port() for _ in range(config.groups)]  # one per Group's reads
         rports = [buffer.read_port() for _ in range(MAX_LANES)]
         for engine in (reader, gather, writer):
             m.d.comb += [engine.cfg.eq(regs.cfg), engine.start.eq(control.run)]
-        m.d.comb += [wport.en.eq(reader.buf_en), wport.addr.eq(reader.buf_addr),
-                     wport.data.eq(reader.buf_data)]
+        for g, wport in enumerate(wports):
+            m.d.comb += [wport.en.eq(reader.buf_en[g]), wport.addr.eq(reader.buf_addr[g]),
+                         wport.data.eq(reader.buf_data[g])]
         for lane in range(MAX_LANES):
             m.d.comb += [rports[lane].addr.eq(gather.buf_addr[lane]),
                          gather.buf_data[lane].eq(rports[lane].data)]
@@ -157,14 +158,19 @@ class LayoutConverter(wiring.Component):
                          reader.rdata_data[i].eq(router.rdata_data[i]),
                          reader.rdata_error[i].eq(router.rdata_error[i]),
                          router.rdata_ready[i].eq(reader.rdata_ready[i])]
-        for side, engine in (("wr", writer), ("rd", reader)):
-            for name in ("valid", "group", "addr", "len"):
-                m.d.comb += getattr(router, f"{side}_{name}").eq(getattr(engine, f"req_{name}"))
-            m.d.comb += engine.req_ready.eq(getattr(router, f"{side}_ready"))
+        for name in ("valid", "group", "addr", "len"):
+            m.d.comb += getattr(router, f"wr_{name}").eq(getattr(writer, f"req_{name}"))
+        m.d.comb += writer.req_ready.eq(router.wr_ready)
+        for i in range(config.groups):  # one read stream per Group
+            for name in ("valid", "addr", "len"):
+                m.d.comb += getattr(router, f"rd_{name}")[i].eq(getattr(reader, f"req_{name}")[i])
+            m.d.comb += reader.req_ready[i].eq(router.rd_ready[i])
         m.d.comb += router.wdata_data.eq(writer.wdata_data)
 
         # -- what the control counts and waits for ---------------------------------------------
         m.d.comb += [control.engines_done.eq(reader.done & gather.done & writer.done),
-                     control.stall.eq(router.stall), control.beat_read.eq(reader.beat),
-                     control.beat_written.eq(writer.beat), control.mem_error.eq(reader.mem_error)]
+                     control.stall.eq(router.stall),
+                     control.beats_in.eq(sum(reader.beats)),
+                     control.beat_written.eq(writer.beat),
+                     control.mem_error.eq(Cat(*reader.errors).any())]
         return m

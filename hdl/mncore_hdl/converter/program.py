@@ -29,6 +29,7 @@ from ..contracts.converter import MAX_AXES, MAX_LANES, MAX_LOOPS
 from ..layout.conversion import ConversionDescriptor, Loop
 
 __all__ = ["MAX_LOOPS", "MAX_AXES", "MAX_LANES", "BLOCK_TARGET_LW", "DEFAULT_BUFFER_LW",
+           "READ_QUEUED", "READ_OUTSTANDING",
            "TableLoop", "LaneEntry", "ConverterProgram", "ProgramError", "compile_program",
            "simulate_program", "carries_table", "walk_table"]
 
@@ -39,6 +40,11 @@ BLOCK_TARGET_LW = 1024
 MIN_BURST = 16
 #: The converter's default on-chip buffer (two halves).
 DEFAULT_BUFFER_LW = 8192
+#: Read bursts the read engine queues per Group ahead of that Group's port (the RTL's and the
+#: timing model's; here so the model imports without Amaranth).
+READ_QUEUED = 4
+#: Read bursts each Group's port may have in flight (requested, beats not all in).
+READ_OUTSTANDING = 4
 
 
 class ProgramError(ValueError):

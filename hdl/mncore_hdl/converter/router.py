@@ -16,7 +16,8 @@ class PortRouter(wiring.Component):
     """One requester port per Group, shared by the read and the write engine.
 
     A Group's port takes the write engine's request when it is for that Group, else the read
-    engine's (a write never waits behind a read that itself waits for buffer space); write
+    engine's request for that Group (each Group has its own read stream; a write never waits
+    behind a read that itself waits for buffer space); write
     beats and read beats go straight between the engines and the Group's streams (purely
     combinational).
 
@@ -30,8 +31,8 @@ class PortRouter(wiring.Component):
         Requester port ``i`` goes to Group ``i``'s controller.
     wr_valid, wr_group, wr_addr, wr_len : In; wr_ready : Out
         The write engine's request.
-    rd_valid, rd_group, rd_addr, rd_len : In; rd_ready : Out
-        The read engine's request.
+    rd_valid, rd_addr, rd_len : In arrays; rd_ready : Out array
+        The read engine's request for each Group.
     wdata_valid : In array; wdata_data : In; wdata_ready : Out array
         The write engine's beats, per Group.
     rdata_valid, rdata_data, rdata_error : Out array; rdata_ready : In array
@@ -49,10 +50,11 @@ class PortRouter(wiring.Component):
                    "len": range(max_burst(config) + 1)}
         super().__init__({
             "ports": Out(RequesterSignature(config)).array(groups),
-            **{f"{side}_{name}": In(shape) for side in ("wr", "rd")
-               for name, shape in request.items()},
+            **{f"wr_{name}": In(shape) for name, shape in request.items()},
+            **{f"rd_{name}": In(shape).array(groups) for name, shape in request.items()
+               if name != "group"},
             "wr_ready": Out(1),
-            "rd_ready": Out(1),
+            "rd_ready": Out(1).array(groups),
             "wdata_valid": In(1).array(groups),
             "wdata_data": In(config.lw_bits),
             "wdata_ready": Out(1).array(groups),
@@ -68,12 +70,13 @@ class PortRouter(wiring.Component):
         stalls = []
         for i, port in enumerate(self.ports):
             wr_here = self.wr_valid & (self.wr_group == i)
-            rd_here = self.rd_valid & (self.rd_group == i) & ~wr_here
+            rd_here = self.rd_valid[i] & ~wr_here
             m.d.comb += [
                 port.req.valid.eq(wr_here | rd_here),
                 port.req.p.write.eq(wr_here),
-                port.req.p.addr.eq(Mux(wr_here, self.wr_addr, self.rd_addr)),
-                port.req.p.length.eq(Mux(wr_here, self.wr_len, self.rd_len)),
+                port.req.p.addr.eq(Mux(wr_here, self.wr_addr, self.rd_addr[i])),
+                port.req.p.length.eq(Mux(wr_here, self.wr_len, self.rd_len[i])),
+                self.rd_ready[i].eq(rd_here & port.req.ready),
                 port.wdata.valid.eq(self.wdata_valid[i]),
                 port.wdata.p.data.eq(self.wdata_data),
                 port.wdata.p.strb.eq(-1),
@@ -85,8 +88,6 @@ class PortRouter(wiring.Component):
             ]
             with m.If(wr_here):
                 m.d.comb += self.wr_ready.eq(port.req.ready)
-            with m.If(rd_here):
-                m.d.comb += self.rd_ready.eq(port.req.ready)
             stalls.append((port.req.valid & ~port.req.ready)
                           | (port.wdata.valid & ~port.wdata.ready))
         m.d.comb += self.stall.eq(Cat(*stalls).any())

@@ -4,12 +4,14 @@
 ``Convert``. It compiles the descriptor into blocks exactly as the hardware runs them and
 replays, burst by burst, the few rules of the RTL (``mncore_hdl.converter``) that set the time:
 
-- the read engine returns beats strictly in request order, one LW per cycle, so all reads are
-  one serial stream; the first beat comes ``FIRST_BEAT_CYCLES`` after the request, and a
-  Group's controller runs ``PREFETCH_LW`` beats ahead of the reader (its read-FIFO credits);
+- each Group has its own read stream (its own request queue, bursts in flight and buffer
+  write port), one LW per cycle: reads of different Groups overlap; the first beat comes
+  ``FIRST_BEAT_CYCLES`` after the request, and a Group's controller runs ``PREFETCH_LW`` beats
+  ahead of the reader (its read-FIFO credits);
 - the reader claims a buffer half as soon as the gather releases it (block ``b + 2`` is issued
-  when block ``b`` is released and block ``b + 1`` is all requested), keeping up to
-  ``OUTSTANDING`` bursts in flight;
+  when block ``b`` is released and the walk has passed all of block ``b + 1``); the walk puts
+  one burst a cycle into its Group's queue and waits only while that Group has ``AHEAD``
+  bursts neither in nor done (``QUEUED`` queued + ``OUTSTANDING`` in flight);
 - the gather starts a block once it is full and the previous one is released; its first write
   beat follows ``GATHER_CYCLES`` later, and it releases the half when the writer's FIFOs hold
   the rest of the block (``WRITE_SLACK_LW``);
@@ -22,12 +24,10 @@ replays, burst by burst, the few rules of the RTL (``mncore_hdl.converter``) tha
   read queued behind a Group's writes waits for them (and for tWR), writes queued behind a
   read wait until the reader has taken that read. The writer keeps a request up whenever it
   holds a burst's beats, so while it streams into a Group (block ``b``, then block ``b + 1``
-  already full) the port never frees for the reader: a read of block ``b + 2`` from that
-  Group, and the rest of its block behind it (the reader requests in order), is requested
-  only when the writer has written all it holds. The reader then issues block ``b + 3`` right
-  behind it, which gets its bursts in ahead of block ``b + 2``'s writes (``split``). When
-  every block reads the Group it writes (native over four Groups -> host in one of them),
-  blocks thus go in pairs on that Group's bus: two blocks' reads, then their writes;
+  already full) the port never frees for the reader: block ``b + 2``'s reads of that Group
+  enter the port only when the writer has written all it holds (``split``, ``late``). Only
+  they wait: the block's other Groups read at once, unless the held Group's queue fills
+  (more than ``QUEUED`` of its bursts in the block), which stops the walk until it drains;
 - refresh (all Groups at once, every tREFI) stalls the converter for tRP + tRFC + tRCD + CL,
   charged as the expected fraction of the time.
 
@@ -39,11 +39,11 @@ the same blocks ahead: every rule is a max, a sum or a comparison of times, so a
 evolves shifted, and the result is the reference's exactly
 (tests/hdl/test_converter_timing_fast.py).
 
-Checked against the RTL with ``bench/bench_converter.py``: worst row 7.1% (a 4 KiB conversion
-that met a refresh), mean 1.9%; padded native->host fp32 (33, 65) +2.5% (``--pairs odd``).
-Other padded native->host fp32 shapes measured once: (65, 33), (17, 130), (50, 70), (100, 40)
+Checked against the RTL with ``bench/bench_converter.py`` (figures in
+``docs/layout_converter.md``). Padded native->host fp32 shapes other than the bench's were
+measured once, before the per-Group read streams: (65, 33), (17, 130), (50, 70), (100, 40)
 within 3%, but (40, 100) +14% and (130, 130) -8%: how the writer's gaps (padding it skips) let
-the reader's reads of a shared Group in is not modeled.
+reads of a shared Group in is not modeled.
 """
 
 from __future__ import annotations
@@ -56,7 +56,14 @@ import numpy as np
 
 from ..arch import ArchConfig
 from ..layout.conversion import ConversionDescriptor
-from .program import DEFAULT_BUFFER_LW, ConverterProgram, compile_program, walk_table
+from .program import (
+    DEFAULT_BUFFER_LW,
+    READ_OUTSTANDING,
+    READ_QUEUED,
+    ConverterProgram,
+    compile_program,
+    walk_table,
+)
 
 __all__ = ["conversion_cycles", "BlockTraffic", "block_traffic", "block_traffic_fast",
            "converter_beats", "replay_cycles", "FIRST_BEAT_CYCLES",
@@ -76,8 +83,11 @@ WRITE_SLACK_LW = 80
 GATHER_DRAIN = 12
 #: Cycles from a write request to its first beat on the port (queue, chunker, FIFO).
 WRITE_REQUEST_LEAD = 6
-#: Read bursts the read engine keeps outstanding.
-OUTSTANDING = 8
+#: Read bursts the walk keeps ahead of a Group's last beat taken (its request queue, then its
+#: bursts in flight: ``program.READ_QUEUED`` and ``READ_OUTSTANDING``, as the RTL).
+QUEUED = READ_QUEUED
+OUTSTANDING = READ_OUTSTANDING
+AHEAD = QUEUED + OUTSTANDING
 
 
 @dataclass(frozen=True)
@@ -222,8 +232,9 @@ def refresh_stall(config: ArchConfig) -> int:
     return t.trp + t.trfc + t.trcd + t.cl
 
 
-#: A block whose late bursts wait for the writer: (block, bursts, issue time), or None.
-_Pending = tuple[int, list[tuple[int, int]], float] | None
+#: A block whose late bursts wait for the writer: (block, bursts, issue time, last beat of its
+#: early bursts), or None.
+_Pending = tuple[int, list[tuple[int, int, int]], float, float] | None
 
 
 class _Replay:
@@ -240,21 +251,37 @@ class _Replay:
         self.bus: dict[int, float] = defaultdict(float)     # a Group's queued work ends
         self.wrote: dict[int, bool] = defaultdict(bool)     # ... and it was a write
         self.wend: dict[int, float] = defaultdict(float)    # a Group's last write ends
-        self.reader = 0.0
+        self.rend: dict[int, float] = defaultdict(float)    # a Group's read stream ends
         self.writer = 0.0
         self.released = 0.0
-        self.requested = 0.0                                # the reader's latest request
-        self.consumed: list[float] = []                     # last beat of the latest bursts
+        self.requested = 0.0                                # the walk's latest step
+        #: per Group, the last beat of its latest bursts (at most AHEAD kept)
+        self.consumed: dict[int, list[float]] = defaultdict(list)
         self.full = [0.0] * n
 
-    def read(self, g: int, lw: int, issue: float) -> None:
-        start = max(self.reader, issue + FIRST_BEAT_CYCLES,
+    def read(self, g: int, lw: int, issue: float) -> float:
+        """One burst on Group ``g``'s read stream; returns when its last beat is in."""
+        start = max(self.rend[g], issue + FIRST_BEAT_CYCLES,
                     self.bus[g] + (FIRST_BEAT_CYCLES + self.twr if self.wrote[g] else 0))
-        self.reader = start + lw
-        self.bus[g] = self.reader - PREFETCH_LW
+        self.rend[g] = start + lw
+        self.bus[g] = self.rend[g] - PREFETCH_LW
         self.wrote[g] = False
-        self.consumed.append(self.reader)
-        del self.consumed[:-OUTSTANDING]
+        taken = self.consumed[g]
+        taken.append(self.rend[g])
+        del taken[:-AHEAD]
+        return self.rend[g]
+
+    def read_all(self, bursts, issue: float, end: float = 0.0) -> float:
+        """Bursts in walk order from ``issue`` on: a burst is walked once its Group has room
+        (the burst ``AHEAD`` places before it in that Group is in); returns the block's last
+        beat (at least ``end``)."""
+        walked = issue
+        for g, lw in bursts:
+            taken = self.consumed[g]
+            walked = max(walked, taken[-AHEAD] if len(taken) >= AHEAD else 0.0)
+            end = max(end, self.read(g, lw, walked))
+        self.requested = max(self.requested, walked)
+        return end
 
     def split(self, b: int, issue: float, nxt: int):
         """Block ``b``'s bursts queued ahead of block ``nxt``'s writes, and those behind them."""
@@ -264,22 +291,19 @@ class _Replay:
         # the writer's first request of block nxt (a few cycles before its first beat)
         requests = max(self.full[nxt], self.released) + GATHER_CYCLES - WRITE_REQUEST_LEAD
         early: list[tuple[int, int]] = []
-        late: list[tuple[int, int]] = []
-        # When each early burst's last beat is taken (projected): a burst is issued once the
-        # one OUTSTANDING places before it has been taken.
-        taken = list(self.consumed)
-        clock = max(self.reader, issue + FIRST_BEAT_CYCLES)
+        late: list[tuple[int, int, int]] = []  # (Group, LWs, the Group the walk waits for)
+        held: dict[int, int] = defaultdict(int)  # a held Group's bursts in its queue
+        stopper = -1  # the held Group whose full queue stops the walk
         for g, lw in self.blocks[b].reads:
-            j = len(taken) - OUTSTANDING
-            t = max(issue, taken[j] if j >= 0 else 0.0)
             # the writer is still streaming block nxt - 1 into g, and goes on into block nxt
             streaming = self.wend[g] > issue
-            if late or (g in wgroups and (t >= requests or streaming)):
-                late.append((g, lw))
+            if stopper >= 0 or held[g] or (g in wgroups and (issue >= requests or streaming)):
+                held[g] += 1
+                if stopper < 0 and held[g] > QUEUED:
+                    stopper = g
+                late.append((g, lw, stopper))
             else:
                 early.append((g, lw))
-                clock += lw
-                taken.append(clock)
         return early, late
 
     def write(self, b: int) -> None:
@@ -296,49 +320,51 @@ class _Replay:
         self.writer = max(self.writer, begin + visits + GATHER_DRAIN)
         self.released = max(begin + max(total, visits), self.writer - WRITE_SLACK_LW)
 
+    def late(self, late, issue: float, end: float) -> float:
+        """A block's bursts held behind the writer: a held Group's reads enter its port once
+        the writer's stream into it stops (it has written all it holds); bursts the walk
+        reaches only after a full queue wait for that Group. Returns the block's last beat."""
+        resume = issue
+        for g, lw, stopper in late:
+            if stopper >= 0:
+                resume = max(resume, self.wend[stopper])
+            t = max(issue, self.wend[g]) if self.wend[g] > issue else issue
+            end = max(end, self.read(g, lw, max(t, resume if stopper >= 0 else issue)))
+        self.requested = max(self.requested, resume)
+        return end
+
     def run(self) -> float:
         n = len(self.blocks)
-        for g, lw in self.blocks[0].reads:
-            self.read(g, lw, 0.0)
-        self.full[0] = self.reader
+        self.full[0] = self.read_all(self.blocks[0].reads, 0.0)
         pending: _Pending = None
         if n > 1:
             early, late = self.split(1, 0.0, 0)
-            for g, lw in early:
-                self.read(g, lw, 0.0)
-            pending = (1, late, 0.0)
+            got = self.read_all(early, 0.0)
+            pending = (1, late, 0.0, got)
             if not late:
-                self.full[1] = self.reader
+                self.full[1] = got
         seen: dict = {}
         b = 0
         while b < n:
             self.write(b)
             if pending is not None and pending[0] == b + 1:
-                _, late, issue = pending
-                if late:
-                    # The first late burst enters its port once the writer's stream into that
-                    # Group stops (it has written all it holds); the reader requests in order,
-                    # so the rest of the block follows it.
-                    self.requested = max(issue, self.wend[late[0][0]])
-                for g, lw in late:
-                    self.read(g, lw, self.requested)
-                self.full[b + 1] = self.reader
+                _, late, issue, got = pending
+                self.full[b + 1] = self.late(late, issue, got)
                 pending = None
             if b + 2 < n:
-                # block b's half is free and the reader has requested block b + 1's bursts:
+                # block b's half is free and the walk has reached the end of block b + 1:
                 # block b + 2 is issued
                 issue = max(self.released, self.requested)
                 early, late = self.split(b + 2, issue, b + 1)
-                for g, lw in early:
-                    self.read(g, lw, issue)
+                got = self.read_all(early, issue)
                 if late:
-                    pending = (b + 2, late, issue)
+                    pending = (b + 2, late, issue, got)
                 else:
-                    self.full[b + 2] = self.reader
+                    self.full[b + 2] = got
             if self.ids is not None and b + 3 < n:
                 b, pending = self._skip(b, pending, seen)
             b += 1
-        return max(self.writer, self.reader)
+        return max(self.writer, *self.rend.values())
 
     # -- skipping a repeating steady state ----------------------------------------------------
     #
@@ -348,23 +374,37 @@ class _Replay:
     # left out), and the blocks ahead repeat those p places before them, each of the next
     # periods repeats the last one shifted by d: the replay jumps over them, exactly.
 
+    def _alive(self, pending: _Pending) -> float:
+        """No later burst is walked before this (every issue to come is at least it)."""
+        return self.released if pending is None else min(self.released, pending[2])
+
+    def _live(self, alive: float):
+        """Which times can still win a max or a comparison: per quantity, a predicate."""
+        return {
+            "bus": lambda t: t > min(alive - self.twr, self.writer),
+            "rend": lambda t: t > alive + FIRST_BEAT_CYCLES,
+            "wend": lambda t: t >= alive,
+            "consumed": lambda t: t > alive,
+        }
+
     def _signature(self, b: int, pending: _Pending) -> tuple:
         """The state after block ``b`` relative to the writer, dead times left out."""
         ref = self.writer
-        floor = min(self.reader - FIRST_BEAT_CYCLES - self.twr, self.writer)
+        live = self._live(self._alive(pending))
         bus = tuple(sorted((g, t - ref, self.wrote[g]) for g, t in self.bus.items()
-                           if t > floor))
-        # a pending block's issue may precede the latest release: it compares with wend too
-        alive = self.released if pending is None else min(self.released, pending[2])
-        wend = tuple(sorted((g, t - ref) for g, t in self.wend.items() if t >= alive))
+                           if live["bus"](t)))
+        rend = tuple(sorted((g, t - ref) for g, t in self.rend.items() if live["rend"](t)))
+        wend = tuple(sorted((g, t - ref) for g, t in self.wend.items() if live["wend"](t)))
+        consumed = tuple(sorted(
+            (g, tuple(t - ref if live["consumed"](t) else None for t in ts))
+            for g, ts in self.consumed.items()))
         full = (self.full[b + 1] - ref,
                 None if pending is not None else self.full[b + 2] - ref)
         late = None if pending is None else (pending[0] - b, tuple(pending[1]),
-                                             pending[2] - ref)
-        return (bus, wend, full, late, self.reader - ref, self.released - ref,
+                                             pending[2] - ref, pending[3] - ref)
+        return (bus, rend, wend, consumed, full, late, self.released - ref,
                 # requested is only read as max(released, requested) (or right after it is set)
-                max(self.requested, self.released) - ref,
-                tuple(t - ref for t in self.consumed))
+                max(self.requested, self.released) - ref)
 
     def _skip(self, b: int, pending: _Pending, seen: dict) -> tuple[int, _Pending]:
         sig = self._signature(b, pending)
@@ -383,29 +423,29 @@ class _Replay:
         if periods <= 0:
             return b, pending
         shift = periods * (self.writer - before[1])
-        self._shift(shift, self.released if pending is None else min(self.released, pending[2]))
+        self._shift(shift, self._alive(pending))
         last = b + periods * p
         self.full[last + 1] = self.full[b + 1] + shift
         if pending is None:
             self.full[last + 2] = self.full[b + 2] + shift
         else:
-            pending = (pending[0] + periods * p, pending[1], pending[2] + shift)
+            pending = (pending[0] + periods * p, pending[1], pending[2] + shift,
+                       pending[3] + shift)
         seen.clear()
         return last, pending
 
     def _shift(self, d: float, alive: float) -> None:
-        floor = min(self.reader - FIRST_BEAT_CYCLES - self.twr, self.writer)
-        for g, t in self.bus.items():
-            if t > floor:
-                self.bus[g] = t + d
-        for g, t in self.wend.items():
-            if t >= alive:
-                self.wend[g] = t + d
-        self.reader += d
+        live = self._live(alive)
+        for name in ("bus", "rend", "wend"):
+            times = getattr(self, name)
+            for g, t in times.items():
+                if live[name](t):
+                    times[g] = t + d
+        for ts in self.consumed.values():
+            ts[:] = [t + d if live["consumed"](t) else t for t in ts]
         self.writer += d
         self.released += d
         self.requested += d
-        self.consumed = [t + d for t in self.consumed]
 
 
 def conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor,
