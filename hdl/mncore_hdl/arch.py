@@ -159,9 +159,11 @@ class ArchConfig:
         (each port's chunks in order, round-robin between ports) or ``"fr_fcfs"`` (a window of
         queued chunks, ready row hits first, then oldest).
     scheduler_window : int
-        Chunks the ``fr_fcfs`` scheduler chooses among (4 to 32).
+        With ``fr_fcfs``: the chunks each port's window holds and the scheduler chooses among
+        (4 to 32).
     scheduler_starvation_cap : int
-        With ``fr_fcfs``: the most younger chunks that may issue ahead of a waiting one.
+        With ``fr_fcfs``: the most younger chunks (of other ports, and of its own port's
+        window) that may issue ahead of a waiting one.
     """
 
     groups: int = 4
