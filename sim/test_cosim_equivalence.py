@@ -1,7 +1,8 @@
 """Every RTL backend runs the same design from the same state, so they measure the same cycles
 (Icarus and Verilator each against the Amaranth simulator; see also ``test_cosim_dma.py``).
 
-The 32 KiB conversion below spans the controllers' second refresh (tREFI = 2925 cycles): when
+The 48 KiB conversion below spans the controllers' second refresh (tREFI = 2925 cycles; 32 KiB
+did until the converter read every Group at once and finished before it): when
 the Icarus server began its first operation one clock edge later after reset than the Amaranth
 bench did, the refreshes fell one cycle later within the conversion, and the two backends
 counted different stall cycles (2576 vs 2577; at 128 KiB, 27589 vs 27590 cycles).
@@ -15,7 +16,7 @@ import torch
 from mlsdk.testing.flows import require_device, staged_conversion
 from mncore_hdl.arch import MNCORE2_SIM
 
-SHAPE = (128, 64)  # 32 KiB of fp32
+SHAPE = (192, 64)  # 48 KiB of fp32: about 8,000 cycles, two refreshes
 
 
 @pytest.mark.parametrize("device", ["mncore2:icarus", "mncore2:verilator"])
