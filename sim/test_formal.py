@@ -66,7 +66,7 @@ def test_mutant_trcd_one_short_is_caught(tmp_path):
 
 
 #: BMC depth of the arbiter proofs: the bounds are at most 3 issues (one a cycle) at
-#: ``STARVATION_CONFIG``; 20 cycles let every port wait, starve and be passed many times over.
+#: 3 ports and cap 2; 20 cycles let every port wait, starve and be passed many times over.
 ARBITER_DEPTH = 20
 
 #: Three ports and a starvation cap of 2: every way of passing a waiting port in few cycles.
