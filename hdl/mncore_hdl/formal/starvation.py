@@ -1,0 +1,136 @@
+"""Proof harness of no starvation in cycles: an eligible head chunk issues within a bound."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal
+
+from ..arch import ArchConfig
+from ..memctrl.controller import MemoryController
+from .arbiter import passes_allowed
+from .memctrl import assume_port_protocol
+from .primitives import AnySeq, Assert, Assume
+from .readstream import READ_ORDER_CONFIG
+
+__all__ = ["STARVATION_CONFIG", "StarvationProof", "issue_cycles", "refresh_cycles",
+           "starvation_bound_cycles"]
+
+#: Every rule 1-2 cycles (READ_ORDER_CONFIG's timing), tREFI 16: two refreshes fall inside a
+#: wait, and the bound (below) stays inside a BMC depth the solver reaches in seconds.
+STARVATION_CONFIG = READ_ORDER_CONFIG.replace(
+    timing=dataclasses.replace(READ_ORDER_CONFIG.timing, trefi=16))
+
+
+def _precharge_wait(config: ArchConfig) -> int:
+    """Most cycles before an open bank may be precharged: tRAS, write recovery, tRTP."""
+    t = config.timing
+    return max(t.tras, t.burst_length + t.twr, t.trtp)
+
+
+def issue_cycles(config: ArchConfig) -> int:
+    """Most cycles one granted head needs, without refresh, from its grant to its column command.
+
+    A row conflict: the precharge wait (``max(tRAS, BL + tWR, tRTP)``), PRE, ``tRP``, an ACT
+    held by tRRD / tFAW (at most ``max(tRRD, tFAW)``), ``tRCD``, then the column command cycle.
+    The data bus and turnaround (``BL + max(tWTR, tRTW, tCCD)`` after the last burst) run
+    meanwhile; the larger of the two chains counts.
+    """
+    t = config.timing
+    row = _precharge_wait(config) + t.trp + max(t.trrd, t.tfaw) + t.trcd
+    bus = t.burst_length + max(t.twtr, t.trtw, t.tccd)
+    return max(row, bus) + 1
+
+
+def refresh_cycles(config: ArchConfig) -> int:
+    """Most cycles one refresh stops the scheduler: the precharge wait, a PRE per other open
+    bank, ``tRP``, the REF cycle and ``tRFC``."""
+    t = config.timing
+    return _precharge_wait(config) + (config.banks - 1) + t.trp + 1 + t.trfc
+
+
+def starvation_bound_cycles(config: ArchConfig, ports: int) -> int:
+    """Most cycles a port's eligible head waits before its column command issues.
+
+    The head waits for at most ``passes_allowed(config, ports)`` other ports' issues and then
+    its own, each at most :func:`issue_cycles` (a refresh that closes the row is paid by the
+    next one of them again, hence a full row change each). Refresh comes on top: a REF falls
+    due every ``tREFI`` cycles whatever the scheduler does, and each stops it for at most
+    :func:`refresh_cycles`. A wait of ``N`` cycles meets at most ``ceil(N / tREFI)`` refreshes,
+    so the bound is the least ``N`` with ``N >= W + ceil(N / tREFI) * R`` (``W`` the issues'
+    cycles, ``R`` a refresh's), found by iteration from ``N = W``.
+
+    Raises ``ValueError`` when a refresh takes ``tREFI`` or more (no progress is assured).
+    At :data:`STARVATION_CONFIG` with 2 ports: ``issue_cycles`` 7, ``refresh_cycles`` 8,
+    ``W`` 14, bound 30 (FR-FCFS with cap 1 the same). The worst wait the solver finds in
+    order is 16 to 18 cycles: the sum charges every issue a row conflict after a write.
+    """
+    t = config.timing
+    r = refresh_cycles(config)
+    if r >= t.trefi:
+        raise ValueError(f"A refresh takes up to {r} cycles, expected fewer than tREFI "
+                         f"({t.trefi}): no bound on a wait")
+    work = (passes_allowed(config, ports) + 1) * issue_cycles(config)
+    bound = work
+    while bound < work + math.ceil(bound / t.trefi) * r:
+        bound = work + math.ceil(bound / t.trefi) * r
+    return bound
+
+
+class StarvationProof(Elaboratable):
+    """The whole controller with a wait counter per port: an eligible head issues in time.
+
+    Asserted, per port: once its head chunk is eligible (the frontend's ``head_eligible``,
+    which the arbiter sees as its request), the scheduler issues that port's head (column
+    command, or the out-of-window drop) within ``limit`` cycles; a cycle of waiting is one
+    with the head eligible and not issued. Assumed: the port protocol of
+    :class:`~.memctrl.ControllerProof` only (no reset, ``req`` and ``wdata`` held until ready,
+    length 1 .. ``max_burst``); every address, ``valid``, payload and ``rdata.ready`` free.
+    No fairness assumption is needed: an eligible chunk stays eligible until issued (a read's
+    FIFO credits are reserved when it becomes eligible), so a requester that never takes its
+    read data only keeps its own next chunk from becoming eligible.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        The controller's config (``scheduler`` picks the arbiter).
+    ports : int
+        Requester ports.
+    limit : int or None
+        Cycles asserted (default :func:`starvation_bound_cycles`; the tightness test asks
+        less).
+    """
+
+    def __init__(self, config: ArchConfig = STARVATION_CONFIG, ports: int = 2,
+                 limit: int | None = None):
+        self.config = config
+        self.ports = ports
+        self.limit = starvation_bound_cycles(config, ports) if limit is None else limit
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        dut = MemoryController(cfg, self.ports)
+        # Elaborated here so the harness reaches the arbiter's requests (the eligible heads).
+        dut._MustUse__silence = True
+        inner = dut.elaborate(platform)
+        m.submodules.dut = inner
+        eligible = inner.submodules["arbiter"].requests
+        sched = dut.scheduler
+        m.d.comb += [Assume(~ResetSignal()), dut.error_clear.eq(AnySeq(1))]
+        for i, port in enumerate(dut.ports):
+            for s in (port.req, port.wdata):
+                m.d.comb += [s.valid.eq(AnySeq(1)),
+                             s.payload.eq(AnySeq(len(s.payload.as_value())))]
+            m.d.comb += port.rdata.ready.eq(AnySeq(1))
+            assume_port_protocol(m, port, cfg, f"port{i}")
+            waiting = eligible[i] & ~(sched.issue & (sched.issue_port == i))
+            waited = Signal(range(self.limit + 2), name=f"port{i}_waited")
+            with m.If(~waiting):
+                m.d.sync += waited.eq(0)
+            with m.Elif(waited <= self.limit):
+                m.d.sync += waited.eq(waited + 1)
+            m.d.comb += Assert(waited <= self.limit,
+                               f"port {i}: eligible head waited more than {self.limit} cycles")
+        return m
