@@ -43,6 +43,14 @@ def _missing(items, name: str, bins=None) -> list[str]:
     return [f"{name} {b}" for b in unreached if bins is None or b in bins]
 
 
+#: The command kinds this bench's stimulus makes refresh fall due after, per scheduler. The
+#: reordering ``fr_fcfs`` frontend prepares rows ahead (a PRE issues while other banks' column
+#: commands run, so the last command before refresh falls due is a column command or an ACT):
+#: with it this stimulus never leaves a PRE last; the ``in_order`` run reaches that bin, and
+#: ``bench/coverage.py`` merges both.
+REFRESH_AFTER_REACHED = {"in_order": ("ACT", "PRE", "RD", "WR"), "fr_fcfs": ("ACT", "RD", "WR")}
+
+
 @pytest.mark.parametrize("config", [MEMCTRL_CONFIG, MEMCTRL_CONFIG_FR],
                          ids=["in_order", "fr_fcfs"])
 def test_memctrl_coverage_sampled(coverage_dir, config):
@@ -57,7 +65,8 @@ def test_memctrl_coverage_sampled(coverage_dir, config):
     items = _hits(coverage_dir, name)
     missing = (_missing(items, "memctrl.request.dir_x_window")
                + _missing(items, "memctrl.column.kind_x_state_x_port")
-               + _missing(items, "memctrl.refresh.after"))
+               + _missing(items, "memctrl.refresh.after",
+                          bins=REFRESH_AFTER_REACHED[config.scheduler]))
     assert not missing, f"coverpoints the bench must hit, not hit: {missing}"
 
 
