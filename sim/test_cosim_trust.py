@@ -1,7 +1,7 @@
 """The simulator connection and waves of the cocotb backends, on the real simulators.
 
-An intruder thread connects to the session's socket the moment it appears, before the
-simulator does: it receives nothing, and the session's results are right. A session writing
+An intruder connects to the session's socket after it is bound and before the simulator
+starts: it receives nothing, and the session's results are right. A session writing
 waves under a file-size limit (``RLIMIT_FSIZE``, set in a child process and inherited by the
 simulator) reports the cut VCD by name at close and writes no ``.gtkw`` for it. Before, the
 runtime accepted the first connection on a localhost port as the simulator, and a cut VCD got
@@ -17,13 +17,12 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 
 import pytest
 import torch
 from mlsdk import Context, MNDevice, storage
 from mlsdk.device.rtl import icarus
+from mlsdk.device.rtl.endpoint import SOCKET_ENV
 from mlsdk.device.rtl.verilator import build_verilator
 from mlsdk.testing.flows import require_device
 from mncore_hdl.arch import MNCORE2_SIM
@@ -35,46 +34,57 @@ def triple(inputs):
     return {"y": inputs["x"] * 3}
 
 
-def intrude(runs, stop: threading.Event, got: list[bytes]) -> None:
-    """Connect to the first session socket that appears under ``runs``; keep what arrives."""
-    while not stop.is_set():
-        for path in runs.glob(f"*-{os.getpid()}-*/cosim.sock"):  # this process's sessions
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                try:
-                    sock.connect(str(path))
-                except OSError:
-                    continue
-                sock.settimeout(10.0)
-                sock.sendall(b'{"ready": true, "seq": 0}\n')
-                try:
-                    got.append(sock.recv(1 << 16))
-                except ConnectionResetError:  # closed with the intruder's line unread
-                    got.append(b"")
-                except OSError as exc:
-                    got.append(repr(exc).encode())
-                return
-        time.sleep(0.001)
+class Intruder:
+    """Connects to the session's socket after it is bound and before the simulator starts.
+
+    It wraps ``subprocess.Popen``: when the runtime launches a simulator (an environment naming
+    the socket), the intruder connects first and sends a forged ready line, so its connection is
+    the first in the listen queue on any machine load; then the real simulator starts.
+    """
+
+    def __init__(self, real):
+        self.real, self.socks = real, []
+
+    def __call__(self, *args, **kwargs):
+        path = (kwargs.get("env") or {}).get(SOCKET_ENV)
+        if path is not None and not self.socks:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(path)
+            sock.sendall(b'{"ready": true, "seq": 0}\n')
+            self.socks.append(sock)
+        return self.real(*args, **kwargs)
+
+    def answers(self) -> list[bytes]:
+        """What each intruding connection received before it was closed."""
+        got = []
+        for sock in self.socks:
+            sock.settimeout(10.0)
+            try:
+                got.append(sock.recv(1 << 16))
+            except ConnectionResetError:  # closed with the intruder's line unread
+                got.append(b"")
+            except OSError as exc:
+                got.append(repr(exc).encode())
+            finally:
+                sock.close()
+        return got
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_an_intruder_on_the_socket_gets_nothing(device, tmp_path):
+def test_an_intruder_on_the_socket_gets_nothing(device, tmp_path, monkeypatch):
     require_device(device)
     runs = icarus.BUILD_ROOT / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     mine = f"*-{os.getpid()}-*"  # pytest -n: other workers' sessions come and go
     before = set(runs.glob(mine))
-    stop, got = threading.Event(), []
-    thread = threading.Thread(target=intrude, args=(runs, stop, got), daemon=True)
-    thread.start()
+    intruder = Intruder(subprocess.Popen)
+    monkeypatch.setattr(icarus.subprocess, "Popen", intruder)
     x = torch.randn(16, 64, generator=torch.Generator().manual_seed(3))
-    try:
-        with Context(MNDevice(device)) as ctx:
-            f = ctx.compile(triple, {"x": x}, storage.path(tmp_path / "f"))
-            assert torch.equal(f({"x": x})["y"].cpu(), x * 3)
-    finally:
-        stop.set()
-        thread.join(30)
-    assert got == [b""], "the intruder should be closed unanswered"
+    with Context(MNDevice(device)) as ctx:
+        f = ctx.compile(triple, {"x": x}, storage.path(tmp_path / "f"))
+        assert torch.equal(f({"x": x})["y"].cpu(), x * 3)
+    monkeypatch.undo()
+    assert intruder.answers() == [b""], "the intruder should be closed unanswered"
     assert set(runs.glob(mine)) == before  # the session's run folder is gone
 
 
