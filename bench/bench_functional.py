@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from timing import best_of
 
 COLS = 256
 MiB = 1 << 20
@@ -39,22 +40,6 @@ def elementwise(inputs):
 
 def matmul(inputs):
     return {"y": inputs["a"] @ inputs["b"]}
-
-
-def _best(fn, budget_s: float = 1.0, max_repeat: int = 200) -> float:
-    """Best-of-n wall time of ``fn`` (after one warm-up call): the least disturbed run."""
-    fn()
-    best = float("inf")
-    spent = 0.0
-    for _ in range(max_repeat):
-        start = time.perf_counter()
-        fn()
-        took = time.perf_counter() - start
-        best = min(best, took)
-        spent += took
-        if spent > budget_s:
-            break
-    return best
 
 
 def _status_kib(field: str) -> int:
@@ -97,7 +82,7 @@ def child(nbytes: int, mode: str) -> dict:
         out["peak_kib"] = _status_kib("VmHWM") - base
         gc.collect()
         budget = 1.0 if nbytes < 256 * MiB else 0.0
-        out["seconds"] = _best(call, budget, max_repeat=1 if nbytes >= 256 * MiB else 200)
+        out["seconds"] = best_of(call, 1 if nbytes >= 256 * MiB else 200, budget_s=budget)
     return out
 
 
@@ -157,8 +142,8 @@ def bench_matmul(work: Path) -> None:
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
     with Context(MNDevice("mncore2:auto")) as ctx:
         fn = ctx.compile(matmul, {"a": a, "b": b}, storage.path(work / "m"))
-        compiled = _best(lambda: fn({"a": a, "b": b})["y"].cpu(), 3.0, 5)
-    eager = _best(lambda: matmul({"a": a, "b": b}), 3.0, 5)
+        compiled = best_of(lambda: fn({"a": a, "b": b})["y"].cpu(), 5, budget_s=3.0)
+    eager = best_of(lambda: matmul({"a": a, "b": b}), 5, budget_s=3.0)
     print(f"matmul 2048x2048 fp32: compiled {compiled * 1e3:.1f} ms, eager {eager * 1e3:.1f} ms, "
           f"ratio {compiled / eager:.2f}x")
     RESULTS["matmul 2048x2048"] = (f"{compiled / eager:.2f}x eager", "<= 1.3x",
@@ -186,10 +171,10 @@ def bench_conversion(sizes: list[int]) -> None:
             start = time.perf_counter()
             device.execute(command)
             first = time.perf_counter() - start
-            convert = _best(lambda: device.execute(command), 1.0)  # noqa: B023
+            convert = best_of(lambda: device.execute(command), 200, budget_s=1.0)  # noqa: B023
         host_src = np.ones(src_l.nbytes, dtype=np.uint8)
         host_dst = np.ones(dst_l.nbytes, dtype=np.uint8)
-        copy = _best(lambda: np.copyto(host_dst, host_src), 1.0)  # noqa: B023
+        copy = best_of(lambda: np.copyto(host_dst, host_src), 200, budget_s=1.0)  # noqa: B023
         print(f"{_label(size):>8} {convert * 1e3:>11.3f} {copy * 1e3:>13.3f} "
               f"{convert / copy:>6.2f}x {first * 1e3:>9.1f}")
         RESULTS[f"Convert at {_label(size)}"] = (f"{convert / copy:.2f}x host copy", "<= 2x",

@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 from mlsdk import Context, MNDevice, storage
+from timing import best_of
 
 COLS = 256
 
@@ -28,18 +28,6 @@ def producer(inputs):
 
 def consumer(inputs):
     return {"result": inputs["shared"] + 1}
-
-
-def _wall(fn, repeat: int) -> float:
-    """Best of ``repeat`` timed calls after a warm-up: the least disturbed run (the machine is
-    shared; a mean measures the neighbours too)."""
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def _handoff_cycles(context, call) -> tuple[int, int]:
@@ -62,8 +50,8 @@ def measure(nbytes: int, device: str, work: Path) -> dict[str, float]:
         cons(slow({"x": sample}))
         conv, conv_call = _handoff_cycles(ctx, "consumer")
         repeat = max(1, min(20, (4 << 20) // nbytes))
-        compiled = _wall(lambda: fast({"x": sample}), repeat)
-    eager = _wall(lambda: producer({"x": sample}), repeat)
+        compiled = best_of(lambda: fast({"x": sample}), repeat)
+    eager = best_of(lambda: producer({"x": sample}), repeat)
     return {"bytes": rows * COLS * 4, "reloc": reloc, "conv": conv, "reloc_call": reloc_call,
             "conv_call": conv_call, "compiled_s": compiled, "eager_s": eager}
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import torch
 from mlsdk import Context, MNDevice
 from mlsdk.experimental.llm.generation import CACHES, CompiledGenerator, eager_generate
 from mlsdk.experimental.llm.tiny import tiny_llama
+from timing import best_of
 
 #: name -> (LlamaConfig overrides, prompt length, cache length)
 SIZES: dict[str, tuple[dict[str, int], int, int]] = {
@@ -33,18 +33,10 @@ SIZES: dict[str, tuple[dict[str, int], int, int]] = {
 }
 
 
-def _best(fn: Callable[[], object], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def _step_wall(generate: Callable[[int], object], tokens: int, repeat: int) -> float:
     generate(tokens)  # warm-up
-    return (_best(lambda: generate(tokens), repeat) - _best(lambda: generate(1), repeat)) / (
+    return (best_of(lambda: generate(tokens), repeat, warmup=False)
+            - best_of(lambda: generate(1), repeat, warmup=False)) / (
         tokens - 1)
 
 
