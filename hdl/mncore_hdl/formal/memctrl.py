@@ -11,7 +11,8 @@ from ..memctrl.properties import CommandRules
 from .primitives import AnySeq, Assert, Assume
 from .streams import held_until_ready
 
-__all__ = ["PROOF_CONFIG", "PROOF_TIMING", "ControllerProof", "assume_port_protocol"]
+__all__ = ["PROOF_CONFIG", "PROOF_TIMING", "ControllerProof", "assume_port_protocol",
+           "elaborate_controller"]
 
 #: Small timing for proofs, every rule distinct and above one cycle where it may be, so a
 #: rule off by one shows within a short trace; tREFI short enough that a refresh falls inside
@@ -67,6 +68,37 @@ class ControllerProof(Elaboratable):
             assume_port_protocol(m, port, self.config, f"port{i}")
             held_until_ready(m, port.rdata, f"port{i}_rdata", Assert)
         return m
+
+
+def elaborate_controller(m: Module, config: ArchConfig, ports: int, platform=None):
+    """Add a :class:`MemoryController` to ``m``, elaborated here rather than by the toolchain.
+
+    A harness that reaches inside the controller (its arbiter's requests, its backing store's
+    initial contents) needs the elaborated module first. Amaranth's unused-elaboratable
+    warning, meant for forgotten blocks, is silenced for the component: its module is used.
+
+    Parameters
+    ----------
+    m : Module
+        The harness module; the controller becomes its submodule ``dut``.
+    config : ArchConfig
+        The controller's config.
+    ports : int
+        Requester ports.
+    platform : object or None
+        The platform the harness is elaborated for.
+
+    Returns
+    -------
+    tuple
+        ``(dut, inner)``: the component (its ports, ``engine``, ``scheduler``) and its
+        elaborated :class:`Module` (``inner.submodules``).
+    """
+    dut = MemoryController(config, ports)
+    dut._MustUse__silence = True
+    inner = dut.elaborate(platform)
+    m.submodules.dut = inner
+    return dut, inner
 
 
 def assume_port_protocol(m: Module, port, config: ArchConfig, name: str) -> None:
