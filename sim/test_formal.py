@@ -198,7 +198,8 @@ def test_mutant_arbiter_starving_the_last_port_is_caught(tmp_path, monkeypatch):
 
 #: BMC depth of the read-stream proof (at READ_ORDER_CONFIG, every rule 1 cycle): the first
 #: read beat reaches ``rdata`` in cycle 5, so 10 cycles see the beats of the first requests
-#: and a refresh. Each further cycle about doubles the solver's time (10: 1 to 1.5 minutes).
+#: and a refresh. Each further cycle about doubles the solver's time (10, Boolector: 11 s in
+#: order, 1.5 to 2.5 minutes with the fr_fcfs reordering frontend, loaded).
 READ_ORDER_DEPTH = 10
 
 
