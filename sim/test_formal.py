@@ -53,7 +53,7 @@ def _explain(result):
 def _timing_proof(scheduler):
     """The controller's timing-rule proof: its harness and :func:`prove` options."""
     config = PROOF_CONFIG.replace(scheduler=scheduler, scheduler_window=4)
-    # Boolector: about 5 times faster than yices here (fr_fcfs: 1 to 2.5 minutes loaded).
+    # Boolector: about 5 times faster than yices here (fr_fcfs: 25 s to 2.5 minutes loaded).
     return ControllerProof(config), {"depth": CONTROLLER_DEPTH, "timeout": 900,
                                      "engine": BOOLECTOR}
 
