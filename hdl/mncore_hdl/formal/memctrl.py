@@ -11,7 +11,8 @@ from ..memctrl.properties import CommandRules
 from .primitives import AnySeq, Assert, Assume
 from .streams import held_until_ready
 
-__all__ = ["PROOF_CONFIG", "PROOF_TIMING", "ControllerProof", "assume_port_protocol"]
+__all__ = ["PROOF_CONFIG", "PROOF_TIMING", "ControllerProof", "assume_port_protocol",
+           "elaborate_controller"]
 
 #: Small timing for proofs, every rule distinct and above one cycle where it may be, so a
 #: rule off by one shows within a short trace; tREFI short enough that a refresh falls inside
@@ -30,7 +31,9 @@ class ControllerProof(Elaboratable):
     Assumed: no reset after the start; each port's ``req`` and ``wdata`` keep valid and
     payload until ready, and a request's length is 1 .. ``max_burst``. ``rdata.ready`` and all
     addresses are free (out-of-window addresses included). Asserted: :class:`CommandRules`
-    (every timing rule of ``rules``) and the stream rule on every ``rdata``.
+    (every timing rule of ``rules``), the stream rule on every ``rdata`` and, as invariants
+    for k-induction, that the monitor's row state is each bank machine's and its refresh
+    interval and refresh owed are the refresher's (when ``rules`` has the controller's tREFI).
 
     Parameters
     ----------
@@ -51,8 +54,9 @@ class ControllerProof(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = MemoryController(self.config, self.ports)
+        dut, inner = elaborate_controller(m, self.config, self.ports, platform)
         m.submodules.rules = rules = CommandRules(self.rules)
+        self._invariants(m, rules, inner)
         m.d.comb += Assume(~ResetSignal())
         for name in ("cmd_valid", "cmd_kind", "cmd_bank", "cmd_row", "cmd_len"):
             m.d.comb += getattr(rules, name).eq(getattr(dut, name))
@@ -67,6 +71,56 @@ class ControllerProof(Elaboratable):
             assume_port_protocol(m, port, self.config, f"port{i}")
             held_until_ready(m, port.rdata, f"port{i}_rdata", Assert)
         return m
+
+    def _invariants(self, m, rules, inner):
+        """True of every reachable state; what k-induction needs to start from a sane one."""
+        for b in range(self.config.banks):
+            st = inner.submodules[f"bank{b}"].state
+            m.d.comb += [
+                Assert(rules.bank_open[b] == st.is_open, f"monitor and bank {b} disagree on open"),
+                Assert(~st.is_open | (rules.bank_row[b] == st.open_row),
+                       f"monitor and bank {b} disagree on the row"),
+            ]
+        if self.rules.timing.trefi != self.config.timing.trefi:
+            return   # a mutant's refresher may keep another interval than the rules
+        refresher = inner.submodules["refresher"]
+        m.d.comb += [
+            Assert(rules.refi_count == refresher.interval,
+                   "monitor and refresher disagree on the tREFI interval"),
+            Assert(rules.refresh_owed == refresher.want,
+                   "monitor and refresher disagree on the refresh owed"),
+        ]
+
+
+def elaborate_controller(m: Module, config: ArchConfig, ports: int, platform=None):
+    """Add a :class:`MemoryController` to ``m``, elaborated here rather than by the toolchain.
+
+    A harness that reaches inside the controller (its arbiter's requests, its backing store's
+    initial contents) needs the elaborated module first. Amaranth's unused-elaboratable
+    warning, meant for forgotten blocks, is silenced for the component: its module is used.
+
+    Parameters
+    ----------
+    m : Module
+        The harness module; the controller becomes its submodule ``dut``.
+    config : ArchConfig
+        The controller's config.
+    ports : int
+        Requester ports.
+    platform : object or None
+        The platform the harness is elaborated for.
+
+    Returns
+    -------
+    tuple
+        ``(dut, inner)``: the component (its ports, ``engine``, ``scheduler``) and its
+        elaborated :class:`Module` (``inner.submodules``).
+    """
+    dut = MemoryController(config, ports)
+    dut._MustUse__silence = True
+    inner = dut.elaborate(platform)
+    m.submodules.dut = inner
+    return dut, inner
 
 
 def assume_port_protocol(m: Module, port, config: ArchConfig, name: str) -> None:

@@ -6,9 +6,8 @@ from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal
 
 from ..arch import ArchConfig, DramTiming
 from ..contracts.memctrl import max_burst
-from ..memctrl.controller import MemoryController
 from ..memctrl.signatures import chunk_addr_bits
-from .memctrl import PROOF_CONFIG, assume_port_protocol
+from .memctrl import PROOF_CONFIG, assume_port_protocol, elaborate_controller
 from .primitives import AnyConst, AnySeq, Assert, Assume
 
 __all__ = ["MEMORY_AS_FLOPS", "READ_ORDER_CONFIG", "ReadOrderProof", "TRACK_BITS", "lw_tag"]
@@ -72,14 +71,10 @@ class ReadOrderProof(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        dut = MemoryController(cfg, self.ports)
-        # Elaborated here, not by the toolchain, so the store's contents can be set first
-        # (and so Amaranth's unused-elaboratable warning, meant for forgotten blocks, is off).
-        dut._MustUse__silence = True
-        inner = dut.elaborate(platform)
+        # Elaborated here, so the store's contents can be set before the toolchain reads them.
+        dut, _ = elaborate_controller(m, cfg, self.ports, platform)
         dut.engine.mem.init = [sum(lw_tag(a) << (8 * k) for k in range(cfg.lw_bytes))
                                for a in range(cfg.sim_window_lw)]
-        m.submodules.dut = inner
         m.d.comb += [Assume(~ResetSignal()), dut.error_clear.eq(AnySeq(1))]
         for i, port in enumerate(dut.ports):
             for s in (port.req, port.wdata):

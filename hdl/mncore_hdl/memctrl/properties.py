@@ -38,6 +38,9 @@ class CommandRules(wiring.Component):
     ----------
     bank_open, bank_row : list of Signal
         The monitor's view of each bank's row state, for a proof's invariants.
+    refi_count, refresh_owed : Signal
+        The monitor's tREFI interval (cycles since the last refresh fell due) and the
+        refreshes owed, for a proof's invariants.
 
     Each age also carries its range as an assertion (``1 - burst_length .. saturation``):
     true of every reachable state, it is what lets k-induction start from a sane monitor.
@@ -51,6 +54,8 @@ class CommandRules(wiring.Component):
         self.bank_open = [Signal(name=f"bank{b}_open") for b in range(config.banks)]
         self.bank_row = [Signal(row_bits(config), name=f"bank{b}_row")
                          for b in range(config.banks)]
+        self.refi_count = Signal(range(config.timing.trefi), name="refi_count")
+        self.refresh_owed = Signal(range(4), name="refresh_owed")
         super().__init__({
             "cmd_valid": In(1),
             "cmd_kind": In(3),
@@ -138,12 +143,12 @@ class CommandRules(wiring.Component):
     def _refresh_interval(self, m, ref):
         """A refresh falls due every tREFI cycles from reset; at most one may be owed."""
         t = self.config.timing
-        interval = Signal(range(t.trefi), name="refi_count")
+        interval = self.refi_count
         due = interval == t.trefi - 1
         m.d.sync += interval.eq(0)
         with m.If(~due):
             m.d.sync += interval.eq(interval + 1)
-        owed = Signal(range(4), name="refresh_owed")
+        owed = self.refresh_owed
         with m.If(due & ~ref & (owed != 3)):
             m.d.sync += owed.eq(owed + 1)
         with m.Elif(ref & ~due & (owed != 0)):

@@ -33,13 +33,15 @@ class Refresher(wiring.Component):
             raise TypeError(f"Config must be an ArchConfig, not {config!r}")
         self.config = config
         super().__init__({"issue": In(1), "want": Out(1), "trfc_ready": Out(1)})
+        # state exposed for the proofs' invariants (formal/memctrl.py)
+        self.interval = Signal(range(config.timing.trefi), name="trefi_count")
 
     def elaborate(self, platform):
         m = Module()
         t = self.config.timing
 
         # -- interval ---------------------------------------------------------------------
-        interval = Signal(range(t.trefi), name="trefi_count")
+        interval = self.interval
         due = Signal()
         m.d.comb += due.eq(interval == t.trefi - 1)
         with m.If(due):
