@@ -152,7 +152,7 @@ def test_fr_fcfs_arbiter_passes_an_eligible_port_at_most_the_bound(tmp_path):
 
 #: BMC depth of the gap proof (fr_fcfs, whole controller): the gap bound (15) plus 6 cycles,
 #: so gaps that start in the first 6 cycles are checked to their end, a refresh inside.
-#: Each further cycle about triples the solver's time (22: over 2 minutes on a loaded machine).
+#: Each further cycle costs two to three times the one before (depth 24: about 3 minutes).
 GAP_DEPTH = 21
 
 
