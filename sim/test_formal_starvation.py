@@ -102,9 +102,10 @@ def test_mutant_arbiter_starving_the_last_port_is_caught(tmp_path, monkeypatch):
     assert result.vcd is not None and result.vcd.exists()
 
 
-#: BMC depth of the frontend proofs: a request cut into chunks enters the window one chunk a
-#: cycle, so 12 cycles fill the window of 4, see the cap reached and passed, and its reset.
-#: Each further cycle about doubles the solver's time (20: about 3 minutes at cap 2).
+#: BMC depth of the frontend proofs: chunks enter the window one a cycle, and a younger chunk
+#: passes the oldest one cap times by step 5 at cap 2 (the tightness runs fail there); 12
+#: cycles leave room for several oldest chunks in turn. Each further cycle about doubles the
+#: solver's time (20: about 3 minutes at cap 2).
 REORDER_DEPTH = 12
 
 
