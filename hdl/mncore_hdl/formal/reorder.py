@@ -1,0 +1,114 @@
+"""Proof harness of the reorder frontend: an eligible oldest chunk is passed cap times at most."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal, Value
+from amaranth.lib import wiring
+
+from ..arch import ArchConfig
+from ..memctrl.reorder import ReorderFrontend
+from .memctrl import assume_port_protocol
+from .primitives import AnySeq, Assert, Assume
+from .readstream import READ_ORDER_CONFIG
+
+__all__ = ["REORDER_CONFIG", "ReorderCapProof"]
+
+#: The frontend's proof config: READ_ORDER_CONFIG's geometry (2 banks, 4 LW rows) with the
+#: fr_fcfs scheduler, its least window (4) and cap 1. Timing does not matter here: every
+#: scheduler-side input is free.
+REORDER_CONFIG = READ_ORDER_CONFIG.replace(scheduler="fr_fcfs", scheduler_window=4,
+                                           scheduler_starvation_cap=1)
+
+
+class ReorderCapProof(Elaboratable):
+    """One :class:`~..memctrl.reorder.ReorderFrontend` alone, with the scheduler side free.
+
+    A chunk is *eligible* when it is the port's oldest queued chunk (window entry 0) and it
+    is legal (its write beats all received, or its read's reorder-buffer slot free; nothing
+    older to overlap). Asserted:
+
+    - once eligible, the oldest chunk stays eligible until it issues;
+    - while it is eligible the port shows ``head_eligible`` (the arbiter's request), and
+      that request, once up, stays up until the port issues (what
+      :class:`~.arbiter.ArbiterProof` assumes of every port);
+    - while it is eligible at most ``limit`` issues of the port are of younger chunks
+      (default ``scheduler_starvation_cap``): its next issue after them is its own.
+
+    Assumed: the port protocol on the requester side (no reset, ``req`` and ``wdata`` held
+    until ready, length 1 .. ``max_burst``); ``issue`` only while ``head_eligible``; the data
+    engine's contract: ``rpush`` only while the issued reads are owed beats, ``wpop`` only
+    while the issued writes are. Free every cycle: the requester's addresses, lengths,
+    directions, data and every ``valid`` / ``ready``; ``issue``; the banks' states,
+    ``bus_free``, ``rd_allowed``, ``wr_allowed``; the read data pushed.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        The asserted ``scheduler_starvation_cap``, the window (``scheduler_window``) and the
+        geometry.
+    limit : int or None
+        Younger issues allowed (default the cap; the tightness test asks one less).
+    frontend_config : ArchConfig or None
+        The config the frontend is built from (default ``config``); the mutant test builds
+        one whose cap is never reached.
+    """
+
+    def __init__(self, config: ArchConfig = REORDER_CONFIG, limit: int | None = None,
+                 frontend_config: ArchConfig | None = None):
+        self.config = config
+        self.limit = config.scheduler_starvation_cap if limit is None else limit
+        self.frontend_config = config if frontend_config is None else frontend_config
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        fe = ReorderFrontend(self.frontend_config, cfg.scheduler_window)
+        # Elaborated here so the harness reaches the choice (``oldest_legal``, ``selected``).
+        fe._MustUse__silence = True
+        m.submodules.frontend = fe.elaborate(platform)
+        m.d.comb += Assume(~ResetSignal())
+        self._free_inputs(m, fe)
+        assume_port_protocol(m, fe.bus, cfg, "port")
+        self._engine_contract(m, fe)
+
+        own = fe.issue & (fe.selected == 0)
+        eligible = fe.oldest_legal
+        waiting = eligible & ~own
+        held = Signal(name="oldest_was_waiting")
+        requested = Signal(name="request_was_waiting")
+        passed = Signal(range(self.limit + 2), name="oldest_passed")
+        m.d.sync += [held.eq(waiting), requested.eq(fe.head_eligible & ~fe.issue)]
+        with m.If(~waiting):
+            m.d.sync += passed.eq(0)
+        with m.Elif(fe.issue & (passed <= self.limit)):
+            m.d.sync += passed.eq(passed + 1)
+        m.d.comb += [
+            Assert(~held | eligible, "the eligible oldest chunk lost its eligibility"),
+            Assert(~eligible | fe.head_eligible, "an eligible oldest chunk and no request"),
+            Assert(~requested | fe.head_eligible, "the port's request fell before an issue"),
+            Assert(passed <= self.limit,
+                   f"the eligible oldest chunk passed by more than {self.limit} younger"),
+        ]
+        return m
+
+    def _free_inputs(self, m, fe):
+        bus = fe.bus
+        for s in (bus.req, bus.wdata):
+            m.d.comb += [s.valid.eq(AnySeq(1)),
+                         s.payload.eq(AnySeq(len(s.payload.as_value())))]
+        m.d.comb += bus.rdata.ready.eq(AnySeq(1))
+        for path, member, value in fe.signature.flatten(fe):
+            if member.flow == wiring.In and path[0] not in ("bus", "rpush", "wpop"):
+                m.d.comb += value.eq(AnySeq(len(Value.cast(value))))
+        m.d.comb += Assume(~fe.issue | fe.head_eligible)
+
+    def _engine_contract(self, m, fe):
+        """``rpush`` / ``wpop`` free, but only while the issued reads / writes owe beats."""
+        bits = 2 * max(1, (fe.slots * self.config.timing.burst_length).bit_length()) + 2
+        for strobe, write, name in ((fe.rpush, 0, "read"), (fe.wpop, 1, "write")):
+            owed = Signal(bits, name=f"{name}_beats_owed")
+            add = Signal.like(owed)
+            m.d.comb += [strobe.eq(AnySeq(1)), Assume(~strobe | (owed != 0))]
+            with m.If(fe.issue & (fe.head.head_write == write)):
+                m.d.comb += add.eq(fe.head.head_len)
+            m.d.sync += owed.eq(owed + add - strobe)

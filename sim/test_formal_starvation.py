@@ -1,0 +1,162 @@
+"""Formal proofs (SymbiYosys) of no starvation: every eligible chunk issues within a bound.
+
+In order, the cycle bound is proved on the whole controller. With the reordering fr_fcfs
+frontend it is the composition of two proofs (``chunk_bound_cycles`` in
+``mncore_hdl.formal.starvation`` states the formula): the frontend alone passes its eligible
+oldest chunk at most ``scheduler_starvation_cap`` times, and the whole controller issues some
+chunk of an eligible port within ``starvation_bound_cycles``. A tightness test and a mutant
+go with each proof.
+"""
+
+
+import pytest
+from formal_support import explain, require_formal_tools
+from mncore_hdl.formal.arbiter import ArbiterProof, passes_allowed
+from mncore_hdl.formal.readstream import MEMORY_AS_FLOPS
+from mncore_hdl.formal.reorder import ReorderCapProof
+from mncore_hdl.formal.runner import prove
+from mncore_hdl.formal.starvation import (
+    STARVATION_CONFIG,
+    StarvationProof,
+    chunk_bound_cycles,
+    gap_cycles,
+    starvation_bound_cycles,
+)
+from mncore_hdl.memctrl import controller
+from mncore_hdl.memctrl.arbiter import RoundRobin
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _need_tools():
+    require_formal_tools()
+
+
+#: Two ports: the cycle bound (30 at STARVATION_CONFIG) inside a depth the solver reaches.
+CYCLE_PORTS = 2
+
+#: BMC depth of the cycle-bound proofs: the bound (30) plus 10 cycles of margin, so a wait
+#: that starts anywhere in the first 10 cycles (with or without a refresh owed) runs past it.
+CYCLE_DEPTH = 40
+
+#: A wait the solver reaches at STARVATION_CONFIG in order with 2 ports (it finds a trace
+#: of WORST_WAIT_FOUND + 1 cycles): how tight the bound of 30 is.
+WORST_WAIT_FOUND = 15
+
+
+def _cycle_config():
+    return STARVATION_CONFIG.replace(scheduler="in_order")
+
+
+def _fr_config():
+    """fr_fcfs at its least window (4) and cap 1: the config both fr_fcfs proofs share."""
+    return STARVATION_CONFIG.replace(scheduler="fr_fcfs", scheduler_window=4,
+                                     scheduler_starvation_cap=1)
+
+
+def test_eligible_head_issues_within_the_cycle_bound(tmp_path):
+    config = _cycle_config()
+    proof = StarvationProof(config, CYCLE_PORTS)
+    assert proof.limit == starvation_bound_cycles(config, CYCLE_PORTS)
+    result = prove(proof, tmp_path, depth=CYCLE_DEPTH, timeout=600)
+    assert result.passed, explain(result)
+
+
+def test_cycle_bound_is_tight_within_its_slack(tmp_path):
+    config = _cycle_config()
+    assert WORST_WAIT_FOUND < starvation_bound_cycles(config, CYCLE_PORTS)
+    short = prove(StarvationProof(config, CYCLE_PORTS, WORST_WAIT_FOUND), tmp_path,
+                  depth=CYCLE_DEPTH, timeout=600)
+    assert short.status == "FAIL", explain(short)
+    assert short.vcd is not None and short.vcd.exists()
+
+
+class _PortZeroFirst(RoundRobin):
+    """Mutant: an arbiter that never grants the highest port while port 0 is eligible."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        with m.If(self.requests[0]):
+            m.d.comb += self.grant.eq(0)
+        return m
+
+
+def test_mutant_arbiter_starving_the_last_port_is_caught(tmp_path, monkeypatch):
+    monkeypatch.setattr(controller, "RoundRobin", _PortZeroFirst)
+    result = prove(StarvationProof(_cycle_config(), CYCLE_PORTS), tmp_path, depth=CYCLE_DEPTH,
+                   timeout=600)
+    assert result.status == "FAIL", explain(result)
+    assert any("starvation.py" in f for f in result.failures), result.failures
+    assert result.vcd is not None and result.vcd.exists()
+
+
+#: BMC depth of the frontend proofs: chunks enter the window one a cycle, and a younger chunk
+#: passes the oldest one cap times by step 5 at cap 2 (the tightness runs fail there); 12
+#: cycles leave room for several oldest chunks in turn. Each further cycle about doubles the
+#: solver's time (20: about 3 minutes at cap 2).
+REORDER_DEPTH = 12
+
+
+@pytest.mark.parametrize("cap", [1, 2])
+def test_oldest_chunk_is_passed_at_most_cap_times(tmp_path, cap):
+    proof = ReorderCapProof(_fr_config().replace(scheduler_starvation_cap=cap))
+    assert proof.limit == cap
+    result = prove(proof, tmp_path, depth=REORDER_DEPTH, timeout=300, script=MEMORY_AS_FLOPS)
+    assert result.passed, explain(result)
+
+
+@pytest.mark.parametrize("cap", [1, 2])
+def test_reorder_cap_is_tight(tmp_path, cap):
+    config = _fr_config().replace(scheduler_starvation_cap=cap)
+    result = prove(ReorderCapProof(config, limit=cap - 1), tmp_path, depth=REORDER_DEPTH,
+                   timeout=300, script=MEMORY_AS_FLOPS)
+    assert result.status == "FAIL", explain(result)
+    assert any("reorder.py" in f for f in result.failures), result.failures
+    assert result.vcd is not None and result.vcd.exists()
+
+
+def test_mutant_reorder_frontend_ignoring_its_cap_is_caught(tmp_path):
+    config = _fr_config()
+    # The mutation: the frontend counts to a cap no window reaches within the depth.
+    ignoring = config.replace(scheduler_starvation_cap=REORDER_DEPTH + 3)
+    result = prove(ReorderCapProof(config, frontend_config=ignoring), tmp_path,
+                   depth=REORDER_DEPTH, timeout=300, script=MEMORY_AS_FLOPS)
+    assert result.status == "FAIL", explain(result)
+    assert any("reorder.py" in f for f in result.failures), result.failures
+    assert result.vcd is not None and result.vcd.exists()
+
+
+#: BMC depth of the arbiter proof at the fr_fcfs config: its bound is 1 issue (cap 1, 2 ports);
+#: 20 cycles let each port wait, starve and be passed many times over.
+ARBITER_DEPTH = 20
+
+
+def test_fr_fcfs_arbiter_passes_an_eligible_port_at_most_the_bound(tmp_path):
+    config = _fr_config()
+    proof = ArbiterProof(config, CYCLE_PORTS)
+    assert proof.limit == passes_allowed(config, CYCLE_PORTS)
+    result = prove(proof, tmp_path, depth=ARBITER_DEPTH, timeout=240)
+    assert result.passed, explain(result)
+
+
+#: BMC depth of the gap proof (fr_fcfs, whole controller): the gap bound (15) plus 6 cycles,
+#: so gaps that start in the first 6 cycles are checked to their end, a refresh inside.
+#: Each further cycle costs two to three times the one before (depth 24: about 3 minutes).
+GAP_DEPTH = 21
+
+
+def test_fr_fcfs_some_port_issues_within_the_gap_bound(tmp_path):
+    config = _fr_config()
+    proof = StarvationProof(config, CYCLE_PORTS, any_port=True)
+    assert proof.limit == gap_cycles(config)
+    result = prove(proof, tmp_path, depth=GAP_DEPTH, timeout=600, script=MEMORY_AS_FLOPS)
+    assert result.passed, explain(result)
+
+
+def test_fr_fcfs_chunk_bound_composes_the_proved_bounds():
+    # The three fr_fcfs proofs above run at this config; the formula combines their bounds
+    # (the figures docs/verification.md states).
+    config = _fr_config()
+    issues = (config.scheduler_starvation_cap + 1) * (passes_allowed(config, CYCLE_PORTS) + 1)
+    assert (issues, gap_cycles(config), chunk_bound_cycles(config, CYCLE_PORTS)) == (4, 15, 63)
+    assert chunk_bound_cycles(_cycle_config(), CYCLE_PORTS) == starvation_bound_cycles(
+        _cycle_config(), CYCLE_PORTS)
