@@ -67,6 +67,7 @@ def test_extra_script_lines_reach_the_sby_file(tmp_path):
     assert "prep -top top\nmemory_map\n" in (tmp_path / "proof.sby").read_text()
 
 
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")  # rejected unelaborated
 def test_bad_mode_and_depth_raise(tmp_path):
     with pytest.raises(ValueError, match="Mode must be one of bmc, prove, cover, not 'x'"):
         prove(_Counter(10), tmp_path, mode="x")
