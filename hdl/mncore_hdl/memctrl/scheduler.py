@@ -123,7 +123,7 @@ class Scheduler(wiring.Component):
         banks = self.banks
         is_open = Array(bs.is_open for bs in banks)
         open_row = Array(bs.open_row for bs in banks)
-        act_ready = Array(bs.act_ready & self.act_allowed for bs in banks)
+        act_ready = Array(self._act_ready(m))
         pre_ready = Array(bs.pre_ready for bs in banks)
         col_ready = Array(bs.col_ready for bs in banks)
 
@@ -168,8 +168,10 @@ class Scheduler(wiring.Component):
                 m.d.comb += pp.eq(pre_ready[p_bank])
         primary_cmd = pa | pp | pc
 
+        protected_by = self._protected(m, self._candidates())
         with m.If(~blocked & ~primary_cmd):
-            self._prepare(m, p_valid & ~p_oow, p_bank, sa, sp, s_bank, s_row, s_port)
+            self._prepare(m, p_valid & ~p_oow, p_bank, act_ready, protected_by,
+                          sa, sp, s_bank, s_row, s_port)
 
         # -- the command ----------------------------------------------------------------------
         m.d.comb += [
@@ -187,6 +189,15 @@ class Scheduler(wiring.Component):
             m.d.comb += [self.bank.eq(s_bank), self.row.eq(s_row), self.port.eq(s_port)]
         return m
 
+    def _act_ready(self, m):
+        """Per bank: an ACT may issue now (signals, so that indexing does not copy them)."""
+        out = []
+        for b, bs in enumerate(self.banks):
+            s = Signal(name=f"act_ready_{b}")
+            m.d.comb += s.eq(bs.act_ready & self.act_allowed)
+            out.append(s)
+        return out
+
     def _refresh(self, m, do_pre, do_ref, c_bank):
         """Refresh due: precharge the lowest open bank that may be closed, then REF.
 
@@ -201,34 +212,43 @@ class Scheduler(wiring.Component):
         with m.If(~any_open & all_idle & self.refresh_ready):
             m.d.comb += do_ref.eq(1)
 
-    def _prepare(self, m, p_mem, p_bank, do_act, do_pre, c_bank, c_row, c_port):
-        """Use an idle command slot to open (or close) a bank another chunk will need.
-
-        ``p_mem``: the primary is a chunk inside the window, in bank ``p_bank``. The ``do_*``
-        and ``c_*`` arguments are this method's outputs.
-        """
+    def _candidates(self):
+        """What preparation serves, in priority order: (port, valid, chunk address) of the
+        heads by port, then the look-aheads by port, then the queued requests."""
         heads = self.ports
-        banks = self.banks
-        nb = len(banks)
-        cands = []
-        for i, h in enumerate(heads):
-            cands.append((i, h.head_valid & ~h.head_oow, h.head_addr))
-        for i, h in enumerate(heads):
-            cands.append((i, h.la_valid, h.la_addr))
+        cands = [(i, h.head_valid & ~h.head_oow, h.head_addr) for i, h in enumerate(heads)]
+        cands += [(i, h.la_valid, h.la_addr) for i, h in enumerate(heads)]
         for k in range(self.ahead):
-            for i, h in enumerate(heads):
-                cands.append((i, h.ahead_valid[k], h.ahead_addr[k]))
-        # A row is protected when some candidate (a head chunk, look-ahead or queued
-        # request) wants it.
-        protected = []
-        for b, bs in enumerate(banks):
+            cands += [(i, h.ahead_valid[k], h.ahead_addr[k]) for i, h in enumerate(heads)]
+        return cands
+
+    def _protected(self, m, cands):
+        """Per bank: some candidate wants its open row (preparation must not close it).
+
+        Named signals, since an ``Array`` of expressions is copied into every place that
+        indexes it (here, once per candidate)."""
+        out = []
+        for b, bs in enumerate(self.banks):
             hits = [valid & (self._bank(addr) == b) & (self._row(addr) == bs.open_row)
                     for _, valid, addr in cands]
-            protected.append(Cat(*hits).any())
-        protected_by = Array(protected)
+            prot = Signal(name=f"protected_{b}")
+            m.d.comb += prot.eq(Cat(*hits).any())
+            out.append(prot)
+        return Array(out)
+
+    def _prepare(self, m, p_mem, p_bank, act_ready, protected_by,
+                 do_act, do_pre, c_bank, c_row, c_port):
+        """Use an idle command slot to open (or close) a bank another chunk will need.
+
+        ``p_mem``: the primary is a chunk inside the window, in bank ``p_bank``;
+        ``act_ready`` and ``protected_by`` index per bank. The ``do_*`` and ``c_*``
+        arguments are this method's outputs.
+        """
+        banks = self.banks
+        nb = len(banks)
+        cands = self._candidates()
         is_open = Array(bs.is_open for bs in banks)
         open_row = Array(bs.open_row for bs in banks)
-        act_ready = Array(bs.act_ready & self.act_allowed for bs in banks)
         pre_ready = Array(bs.pre_ready for bs in banks)
 
         # Fixed priority among candidates: preparation is an optimisation, never needed
