@@ -168,10 +168,8 @@ class Scheduler(wiring.Component):
                 m.d.comb += pp.eq(pre_ready[p_bank])
         primary_cmd = pa | pp | pc
 
-        protected_by = self._protected(m, self._candidates())
-        with m.If(~blocked & ~primary_cmd):
-            self._prepare(m, p_valid & ~p_oow, p_bank, act_ready, protected_by,
-                          sa, sp, s_bank, s_row, s_port)
+        self._prepare(m, ~blocked & ~primary_cmd, p_valid & ~p_oow, p_bank,
+                      sa, sp, s_bank, s_row, s_port)
 
         # -- the command ----------------------------------------------------------------------
         m.d.comb += [
@@ -222,52 +220,63 @@ class Scheduler(wiring.Component):
             cands += [(i, h.ahead_valid[k], h.ahead_addr[k]) for i, h in enumerate(heads)]
         return cands
 
-    def _protected(self, m, cands):
-        """Per bank: some candidate wants its open row (preparation must not close it).
+    def _prepare(self, m, enable, p_mem, p_bank, do_act, do_pre, c_bank, c_row, c_port):
+        """Use an idle command slot (``enable``) to open (or close) a bank another chunk will
+        need.
 
-        Named signals, since an ``Array`` of expressions is copied into every place that
-        indexes it (here, once per candidate)."""
-        out = []
-        for b, bs in enumerate(self.banks):
-            hits = [valid & (self._bank(addr) == b) & (self._row(addr) == bs.open_row)
-                    for _, valid, addr in cands]
-            prot = Signal(name=f"protected_{b}")
-            m.d.comb += prot.eq(Cat(*hits).any())
-            out.append(prot)
-        return Array(out)
+        ``p_mem``: the primary is a chunk inside the window, in bank ``p_bank``. The ``do_*``
+        and ``c_*`` arguments are this method's outputs.
 
-    def _prepare(self, m, p_mem, p_bank, act_ready, protected_by,
-                 do_act, do_pre, c_bank, c_row, c_port):
-        """Use an idle command slot to open (or close) a bank another chunk will need.
-
-        ``p_mem``: the primary is a chunk inside the window, in bank ``p_bank``;
-        ``act_ready`` and ``protected_by`` index per bank. The ``do_*`` and ``c_*``
-        arguments are this method's outputs.
+        Built for event-driven simulators: each candidate looks its bank up once (bits of
+        per-bank vectors, its bank's open row) and ``protected`` is one OR of one-hot bank
+        vectors, instead of a comparison per candidate and bank and a multiplexer per
+        candidate and bank property.
         """
         banks = self.banks
         nb = len(banks)
         cands = self._candidates()
-        is_open = Array(bs.is_open for bs in banks)
-        open_row = Array(bs.open_row for bs in banks)
-        pre_ready = Array(bs.pre_ready for bs in banks)
+        rb = len(c_row)
+        open_rows = Cat(bs.open_row for bs in banks)
+        views = []
+        for j, (i, valid, addr) in enumerate(cands):
+            b = Signal.like(c_bank, name=f"prep_bank_{j}")
+            r = Signal.like(c_row, name=f"prep_row_{j}")
+            hit = Signal(name=f"prep_open_{j}")  # its row is its bank's open (or last) row
+            m.d.comb += [b.eq(self._bank(addr)), r.eq(self._row(addr)),
+                         hit.eq(open_rows.word_select(b, rb) == r)]
+            views.append((i, valid, b, r, hit))
+
+        # A row is protected when some candidate (a head chunk, look-ahead or queued
+        # request) wants it.
+        protected = Signal(nb, name="protected")
+        wants = Const(0, nb)
+        for _, valid, b, _, hit in views:
+            wants = wants | ((valid & hit).as_unsigned() << b)[:nb]
+        act_ok = Signal(nb, name="prep_act_ok")
+        pre_ok = Signal(nb, name="prep_pre_ok")
+        m.d.comb += [
+            protected.eq(wants),
+            act_ok.eq(Cat(bs.act_ready for bs in banks) & self.act_allowed.replicate(nb)),
+            pre_ok.eq(Cat(bs.is_open & bs.pre_ready for bs in banks) & ~protected),
+        ]
 
         # Fixed priority among candidates: preparation is an optimisation, never needed
         # for progress (the primary prepares its own bank), so it need not be fair.
-        for j, (i, valid, addr) in reversed(list(enumerate(cands))):
-            b = Signal.like(c_bank, name=f"prep_bank_{j}")
-            r = Signal.like(c_row, name=f"prep_row_{j}")
-            m.d.comb += [b.eq(self._bank(addr)), r.eq(self._row(addr))]
-            mine = valid & ~(p_mem & (b == p_bank)) if nb > 1 else valid & ~p_mem
-            can_act = act_ready[b]
-            can_pre = is_open[b] & (open_row[b] != r) & pre_ready[b] & ~protected_by[b]
-            with m.If(mine & (can_act | can_pre)):
-                m.d.comb += [
-                    do_act.eq(can_act),
-                    do_pre.eq(~can_act),
-                    c_bank.eq(b),
-                    c_row.eq(r),
-                    c_port.eq(i),
-                ]
+        with m.If(enable):
+            for j, (i, valid, b, r, hit) in reversed(list(enumerate(views))):
+                mine = valid & ~(p_mem & (b == p_bank)) if nb > 1 else valid & ~p_mem
+                can_act = Signal(name=f"prep_can_act_{j}")
+                can_pre = Signal(name=f"prep_can_pre_{j}")
+                m.d.comb += [can_act.eq(act_ok.bit_select(b, 1)),
+                             can_pre.eq(pre_ok.bit_select(b, 1) & ~hit)]
+                with m.If(mine & (can_act | can_pre)):
+                    m.d.comb += [
+                        do_act.eq(can_act),
+                        do_pre.eq(~can_act),
+                        c_bank.eq(b),
+                        c_row.eq(r),
+                        c_port.eq(i),
+                    ]
 
 
 class ErrorFlag(wiring.Component):
