@@ -303,10 +303,11 @@ class ReorderFrontend(wiring.Component):
         new = (Const(1, 1), chunk["addr"], chunk["len"], chunk["write"], tag)
         for i, (e, s) in enumerate(zip(q, shifted, strict=True)):
             below = shifted[i - 1].valid if i else Const(1, 1)
-            with m.If(push & ~s.valid & below):
-                m.d.sync += [d.eq(v) for d, v in zip(e.fields(), new, strict=True)]
-            with m.Else():
-                m.d.sync += [d.eq(v) for d, v in zip(e.fields(), s.fields(), strict=True)]
+            enter = Signal(name=f"w{i}_enter")
+            m.d.comb += enter.eq(push & ~s.valid & below)
+            # unconditional next values: continuous assignments in Verilog, not processes
+            m.d.sync += [d.eq(Mux(enter, v, c))
+                         for d, v, c in zip(e.fields(), new, s.fields(), strict=True)]
         with m.If(push & chunk["write"]):
             m.d.sync += ptr["walloc"].eq(ptr["walloc"] + chunk["len"])
         with m.If(push & ~chunk["write"]):
@@ -382,12 +383,8 @@ class ReorderFrontend(wiring.Component):
             m.d.comb += [took.eq(r_issue & (issue_slot == k)),
                          came.eq(self.rpush & (slot_in == k)),
                          freed.eq(r_out & out_last & (slot_out == k))]
-            with m.If(took):
-                m.d.sync += length[k].eq(self.head.head_len)
-            with m.If(freed):
-                m.d.sync += arrived[k].eq(0)
-            with m.Elif(came):
-                m.d.sync += arrived[k].eq(arrived[k] + 1)
+            m.d.sync += [length[k].eq(Mux(took, self.head.head_len, length[k])),
+                         arrived[k].eq(Mux(freed, 0, arrived[k] + came))]
         return r_out
 
 

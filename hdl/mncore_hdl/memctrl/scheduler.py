@@ -130,19 +130,18 @@ class Scheduler(wiring.Component):
         # -- the primary: the arbiter's winner ------------------------------------------------
         g = self.grant
         p_valid = self.grant_valid
-        p_addr = Array(h.head_addr for h in heads)[g]
-        p_oow = Array(h.head_oow for h in heads)[g]
+        p_oow = Signal(name="p_oow")     # signals: an indexed Array is copied at each use
         p_bank = Signal.like(self.bank)
         p_row = Signal.like(self.row)
-        p_write = Array(h.head_write for h in heads)[g]
-        dir_ok = Mux(p_write, self.wr_allowed, self.rd_allowed)
+        dir_ok = Mux(self.write, self.wr_allowed, self.rd_allowed)
         m.d.comb += [
-            p_bank.eq(self._bank(p_addr)),
-            p_row.eq(self._row(p_addr)),
-            self.addr.eq(p_addr),
+            self.addr.eq(Array(h.head_addr for h in heads)[g]),
+            p_oow.eq(Array(h.head_oow for h in heads)[g]),
+            p_bank.eq(self._bank(self.addr)),
+            p_row.eq(self._row(self.addr)),
             self.issue_port.eq(g),
             self.len.eq(Array(h.head_len for h in heads)[g]),
-            self.write.eq(p_write),
+            self.write.eq(Array(h.head_write for h in heads)[g]),
         ]
 
         # -- decision: refresh (r_*), the primary (p*), preparation (s_*) ---------------------
@@ -262,14 +261,19 @@ class Scheduler(wiring.Component):
 
         # Fixed priority among candidates: preparation is an optimisation, never needed
         # for progress (the primary prepares its own bank), so it need not be fair.
+        p_in = Signal(name="prep_primary_in_window")
+        m.d.comb += p_in.eq(p_mem)
+        pick = []
+        for j, (i, valid, b, r, hit) in enumerate(views):
+            mine = valid & ~(p_in & (b == p_bank)) if nb > 1 else valid & ~p_in
+            can_act = Signal(name=f"prep_can_act_{j}")
+            can_pre = Signal(name=f"prep_can_pre_{j}")
+            m.d.comb += [can_act.eq(act_ok.bit_select(b, 1)),
+                         can_pre.eq(pre_ok.bit_select(b, 1) & ~hit)]
+            pick.append((i, mine & (can_act | can_pre), can_act, b, r))
         with m.If(enable):
-            for j, (i, valid, b, r, hit) in reversed(list(enumerate(views))):
-                mine = valid & ~(p_mem & (b == p_bank)) if nb > 1 else valid & ~p_mem
-                can_act = Signal(name=f"prep_can_act_{j}")
-                can_pre = Signal(name=f"prep_can_pre_{j}")
-                m.d.comb += [can_act.eq(act_ok.bit_select(b, 1)),
-                             can_pre.eq(pre_ok.bit_select(b, 1) & ~hit)]
-                with m.If(mine & (can_act | can_pre)):
+            for i, want, can_act, b, r in reversed(pick):
+                with m.If(want):
                     m.d.comb += [
                         do_act.eq(can_act),
                         do_pre.eq(~can_act),
