@@ -277,7 +277,10 @@ def print_table(cfg: ArchConfig, lw: int, rtl: dict, fr: dict, names: list[str])
         print(f"{tr:<8} {p:>5} {beats:>6} {bnd:>6} {beats / bnd:>7.3f} | "
               f"{_measured(a, beats, bnd)} | {_measured(b, beats, bnd)} | "
               f"{mod:>6} {_ratio(mod, a)} {mod_fr:>6} {_ratio(mod_fr, b)}")
-    print("\nIcarus wall time per case (s; a loaded machine's figures are noisy):")
+    from mncore_hdl.testing.runner import simulator
+
+    print(f"\n{simulator().capitalize()} wall time per case (s; a loaded machine's figures "
+          "are noisy):")
     print(f"{'case':<12} {'in-order':>9} {'fr_fcfs':>9}")
     for name in names:
         a, b = rtl.get(name), fr.get(name)
