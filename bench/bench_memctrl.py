@@ -4,6 +4,8 @@ on Icarus and in Amaranth's simulator, and the analytic model's cycles next to t
     ./exec_with_env.sh python bench/bench_memctrl.py            # several minutes
     ./exec_with_env.sh python bench/bench_memctrl.py --lw 4096 --no-speed  # about two
     ./exec_with_env.sh python bench/bench_memctrl.py --breakdown --lw 4096  # idle cycles
+    ./exec_with_env.sh python bench/bench_memctrl.py --lw 1024 --no-speed \
+        --patterns read/1 "rnd r/w/3" --schedulers fr_fcfs    # a quick subset
 
 Each traffic runs on the in-order and on the ``fr_fcfs`` scheduler, side by side, with the
 bound any scheduler could reach for it (``memctrl.bound.bound_cycles``) and each measurement
@@ -46,6 +48,8 @@ TRAFFIC = {
     "rnd 2:1": (Mode.RANDOM, RW.TWO_ONE, Traffic("random", 8, 2 / 3)),
 }
 PORT_COUNTS = (1, 3)
+#: ``--schedulers`` names.
+SCHEDULERS = ("in_order", "fr_fcfs")
 #: Column commands back within which a head's bank counts as taken by an earlier chunk.
 CONFLICT_REACH = 4
 #: Idle-cycle classes of ``--breakdown``, in print order (see :func:`idle_reason`).
@@ -74,6 +78,12 @@ def make_case(config: ArchConfig, traffic: str, ports: int, lw: int) -> dict:
             g = {"mode": mode, "base": 0, "base2": 0, "count": lw // bl, "blen": bl}
         gens.append({**g, "rw": rw})
     return {"name": f"{traffic}/{ports}", "ports": MAX_PORTS, "gens": gens}
+
+
+def _split(name: str) -> tuple[str, int]:
+    """``"rnd r/w/3"`` -> ``("rnd r/w", 3)``."""
+    tr, p = name.rsplit("/", 1)
+    return tr, int(p)
 
 
 #: Random traffic name -> direction changes per burst (``timing.random_cycles``).
@@ -231,8 +241,21 @@ def print_breakdown(lw: int) -> None:
                       + " ".join(f"{counts[c] / total:>10.3f}" for c in IDLE_CLASSES))
 
 
-def print_table(cfg: ArchConfig, lw: int, rtl: dict, fr: dict) -> None:
-    """Both schedulers side by side: raw efficiency and measured against the bound."""
+def _measured(r: dict | None, beats: int, bnd: int) -> str:
+    """``cycles eff /bnd`` of one run, or dashes for a scheduler not run."""
+    if r is None:
+        return f"{'-':>8} {'-':>6} {'-':>6}"
+    c = r["cycles"]
+    return f"{c:>8} {beats / c:>6.3f} {bnd / c:>6.3f}"
+
+
+def _ratio(mod: int, r: dict | None) -> str:
+    return f"{mod / r['cycles']:>7.3f}" if r else f"{'-':>7}"
+
+
+def print_table(cfg: ArchConfig, lw: int, rtl: dict, fr: dict, names: list[str]) -> None:
+    """Both schedulers side by side: raw efficiency and measured against the bound (a
+    scheduler left out by ``--schedulers`` shows dashes); then each run's wall time."""
     t = cfg.timing
     print(f"\nMemory controller, {cfg.banks} banks, row {cfg.row_lw} LW, BL {t.burst_length}, "
           f"CL {t.cl}, tREFI {t.trefi}, tRFC {t.trfc}, tRRD {t.trrd}, tFAW {t.tfaw}, "
@@ -245,17 +268,24 @@ def print_table(cfg: ArchConfig, lw: int, rtl: dict, fr: dict) -> None:
            f"{'model':>6} {'mod/RTL':>7} {'fr mod':>6} {'mod/RTL':>7}")
     print(hdr)
     print("-" * len(hdr))
-    for tr, (_, _, traffic) in TRAFFIC.items():
-        for p in PORT_COUNTS:
-            name = f"{tr}/{p}"
-            beats = lw * p
-            bnd = bound_cycles(cfg, traffic, beats)
-            a, b = rtl[name]["cycles"], fr[name]["cycles"]
-            mod, mod_fr = modeled(cfg, tr, beats, p), modeled(FR_FCFS, tr, beats, p)
-            print(f"{tr:<8} {p:>5} {beats:>6} {bnd:>6} {beats / bnd:>7.3f} | "
-                  f"{a:>8} {beats / a:>6.3f} {bnd / a:>6.3f} | "
-                  f"{b:>8} {beats / b:>6.3f} {bnd / b:>6.3f} | "
-                  f"{mod:>6} {mod / a:>7.3f} {mod_fr:>6} {mod_fr / b:>7.3f}")
+    for name in names:
+        tr, p = _split(name)
+        beats = lw * p
+        bnd = bound_cycles(cfg, TRAFFIC[tr][2], beats)
+        a, b = rtl.get(name), fr.get(name)
+        mod, mod_fr = modeled(cfg, tr, beats, p), modeled(FR_FCFS, tr, beats, p)
+        print(f"{tr:<8} {p:>5} {beats:>6} {bnd:>6} {beats / bnd:>7.3f} | "
+              f"{_measured(a, beats, bnd)} | {_measured(b, beats, bnd)} | "
+              f"{mod:>6} {_ratio(mod, a)} {mod_fr:>6} {_ratio(mod_fr, b)}")
+    from mncore_hdl.testing.runner import simulator
+
+    print(f"\n{simulator().capitalize()} wall time per case (s; a loaded machine's figures "
+          "are noisy):")
+    print(f"{'case':<12} {'in-order':>9} {'fr_fcfs':>9}")
+    for name in names:
+        a, b = rtl.get(name), fr.get(name)
+        print(f"{name:<12} " + " ".join(f"{r['wall_s']:>9.1f}" if r else f"{'-':>9}"
+                                         for r in (a, b)))
 
 
 def main() -> None:
@@ -270,7 +300,16 @@ def main() -> None:
     ap.add_argument("--breakdown", action="store_true",
                     help="only the idle-cycle breakdown of the random patterns (Amaranth "
                          "simulator, both schedulers), no Icarus runs")
+    all_names = [f"{tr}/{p}" for tr in TRAFFIC for p in PORT_COUNTS]
+    ap.add_argument("--patterns", nargs="+", metavar="NAME", default=all_names,
+                    help="cases to run, as traffic/ports (default all: "
+                         + ", ".join(all_names) + ")")
+    ap.add_argument("--schedulers", nargs="+", choices=SCHEDULERS, default=list(SCHEDULERS),
+                    help="schedulers to run (default both)")
     args = ap.parse_args()
+    unknown = [n for n in args.patterns if n not in all_names]
+    if unknown:
+        ap.error(f"unknown pattern(s) {', '.join(unknown)}; choose from {', '.join(all_names)}")
     if args.breakdown:
         print_breakdown(args.lw)
         return
@@ -281,10 +320,14 @@ def main() -> None:
     verilog_fr = build(FR_FCFS)
     print(f"Verilog: {verilog}, {verilog_fr} ({time.perf_counter() - t0:.1f} s, cached per "
           "configuration)")
-    cases = [make_case(cfg, tr, p, args.lw) for tr in TRAFFIC for p in PORT_COUNTS]
-    rtl = {r["name"]: r for r in run_icarus(verilog, cases, args.waves)}
-    fr = {r["name"]: r for r in run_icarus(verilog_fr, cases, False, "_fr")}
-    print_table(cfg, args.lw, rtl, fr)
+    names = [n for n in all_names if n in args.patterns]
+    cases = [make_case(cfg, *_split(n), args.lw) for n in names]
+    rtl, fr = {}, {}
+    if "in_order" in args.schedulers:
+        rtl = {r["name"]: r for r in run_icarus(verilog, cases, args.waves)}
+    if "fr_fcfs" in args.schedulers:
+        fr = {r["name"]: r for r in run_icarus(verilog_fr, cases, False, "_fr")}
+    print_table(cfg, args.lw, rtl, fr, names)
     if args.no_speed:
         return
 

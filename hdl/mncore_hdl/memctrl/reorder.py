@@ -149,9 +149,13 @@ class ReorderFrontend(wiring.Component):
         cfg = self.config
         cb, bb = cfg.col_bits, cfg.bank_bits
         lbl = cfg.timing.burst_length.bit_length() - 1
-        is_open = Array(bs.is_open for bs in self.banks)
-        open_row = Array(bs.open_row for bs in self.banks)
-        col_ready = Array(bs.col_ready for bs in self.banks)
+        # per bank, as vectors each entry takes bits of (a multiplexer per entry and bank
+        # property costs an event-driven simulator a process each)
+        col_open = Signal(cfg.banks, name="bank_col_open")
+        open_rows = Signal(cfg.banks * len(self.banks[0].open_row), name="bank_open_rows")
+        m.d.comb += [col_open.eq(Cat(bs.is_open & bs.col_ready for bs in self.banks)),
+                     open_rows.eq(Cat(bs.open_row for bs in self.banks))]
+        rb = len(self.banks[0].open_row)
         last_write = Signal()
         wb = len(ptr["wfill"])
         legal, ready, same = [], [], []
@@ -166,7 +170,8 @@ class ReorderFrontend(wiring.Component):
             m.d.comb += lg.eq(e.valid & ~clash.any() & ok)
             bank = e.addr[cb:cb + bb] if bb else 0
             dir_ok = Mux(e.write, self.wr_allowed, self.rd_allowed)
-            hit = is_open[bank] & (open_row[bank] == e.addr[cb + bb:]) & col_ready[bank]
+            hit = col_open.bit_select(bank, 1) & (open_rows.word_select(bank, rb)
+                                                  == e.addr[cb + bb:])
             rd = Signal(name=f"ready{k}")
             m.d.comb += rd.eq(lg & self.bus_free & ((e.addr >= cfg.sim_window_lw) | (hit & dir_ok)))
             legal.append(lg)
@@ -299,10 +304,11 @@ class ReorderFrontend(wiring.Component):
         new = (Const(1, 1), chunk["addr"], chunk["len"], chunk["write"], tag)
         for i, (e, s) in enumerate(zip(q, shifted, strict=True)):
             below = shifted[i - 1].valid if i else Const(1, 1)
-            with m.If(push & ~s.valid & below):
-                m.d.sync += [d.eq(v) for d, v in zip(e.fields(), new, strict=True)]
-            with m.Else():
-                m.d.sync += [d.eq(v) for d, v in zip(e.fields(), s.fields(), strict=True)]
+            enter = Signal(name=f"w{i}_enter")
+            m.d.comb += enter.eq(push & ~s.valid & below)
+            # unconditional next values: continuous assignments in Verilog, not processes
+            m.d.sync += [d.eq(Mux(enter, v, c))
+                         for d, v, c in zip(e.fields(), new, s.fields(), strict=True)]
         with m.If(push & chunk["write"]):
             m.d.sync += ptr["walloc"].eq(ptr["walloc"] + chunk["len"])
         with m.If(push & ~chunk["write"]):
@@ -319,26 +325,34 @@ class ReorderFrontend(wiring.Component):
         m.submodules.rob = rob = Memory(shape=unsigned(cfg.lw_bits + 1), depth=ns * bl, init=[])
         wr = rob.write_port()
         rd = rob.read_port(domain="comb")
-        arrived = Array(Signal(range(bl + 1), name=f"rob_arrived{s}") for s in range(ns))
-        length = Array(Signal(range(bl + 1), name=f"rob_len{s}") for s in range(ns))
+        # per slot: beats arrived and the chunk's length, as registers with decoded write
+        # enables, read as words of a vector (an ``Array`` write makes every slot's next
+        # value a multiplexer over all slots)
+        lb = bl.bit_length()                       # counts 0 .. bl
+        arrived = [Signal(lb, name=f"rob_arrived{s}") for s in range(ns)]
+        length = [Signal(lb, name=f"rob_len{s}") for s in range(ns)]
+        arrived_v = Signal(ns * lb, name="rob_arrived")
+        length_v = Signal(ns * lb, name="rob_lens")
+        m.d.comb += [arrived_v.eq(Cat(*arrived)), length_v.eq(Cat(*length))]
 
         # issued reads in issue order (the data engine returns their beats in that order)
         m.submodules.inflight = inflight = SyncFIFO(width=max(1, sb), depth=ns)
         issue_slot = issue_seq[:sb] if sb else Const(0, 1)
         r_issue = self.issue & ~self.head.head_write
         m.d.comb += [inflight.w_data.eq(issue_slot), inflight.w_en.eq(r_issue)]
-        with m.If(r_issue):
-            m.d.sync += length[issue_slot].eq(self.head.head_len)
         slot_in = inflight.r_data
         beat_in = Signal(range(bl), name="rob_beat_in")
+        len_in = Signal(lb, name="rob_len_in")
+        in_last = Signal(name="rob_in_last")
         m.d.comb += [
             wr.addr.eq(slot_in * bl + beat_in),
             wr.data.eq(Cat(self.rpush_data, self.rpush_error)),
             wr.en.eq(self.rpush),
+            len_in.eq(length_v.word_select(slot_in, lb)),
+            in_last.eq(beat_in + 1 == len_in),
         ]
         with m.If(self.rpush):
-            m.d.sync += arrived[slot_in].eq(arrived[slot_in] + 1)
-            with m.If(beat_in + 1 == length[slot_in]):
+            with m.If(in_last):
                 m.d.sync += beat_in.eq(0)
                 m.d.comb += inflight.r_en.eq(1)
             with m.Else():
@@ -347,18 +361,31 @@ class ReorderFrontend(wiring.Component):
         # hand the oldest slot's beats to the requester
         slot_out = drain[:sb] if sb else Const(0, 1)
         beat_out = Signal(range(bl), name="rob_beat_out")
+        out_last = Signal(name="rob_out_last")
         m.d.comb += [
             rd.addr.eq(slot_out * bl + beat_out),
-            rdata.valid.eq(arrived[slot_out] > beat_out),
+            rdata.valid.eq(arrived_v.word_select(slot_out, lb) > beat_out),
             rdata.payload.data.eq(rd.data[:cfg.lw_bits]),
             rdata.payload.error.eq(rd.data[cfg.lw_bits]),
+            out_last.eq(beat_out + 1 == length_v.word_select(slot_out, lb)),
         ]
         r_out = rdata.valid & rdata.ready
         with m.If(r_out):
-            with m.If(beat_out + 1 == length[slot_out]):
-                m.d.sync += [beat_out.eq(0), drain.eq(drain + 1), arrived[slot_out].eq(0)]
+            with m.If(out_last):
+                m.d.sync += [beat_out.eq(0), drain.eq(drain + 1)]
             with m.Else():
                 m.d.sync += beat_out.eq(beat_out + 1)
+
+        # the slots' registers: a slot handed over restarts (wins over a beat arriving)
+        for k in range(ns):
+            took = Signal(name=f"rob_took{k}")
+            came = Signal(name=f"rob_came{k}")
+            freed = Signal(name=f"rob_freed{k}")
+            m.d.comb += [took.eq(r_issue & (issue_slot == k)),
+                         came.eq(self.rpush & (slot_in == k)),
+                         freed.eq(r_out & out_last & (slot_out == k))]
+            m.d.sync += [length[k].eq(Mux(took, self.head.head_len, length[k])),
+                         arrived[k].eq(Mux(freed, 0, arrived[k] + came))]
         return r_out
 
 

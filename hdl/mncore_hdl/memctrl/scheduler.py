@@ -123,26 +123,25 @@ class Scheduler(wiring.Component):
         banks = self.banks
         is_open = Array(bs.is_open for bs in banks)
         open_row = Array(bs.open_row for bs in banks)
-        act_ready = Array(bs.act_ready & self.act_allowed for bs in banks)
+        act_ready = Array(self._act_ready(m))
         pre_ready = Array(bs.pre_ready for bs in banks)
         col_ready = Array(bs.col_ready for bs in banks)
 
         # -- the primary: the arbiter's winner ------------------------------------------------
         g = self.grant
         p_valid = self.grant_valid
-        p_addr = Array(h.head_addr for h in heads)[g]
-        p_oow = Array(h.head_oow for h in heads)[g]
+        p_oow = Signal(name="p_oow")     # signals: an indexed Array is copied at each use
         p_bank = Signal.like(self.bank)
         p_row = Signal.like(self.row)
-        p_write = Array(h.head_write for h in heads)[g]
-        dir_ok = Mux(p_write, self.wr_allowed, self.rd_allowed)
+        dir_ok = Mux(self.write, self.wr_allowed, self.rd_allowed)
         m.d.comb += [
-            p_bank.eq(self._bank(p_addr)),
-            p_row.eq(self._row(p_addr)),
-            self.addr.eq(p_addr),
+            self.addr.eq(Array(h.head_addr for h in heads)[g]),
+            p_oow.eq(Array(h.head_oow for h in heads)[g]),
+            p_bank.eq(self._bank(self.addr)),
+            p_row.eq(self._row(self.addr)),
             self.issue_port.eq(g),
             self.len.eq(Array(h.head_len for h in heads)[g]),
-            self.write.eq(p_write),
+            self.write.eq(Array(h.head_write for h in heads)[g]),
         ]
 
         # -- decision: refresh (r_*), the primary (p*), preparation (s_*) ---------------------
@@ -168,8 +167,8 @@ class Scheduler(wiring.Component):
                 m.d.comb += pp.eq(pre_ready[p_bank])
         primary_cmd = pa | pp | pc
 
-        with m.If(~blocked & ~primary_cmd):
-            self._prepare(m, p_valid & ~p_oow, p_bank, sa, sp, s_bank, s_row, s_port)
+        self._prepare(m, ~blocked & ~primary_cmd, p_valid & ~p_oow, p_bank,
+                      sa, sp, s_bank, s_row, s_port)
 
         # -- the command ----------------------------------------------------------------------
         m.d.comb += [
@@ -187,6 +186,15 @@ class Scheduler(wiring.Component):
             m.d.comb += [self.bank.eq(s_bank), self.row.eq(s_row), self.port.eq(s_port)]
         return m
 
+    def _act_ready(self, m):
+        """Per bank: an ACT may issue now (signals, so that indexing does not copy them)."""
+        out = []
+        for b, bs in enumerate(self.banks):
+            s = Signal(name=f"act_ready_{b}")
+            m.d.comb += s.eq(bs.act_ready & self.act_allowed)
+            out.append(s)
+        return out
+
     def _refresh(self, m, do_pre, do_ref, c_bank):
         """Refresh due: precharge the lowest open bank that may be closed, then REF.
 
@@ -201,53 +209,78 @@ class Scheduler(wiring.Component):
         with m.If(~any_open & all_idle & self.refresh_ready):
             m.d.comb += do_ref.eq(1)
 
-    def _prepare(self, m, p_mem, p_bank, do_act, do_pre, c_bank, c_row, c_port):
-        """Use an idle command slot to open (or close) a bank another chunk will need.
+    def _candidates(self):
+        """What preparation serves, in priority order: (port, valid, chunk address) of the
+        heads by port, then the look-aheads by port, then the queued requests."""
+        heads = self.ports
+        cands = [(i, h.head_valid & ~h.head_oow, h.head_addr) for i, h in enumerate(heads)]
+        cands += [(i, h.la_valid, h.la_addr) for i, h in enumerate(heads)]
+        for k in range(self.ahead):
+            cands += [(i, h.ahead_valid[k], h.ahead_addr[k]) for i, h in enumerate(heads)]
+        return cands
+
+    def _prepare(self, m, enable, p_mem, p_bank, do_act, do_pre, c_bank, c_row, c_port):
+        """Use an idle command slot (``enable``) to open (or close) a bank another chunk will
+        need.
 
         ``p_mem``: the primary is a chunk inside the window, in bank ``p_bank``. The ``do_*``
         and ``c_*`` arguments are this method's outputs.
+
+        Built for event-driven simulators: each candidate looks its bank up once (bits of
+        per-bank vectors, its bank's open row) and ``protected`` is one OR of one-hot bank
+        vectors, instead of a comparison per candidate and bank and a multiplexer per
+        candidate and bank property.
         """
-        heads = self.ports
         banks = self.banks
         nb = len(banks)
-        cands = []
-        for i, h in enumerate(heads):
-            cands.append((i, h.head_valid & ~h.head_oow, h.head_addr))
-        for i, h in enumerate(heads):
-            cands.append((i, h.la_valid, h.la_addr))
-        for k in range(self.ahead):
-            for i, h in enumerate(heads):
-                cands.append((i, h.ahead_valid[k], h.ahead_addr[k]))
+        cands = self._candidates()
+        rb = len(c_row)
+        open_rows = Cat(bs.open_row for bs in banks)
+        views = []
+        for j, (i, valid, addr) in enumerate(cands):
+            b = Signal.like(c_bank, name=f"prep_bank_{j}")
+            r = Signal.like(c_row, name=f"prep_row_{j}")
+            hit = Signal(name=f"prep_open_{j}")  # its row is its bank's open (or last) row
+            m.d.comb += [b.eq(self._bank(addr)), r.eq(self._row(addr)),
+                         hit.eq(open_rows.word_select(b, rb) == r)]
+            views.append((i, valid, b, r, hit))
+
         # A row is protected when some candidate (a head chunk, look-ahead or queued
         # request) wants it.
-        protected = []
-        for b, bs in enumerate(banks):
-            hits = [valid & (self._bank(addr) == b) & (self._row(addr) == bs.open_row)
-                    for _, valid, addr in cands]
-            protected.append(Cat(*hits).any())
-        protected_by = Array(protected)
-        is_open = Array(bs.is_open for bs in banks)
-        open_row = Array(bs.open_row for bs in banks)
-        act_ready = Array(bs.act_ready & self.act_allowed for bs in banks)
-        pre_ready = Array(bs.pre_ready for bs in banks)
+        protected = Signal(nb, name="protected")
+        wants = Const(0, nb)
+        for _, valid, b, _, hit in views:
+            wants = wants | ((valid & hit).as_unsigned() << b)[:nb]
+        act_ok = Signal(nb, name="prep_act_ok")
+        pre_ok = Signal(nb, name="prep_pre_ok")
+        m.d.comb += [
+            protected.eq(wants),
+            act_ok.eq(Cat(bs.act_ready for bs in banks) & self.act_allowed.replicate(nb)),
+            pre_ok.eq(Cat(bs.is_open & bs.pre_ready for bs in banks) & ~protected),
+        ]
 
         # Fixed priority among candidates: preparation is an optimisation, never needed
         # for progress (the primary prepares its own bank), so it need not be fair.
-        for j, (i, valid, addr) in reversed(list(enumerate(cands))):
-            b = Signal.like(c_bank, name=f"prep_bank_{j}")
-            r = Signal.like(c_row, name=f"prep_row_{j}")
-            m.d.comb += [b.eq(self._bank(addr)), r.eq(self._row(addr))]
-            mine = valid & ~(p_mem & (b == p_bank)) if nb > 1 else valid & ~p_mem
-            can_act = act_ready[b]
-            can_pre = is_open[b] & (open_row[b] != r) & pre_ready[b] & ~protected_by[b]
-            with m.If(mine & (can_act | can_pre)):
-                m.d.comb += [
-                    do_act.eq(can_act),
-                    do_pre.eq(~can_act),
-                    c_bank.eq(b),
-                    c_row.eq(r),
-                    c_port.eq(i),
-                ]
+        p_in = Signal(name="prep_primary_in_window")
+        m.d.comb += p_in.eq(p_mem)
+        pick = []
+        for j, (i, valid, b, r, hit) in enumerate(views):
+            mine = valid & ~(p_in & (b == p_bank)) if nb > 1 else valid & ~p_in
+            can_act = Signal(name=f"prep_can_act_{j}")
+            can_pre = Signal(name=f"prep_can_pre_{j}")
+            m.d.comb += [can_act.eq(act_ok.bit_select(b, 1)),
+                         can_pre.eq(pre_ok.bit_select(b, 1) & ~hit)]
+            pick.append((i, mine & (can_act | can_pre), can_act, b, r))
+        with m.If(enable):
+            for i, want, can_act, b, r in reversed(pick):
+                with m.If(want):
+                    m.d.comb += [
+                        do_act.eq(can_act),
+                        do_pre.eq(~can_act),
+                        c_bank.eq(b),
+                        c_row.eq(r),
+                        c_port.eq(i),
+                    ]
 
 
 class ErrorFlag(wiring.Component):
