@@ -75,6 +75,7 @@ class Profile:
     hold: float = 0.0
     spell: tuple[int, int] = (4, 40)
     reactive: bool = False
+    directed: bool = False
 
 
 PROFILES = {p.name: p for p in (
@@ -84,6 +85,7 @@ PROFILES = {p.name: p for p in (
     Profile("reactive", p_req=0.8, p_wdata=0.9, p_ready=0.9, p_oow=0.0, reactive=True),
     Profile("sparse", p_req=0.3, p_wdata=0.9, p_ready=0.9, p_oow=0.0, spell=(2, 20),
             reactive=True),
+    Profile("directed", directed=True),
 )}
 
 
@@ -171,6 +173,93 @@ class Requester:
             self.owed -= 1
 
 
+class Quiet:
+    """A port that never requests (so another port's gap is its own)."""
+
+    def drive(self, ctx, port, prepared_younger):
+        for s in (port.req.valid, port.wdata.valid):
+            ctx.set(s, 0)
+        ctx.set(port.rdata.ready, 1)
+
+    def settle(self, ctx, port):
+        pass
+
+
+class Directed:
+    """Port 0's adversary: the case a gap may hold two row preparations, at every refresh
+    phase and release delay.
+
+    Each scenario, from an idle controller at cycle ``phase`` of the tREFI interval: a write
+    to bank 0 row 0 (its data sent, so the bank waits for write recovery), a younger write
+    ``W`` to the same row with its data withheld, optionally a read that passes ``W`` (of
+    bank 1, or a row hit of bank 0; the frontend's cap is then reached, so ``W`` is shown as
+    soon as it is legal, ready chunk or not), and a read of bank 0 row 1 (a conflict). ``W``'s
+    data is released ``delay`` cycles after the port's last issue before that read, so for
+    some delay ``W`` becomes legal while the read's row is being opened: ``W`` is shown instead
+    and needs row 0 back. Every (phase, delay, passing read) combination runs once, then the
+    driver idles.
+    """
+
+    def __init__(self, config: ArchConfig, dut, delays=range(8)):
+        self.config = config
+        self.dut = dut
+        self.cases = [(ph, d, ry) for ry in (1, 0, None) for d in delays
+                      for ph in range(config.timing.trefi)]
+        self.cycle = 0
+        self.reqs = []
+        self.free = 0          # write beats that may be sent
+        self.sent = 0
+        self.beats = 0         # write beats of the scenario
+        self.issued = 0
+        self.release = None
+        self.case = None
+        self.offered = False
+        self.chunks = 0
+
+    def _addr(self, bank, row, col=0):
+        c = self.config
+        return (row << (c.col_bits + c.bank_bits)) | (bank << c.col_bits) | col
+
+    def _start(self):
+        ph, d, ry = self.case = self.cases.pop(0)
+        a = self._addr
+        self.reqs = [(a(0, 0, 0), 1, 1), (a(0, 0, 2), 2, 1)]
+        self.reqs += [] if ry is None else [(a(ry, 0, 0), 1, 0)]
+        self.reqs += [(a(0, 1, 0), 1, 0)]
+        self.beats, self.free, self.sent, self.issued = 3, 1, 0, 0
+        self.chunks = len(self.reqs)   # one chunk each (none crosses a burst block)
+        self.release = None
+
+    def drive(self, ctx, port, prepared_younger):
+        if self.case is None and self.cases and ctx.get(self.dut.idle) \
+                and self.cycle % self.config.timing.trefi == self.cases[0][0]:
+            self._start()
+        if self.release is not None and self.cycle >= self.release:
+            self.free = self.beats
+        if self.reqs:
+            a, n, w = self.reqs[0]
+            ctx.set(port.req.payload, {"addr": a, "length": n, "write": w})
+        ctx.set(port.req.valid, bool(self.reqs))
+        self.offered = self.sent < self.free
+        ctx.set(port.wdata.payload, {"data": self.sent, "strb": 0xFF})
+        ctx.set(port.wdata.valid, self.offered)
+        ctx.set(port.rdata.ready, 1)
+
+    def settle(self, ctx, port):
+        if self.reqs and ctx.get(port.req.ready):
+            self.reqs.pop(0)
+        if self.offered and ctx.get(port.wdata.ready):
+            self.sent += 1
+        sched = self.dut.scheduler
+        if self.case is not None and ctx.get(sched.issue) and ctx.get(sched.issue_port) == 0:
+            self.issued += 1
+            if self.issued == 1 + (self.case[2] is not None):   # the write, the read
+                self.release = self.cycle + self.case[1]
+            if self.issued == self.chunks:
+                self.case = None
+        self.cycle += 1
+
+
 @dataclasses.dataclass
 class Worst:
     """The longest run of a condition seen, where it ended, and the cycles around it."""
@@ -186,14 +275,21 @@ class Run:
     def __init__(self):
         self.length = 0
         self.worst = Worst()
+        self.marked = False          # something happened during this run
+        self.worst_marked = Worst()  # the longest run with the mark
 
-    def step(self, cond: bool, cyc: int, history) -> None:
+    def step(self, cond: bool, cyc: int, history, mark: bool = False) -> None:
         if cond:
             self.length += 1
+            self.marked |= mark
             return
+        trace = list(history)[-(self.length + 3):]
         if self.length > self.worst.cycles:
-            self.worst = Worst(self.length, cyc, list(history)[-(self.length + 3):])
+            self.worst = Worst(self.length, cyc, trace)
+        if self.marked and self.length > self.worst_marked.cycles:
+            self.worst_marked = Worst(self.length, cyc, trace)
         self.length = 0
+        self.marked = False
 
 
 @dataclasses.dataclass
@@ -205,6 +301,7 @@ class Result:
     cycles: int
     profile: str
     gap: Worst
+    switched_gap: Worst   # the longest gap in which a port's shown chunk went back to an older
     chunk_wait: list
     head_wait: list
     issues: int
@@ -231,7 +328,10 @@ def simulate(config: ArchConfig, ports: int, seed: int, cycles: int,
     sched = dut.scheduler
     fes = [inner.submodules[f"port{i}"] for i in range(ports)]
     fr = config.scheduler == "fr_fcfs"
-    reqs = [Requester(config, profile, rng) for _ in range(ports)]
+    if profile.directed:
+        reqs = [Directed(config, dut)] + [Quiet() for _ in range(ports - 1)]
+    else:
+        reqs = [Requester(config, profile, rng) for _ in range(ports)]
     gap = Run()
     chunk = [Run() for _ in range(ports)]
     head = [Run() for _ in range(ports)]
@@ -242,6 +342,7 @@ def simulate(config: ArchConfig, ports: int, seed: int, cycles: int,
     async def bench(ctx):
         prepared = [False] * ports
         was_waiting = [False] * ports
+        last_sel = [0] * ports
         for cyc in range(cycles):
             for i, port in enumerate(dut.ports):
                 reqs[i].drive(ctx, port, prepared[i])
@@ -258,7 +359,9 @@ def simulate(config: ArchConfig, ports: int, seed: int, cycles: int,
                             ctx.get(dut.refresh_pending)))
             counts["issues"] += issue
             counts["refreshes"] += kind == Cmd.REF
-            gap.step(req != 0 and not issue, cyc, history)
+            # an older chunk shown instead of the one before, with no issue of the port between
+            back = any(s < last for s, last in zip(sel, last_sel, strict=True))
+            gap.step(req != 0 and not issue, cyc, history, mark=back)
             for i in range(ports):
                 mine = issue and who == i
                 head[i].step(bool(req >> i & 1) and not mine, cyc, history)
@@ -268,6 +371,7 @@ def simulate(config: ArchConfig, ports: int, seed: int, cycles: int,
                         lost.append((cyc, i))
                     chunk[i].step(waiting, cyc, history)
                     was_waiting[i] = waiting
+                last_sel[i] = 0 if mine else sel[i]
                 prepared[i] = (kind in (Cmd.ACT, Cmd.PRE) and cmd_port == i and sel[i] != 0
                                and not (issue and who == i))
             for i, port in enumerate(dut.ports):
@@ -277,7 +381,7 @@ def simulate(config: ArchConfig, ports: int, seed: int, cycles: int,
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    return Result(config, seed, cycles, profile.name, gap.worst,
+    return Result(config, seed, cycles, profile.name, gap.worst, gap.worst_marked,
                   [c.worst for c in chunk] if fr else [], [h.worst for h in head],
                   counts["issues"], counts["refreshes"], lost)
 
@@ -343,10 +447,11 @@ def main(argv=None) -> int:
                 bad += violations(r)
                 key = (config.scheduler, profile.name)
                 print(f"{config.scheduler:8s} {profile.name:9s} seed {seed:4d}: gap "
-                      f"{r.gap.cycles:3d} chunk {r.worst_chunk.cycles:3d} head "
+                      f"{r.gap.cycles:3d} (switched {r.switched_gap.cycles:3d}) chunk "
+                      f"{r.worst_chunk.cycles:3d} head "
                       f"{r.worst_head.cycles:3d} ({r.issues} issues, {r.refreshes} REF, "
                       f"{time.monotonic() - t0:.1f} s)", flush=True)
-                for name in ("gap", "worst_chunk", "worst_head"):
+                for name in ("gap", "switched_gap", "worst_chunk", "worst_head"):
                     w = getattr(r, name)
                     if w.cycles > worst.get((key, name), (Worst(), None))[0].cycles:
                         worst[(key, name)] = (w, seed)
@@ -361,7 +466,8 @@ def main(argv=None) -> int:
         b = bounds(config, PORTS)
         for profile in profiles:
             key = (config.scheduler, profile.name)
-            for name, bound in (("gap", b.get("gap")), ("worst_chunk", b.get("chunk")),
+            for name, bound in (("gap", b.get("gap")), ("switched_gap", b.get("gap")),
+                                ("worst_chunk", b.get("chunk")),
                                 ("worst_head", b["head"])):
                 if (key, name) not in worst:
                     continue

@@ -49,8 +49,14 @@ def test_fr_fcfs_gap_and_chunk_wait_within_their_bounds(profile):
     assert r.worst_chunk.cycles <= chunk_bound_cycles(bench.FR_FCFS, bench.PORTS) == 63
     # the monitor sees real gaps and waits: a refresh alone stops every port that long
     assert r.gap.cycles >= refresh_cycles(bench.FR_FCFS), f"seed={seed}: {r.gap}"
-    assert r.worst_chunk.cycles > r.gap.cycles, f"seed={seed}"
+    # with two ports busy a chunk also waits for the other port's issues (the directed
+    # profile drives one port: there its wait is its gap)
+    assert r.worst_chunk.cycles >= r.gap.cycles + (profile != "directed"), f"seed={seed}"
     assert r.issues > FR_CYCLES // 10 and r.refreshes >= FR_CYCLES // 16 - 1, f"seed={seed}"
+    if profile == "directed":
+        # the suspected case is reached: a younger chunk's row opened, then an older chunk
+        # shown instead and its row opened again, inside one gap (a refresh too, measured: 9)
+        assert r.switched_gap.cycles >= refresh_cycles(bench.FR_FCFS), f"seed={seed}"
 
 
 @pytest.mark.parametrize("profile", ["random", "withhold"])
