@@ -11,30 +11,19 @@ the length. About two minutes a scheduler. Then the seed flow's hand-off convers
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from mlsdk.testing.benches import load_bench
 from mlsdk.testing.flows import FLOWS, require_device, run_flow
 from mncore_hdl.testing.runner import require_icarus
 
-ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE = 0.05
 LW = 4096
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_memctrl", ROOT / "bench" /
-                                                  "bench_memctrl.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
 def test_model_within_5_percent_of_rtl(scheduler):
     require_icarus()
-    bench = _bench()
+    bench = load_bench("bench_memctrl")
     config = bench.CONFIG if scheduler == "in_order" else bench.FR_FCFS
     cases = [bench.make_case(config, tr, p, LW)
              for tr in bench.TRAFFIC for p in bench.PORT_COUNTS]

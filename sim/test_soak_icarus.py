@@ -6,23 +6,14 @@ every read equal to the interpreter's result, on both devices.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+from mlsdk.testing.benches import load_bench
 from mlsdk.testing.flows import require_device
 from mncore_hdl.arch import MNCORE2_SIM
-
-SOAK = Path(__file__).resolve().parents[1] / "bench" / "soak.py"
 
 
 def test_short_soak_icarus_against_the_functional_model():
     require_device("mncore2:icarus")
-    spec = importlib.util.spec_from_file_location("soak", SOAK)
-    assert spec is not None and spec.loader is not None
-    soak = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("soak", soak)  # its dataclasses look their module up
-    spec.loader.exec_module(soak)
+    soak = load_bench("soak")
     stats = soak.soak(["mncore2:icarus", "mncore2:auto"], MNCORE2_SIM, range(3), 0.75, 10,
                       256, say=lambda s: None)
     assert stats.mismatches == []

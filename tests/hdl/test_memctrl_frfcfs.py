@@ -1,6 +1,7 @@
 """The FR-FCFS arbiter (mncore_hdl.memctrl.frfcfs) in Amaranth's simulator: its key's order."""
 
 from amaranth.sim import Simulator
+from mlsdk.testing.benches import load_bench
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
 from mncore_hdl.memctrl.frfcfs import FrFcfs
 from mncore_hdl.memctrl.reorder import ReorderFrontend, rob_slots, write_buffer_beats
@@ -93,22 +94,10 @@ def test_reorder_buffer_sizes():
     assert write_buffer_beats(TINY, 8) == 64 and write_buffer_beats(TINY, 16) == 128
 
 
-def load_bench():
-    """``bench/bench_memctrl.py`` as a module (the bench directory is not a package)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "bench" / "bench_memctrl.py"
-    spec = importlib.util.spec_from_file_location("bench_memctrl", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_breakdown_accounts_for_every_cycle():
     """``--breakdown``: every cycle is a beat or one idle class, and the classes the
     reordering scheduler still meets are told apart."""
-    bench = load_bench()
+    bench = load_bench("bench_memctrl")
     cfg = bench.FR_FCFS
     counts = bench.run_breakdown(cfg, bench.make_case(cfg, "rnd rd", 1, 512))
     assert counts["beat"] == 512

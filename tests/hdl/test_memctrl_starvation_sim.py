@@ -10,11 +10,8 @@ traces); this file runs a short share of it.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from mlsdk.testing.benches import load_bench
 from mncore_hdl.formal.starvation import (
     chunk_bound_cycles,
     gap_cycles,
@@ -22,19 +19,7 @@ from mncore_hdl.formal.starvation import (
     starvation_bound_cycles,
 )
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_starvation.py"
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_starvation", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_starvation", module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+bench = load_bench("bench_starvation")
 
 #: Cycles per fr_fcfs seed: about 7 s each in Amaranth's simulator (loaded machine).
 FR_CYCLES = 4000
