@@ -32,7 +32,7 @@ SYSTEM_INSTANCE = "system"
 TB_DUT_INSTANCE = "dut"
 #: Group ``g``'s controller's instance name in the memory system.
 CONTROLLER_INSTANCE = "mc{g}"
-_STORE_IN_CONTROLLER = "engine.mem"
+_STORE_IN_CONTROLLER = "backend.engine.mem"
 #: Hierarchical path of Group ``{g}``'s backing store in each design that has one: a lone
 #: controller, the memory system, the co-simulation top, and the converter's test harness
 #: (behavioural memories). In simulation the store is readable and writable by back door.

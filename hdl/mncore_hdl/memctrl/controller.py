@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -10,19 +10,15 @@ from ..arch import ArchConfig
 from ..contracts.counters import COUNTER_BITS
 from ..contracts.memctrl import CSR_ADDR_BITS, Cmd
 from .arbiter import RoundRobin
-from .bankmachine import BankMachine
+from .backend import CommandBackend
 from .csr import StatsRegisters
-from .datapath import DataEngine
 from .frfcfs import FrFcfs
 from .port import RequesterSignature
-from .rank import RankTiming
-from .refresher import Refresher
 from .reorder import ReorderFrontend
 from .requester import PortFrontend
-from .scheduler import ErrorFlag, Scheduler
 from .signatures import chunk_addr_bits, row_bits
 
-__all__ = ["Cmd", "MemoryController", "check_config", "queue_depth"]
+__all__ = ["Cmd", "MemoryController", "check_config", "head_ahead", "queue_depth"]
 
 
 def queue_depth(config: ArchConfig, ports: int) -> int:
@@ -31,6 +27,13 @@ def queue_depth(config: ArchConfig, ports: int) -> int:
     if config.scheduler == "fr_fcfs":
         return config.scheduler_window
     return 1
+
+
+def head_ahead(config: ArchConfig, ports: int) -> int:
+    """Queued requests each port's head shows beyond its look-ahead: the reordering frontend
+    shows all its window entries, the in-order one those behind its next request."""
+    depth = queue_depth(config, ports)
+    return depth if config.scheduler == "fr_fcfs" else depth - 1
 
 
 def check_config(config: object) -> ArchConfig:
@@ -58,8 +61,8 @@ class MemoryController(wiring.Component):
     and the data bus allow. When the primary issues nothing, the command slot prepares a bank
     for another port's chunk or look-ahead row (ACT of a closed bank, or PRE of a row nobody is
     about to use), which hides row changes behind data transfers. This top only wires the
-    blocks: port frontends, arbiter, bank machines, refresher, scheduler, data engine, error
-    flag and counters.
+    blocks: port frontends, arbiter, the command back end (:class:`~.backend.CommandBackend`:
+    scheduler, bank machines, rank timing, refresher, data engine, error flag) and counters.
 
     Parameters
     ----------
@@ -120,130 +123,70 @@ class MemoryController(wiring.Component):
         # -- sub-blocks -----------------------------------------------------------------------
         depth = queue_depth(cfg, n)
         fr = cfg.scheduler == "fr_fcfs"
-        # the reordering frontend shows all its window entries; the in-order one those
-        # behind its next request
-        ahead = depth if fr else depth - 1
+        ahead = head_ahead(cfg, n)
         fes = []
         for i in range(n):
             fe = ReorderFrontend(cfg, depth) if fr else PortFrontend(cfg, depth)
             m.submodules[f"port{i}"] = fe
             wiring.connect(m, wiring.flipped(self.ports[i]), fe.bus)
             fes.append(fe)
-        bms = []
-        for b in range(cfg.banks):
-            bm = BankMachine(cfg)
-            m.submodules[f"bank{b}"] = bm
-            bms.append(bm)
         if fr:
             m.submodules.arbiter = arb = FrFcfs(cfg, n, ahead)
         else:
             m.submodules.arbiter = arb = RoundRobin(n)
-        m.submodules.refresher = ref = Refresher(cfg)
-        m.submodules.rank = rank = RankTiming(cfg)
-        m.submodules.scheduler = sched = Scheduler(cfg, n, ahead)
-        m.submodules.engine = eng = DataEngine(cfg, n)
-        m.submodules.error_flag = err = ErrorFlag(cfg)
+        m.submodules.backend = be = CommandBackend(cfg, n, ahead)
         m.submodules.stats = stats = StatsRegisters(n, chunk_addr_bits(cfg))
-        self.engine = eng
-        self.scheduler = sched
+        self.backend = be
+        self.engine = be.engine
+        self.scheduler = be.scheduler
 
-        # -- scheduler inputs: port heads, bank states, arbiter, refresher, data bus ----------
+        # -- the backend's inputs: port heads and the arbiter's grant -------------------------
         for i, fe in enumerate(fes):
-            wiring.connect(m, fe.head, sched.ports[i], *([arb.heads[i]] if fr else []))
-        for b, bm in enumerate(bms):
-            views = [arb.banks[b], *(fe.banks[b] for fe in fes)] if fr else []
-            wiring.connect(m, bm.state, sched.banks[b], *views)
+            wiring.connect(m, fe.head, be.heads[i], *([arb.heads[i]] if fr else []))
         if fr:
+            for b in range(cfg.banks):
+                wiring.connect(m, be.banks[b], arb.banks[b], *(fe.banks[b] for fe in fes))
             for block in (arb, *fes):
                 m.d.comb += [
-                    block.bus_free.eq(eng.free),
-                    block.rd_allowed.eq(rank.rd_ready),
-                    block.wr_allowed.eq(rank.wr_ready),
+                    block.bus_free.eq(be.bus_free),
+                    block.rd_allowed.eq(be.rd_allowed),
+                    block.wr_allowed.eq(be.wr_allowed),
                 ]
         m.d.comb += [
             arb.requests.eq(Cat(fe.head_eligible for fe in fes)),
-            sched.grant.eq(arb.grant),
-            sched.grant_valid.eq(arb.valid),
-            sched.refresh_want.eq(ref.want),
-            sched.refresh_ready.eq(ref.trfc_ready),
-            sched.bus_free.eq(eng.free),
-            sched.act_allowed.eq(rank.act_ready),
-            sched.rd_allowed.eq(rank.rd_ready),
-            sched.wr_allowed.eq(rank.wr_ready),
+            be.grant.eq(arb.grant),
+            be.grant_valid.eq(arb.valid),
+            arb.advance.eq(be.issue),
+            be.error_clear.eq(self.error_clear),
+            self.error.eq(be.error),
+            self.error_addr.eq(be.error_addr),
         ]
-
-        # -- the issued command to the blocks it affects --------------------------------------
-        m.d.comb += arb.advance.eq(sched.issue)
         for i, fe in enumerate(fes):
-            m.d.comb += fe.issue.eq(sched.issue & (sched.issue_port == i))
-        for b, bm in enumerate(bms):
-            m.d.comb += [
-                bm.act.eq(sched.act & (sched.bank == b)),
-                bm.act_row.eq(sched.row),
-                bm.pre.eq(sched.pre & (sched.bank == b)),
-                bm.col.eq(sched.col & (sched.bank == b)),
-                bm.col_write.eq(sched.write),
-                bm.wbeat.eq(eng.active & eng.write & ~eng.oow & (eng.bank == b)),
-                bm.data_busy.eq(eng.active & ~eng.oow & (eng.bank == b)),
-            ]
-        m.d.comb += [
-            rank.act.eq(sched.act),
-            rank.col.eq(sched.col),
-            rank.col_write.eq(sched.write),
-            rank.rbeat.eq(eng.active & ~eng.write & ~eng.oow),
-            rank.wbeat.eq(eng.active & eng.write & ~eng.oow),
-            ref.issue.eq(sched.ref),
-            eng.load.eq(sched.issue),
-            eng.load_addr.eq(sched.addr),
-            eng.load_len.eq(sched.len),
-            eng.load_write.eq(sched.write),
-            eng.load_oow.eq(sched.oow),
-            eng.load_port.eq(sched.issue_port),
-            err.oow.eq(sched.oow),
-            err.addr.eq(sched.addr),
-            err.clear.eq(self.error_clear),
-            self.error.eq(err.error),
-            self.error_addr.eq(err.error_addr),
-        ]
+            m.d.comb += fe.issue.eq(be.issue & (be.issue_port == i))
 
         # -- data beats between the engine and the ports --------------------------------------
         for i, fe in enumerate(fes):
             m.d.comb += [
-                eng.wbeat_data[i].eq(fe.wbeat_data),
-                eng.wbeat_strb[i].eq(fe.wbeat_strb),
-                fe.wpop.eq(eng.wpop[i]),
-                fe.rpush.eq(eng.rpush[i]),
-                fe.rpush_data.eq(eng.rpush_data),
-                fe.rpush_error.eq(eng.rpush_error),
+                be.wbeat_data[i].eq(fe.wbeat_data),
+                be.wbeat_strb[i].eq(fe.wbeat_strb),
+                fe.wpop.eq(be.wpop[i]),
+                fe.rpush.eq(be.rpush[i]),
+                fe.rpush_data.eq(be.rpush_data),
+                fe.rpush_error.eq(be.rpush_error),
             ]
 
         # -- observation and counters -----------------------------------------------------------
-        kind = Signal(3)
-        with m.If(sched.ref):
-            m.d.comb += kind.eq(Cmd.REF)
-        with m.Elif(sched.act):
-            m.d.comb += kind.eq(Cmd.ACT)
-        with m.Elif(sched.pre):
-            m.d.comb += kind.eq(Cmd.PRE)
-        with m.Elif(sched.col):
-            m.d.comb += kind.eq(Mux(sched.write, Cmd.WR, Cmd.RD))
-        fresh = Array(bm.fresh for bm in bms)[sched.bank]
+        m.d.comb += [getattr(self, name).eq(getattr(be, name))
+                     for name in ("cmd_valid", "cmd_kind", "cmd_bank", "cmd_row", "cmd_port",
+                                  "cmd_len", "cmd_col", "refresh_pending")]
         m.d.comb += [
-            self.cmd_valid.eq(sched.act | sched.pre | sched.col | sched.ref),
-            self.cmd_kind.eq(kind),
-            self.cmd_bank.eq(sched.bank),
-            self.cmd_row.eq(sched.row),
-            self.cmd_port.eq(sched.port),
-            self.cmd_len.eq(Mux(sched.col, sched.len, 0)),
-            self.cmd_col.eq(Mux(sched.col, sched.addr[:cfg.col_bits], 0)),
-            self.refresh_pending.eq(ref.want),
-            self.idle.eq(~Cat(fe.pending for fe in fes).any() & ~eng.active & ~eng.pipe_busy),
-            stats.hit.eq(sched.col & ~fresh),
-            stats.miss.eq(sched.col & fresh),
-            stats.conflict.eq(sched.pre & ~ref.want),
-            stats.refresh.eq(sched.ref),
-            stats.refresh_cycle.eq(sched.ref | ~ref.trfc_ready),
-            stats.busy.eq(Cat(fe.head.head_valid for fe in fes).any() | eng.active),
+            self.idle.eq(~Cat(fe.pending for fe in fes).any() & ~be.data_busy),
+            stats.hit.eq(be.hit),
+            stats.miss.eq(be.miss),
+            stats.conflict.eq(be.conflict),
+            stats.refresh.eq(be.refresh),
+            stats.refresh_cycle.eq(be.refreshing),
+            stats.busy.eq(Cat(fe.head.head_valid for fe in fes).any() | be.data_active),
             stats.error.eq(self.error),
             stats.error_addr.eq(self.error_addr),
             stats.csr_addr.eq(self.csr_addr),
@@ -256,4 +199,3 @@ class MemoryController(wiring.Component):
                 stats.stall_cycles[i].eq(fe.stall_cycles),
             ]
         return m
-
