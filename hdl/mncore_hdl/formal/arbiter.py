@@ -7,11 +7,12 @@ from amaranth.lib import wiring
 
 from ..arch import ArchConfig
 from ..memctrl.arbiter import RoundRobin
+from ..memctrl.controller import head_ahead
 from ..memctrl.frfcfs import FrFcfs
 from .memctrl import PROOF_CONFIG
 from .primitives import AnySeq, Assert, Assume
 
-__all__ = ["ArbiterProof", "passes_allowed"]
+__all__ = ["ArbiterProof", "GrantProof", "free_arbiter", "passes_allowed"]
 
 
 def passes_allowed(config: ArchConfig, ports: int) -> int:
@@ -28,6 +29,21 @@ def passes_allowed(config: ArchConfig, ports: int) -> int:
     if config.scheduler == "fr_fcfs":
         return config.scheduler_starvation_cap + ports - 2
     return ports - 1
+
+
+def free_arbiter(m: Module, config: ArchConfig, ports: int, ahead: int):
+    """Add the arbiter of ``config.scheduler`` to ``m`` (submodule ``arbiter``) with every
+    input free each cycle (no reset after the start); returns it."""
+    if config.scheduler == "fr_fcfs":
+        m.submodules.arbiter = arb = FrFcfs(config, ports, ahead)
+        for _, member, value in arb.signature.flatten(arb):
+            if member.flow == wiring.In:
+                m.d.comb += value.eq(AnySeq(len(Value.cast(value))))
+    else:
+        m.submodules.arbiter = arb = RoundRobin(ports)
+    m.d.comb += [Assume(~ResetSignal()), arb.requests.eq(AnySeq(ports)),
+                 arb.advance.eq(AnySeq(1))]
+    return arb
 
 
 class ArbiterProof(Elaboratable):
@@ -60,15 +76,8 @@ class ArbiterProof(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         n = self.ports
-        if self.config.scheduler == "fr_fcfs":
-            m.submodules.arbiter = arb = FrFcfs(self.config, n)
-            for _, member, value in arb.signature.flatten(arb):
-                if member.flow == wiring.In:
-                    m.d.comb += value.eq(AnySeq(len(Value.cast(value))))
-        else:
-            m.submodules.arbiter = arb = RoundRobin(n)
-        m.d.comb += [Assume(~ResetSignal()), arb.requests.eq(AnySeq(n)),
-                     arb.advance.eq(AnySeq(1)), Assume(~arb.advance | arb.valid)]
+        arb = free_arbiter(m, self.config, n, ahead=0)
+        m.d.comb += Assume(~arb.advance | arb.valid)
         limit = self.limit
         for i in range(n):
             served = arb.advance & (arb.grant == i)
@@ -83,4 +92,37 @@ class ArbiterProof(Elaboratable):
                 m.d.sync += passed.eq(passed + 1)
             m.d.comb += Assert(passed <= limit,
                                f"port {i} passed by more than {limit} others (starved)")
+        return m
+
+
+class GrantProof(Elaboratable):
+    """The arbiter of ``config.scheduler`` grants only a port that requests.
+
+    The arbiter's half of the contract :class:`~.backend.BackendProof` assumes: with
+    ``valid``, ``grant`` names a port whose head is eligible (its request is up), so the
+    granted head is one the frontend vouches for (:class:`~.frontend.HeadContractProof`).
+    Every input free each cycle (the requests, ``advance``, and for FR-FCFS every head, bank,
+    bus and direction input); asserted for all time by k-induction, with the round robin's
+    pointer inside its range as an invariant.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        ``scheduler`` (``in_order``: :class:`RoundRobin`; ``fr_fcfs``: :class:`FrFcfs`).
+    ports : int
+        Requester ports.
+    """
+
+    def __init__(self, config: ArchConfig = PROOF_CONFIG, ports: int = 3):
+        self.config = config
+        self.ports = ports
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.ports
+        arb = free_arbiter(m, self.config, n, head_ahead(self.config, n))
+        if isinstance(arb, RoundRobin):
+            m.d.comb += Assert(arb.last < n, "round-robin pointer out of range")
+        m.d.comb += Assert(~arb.valid | arb.requests.bit_select(arb.grant, 1),
+                           "grant to a port that does not request")
         return m

@@ -12,7 +12,7 @@ from .primitives import AnySeq, Assert, Assume
 from .streams import held_until_ready
 
 __all__ = ["PROOF_CONFIG", "PROOF_TIMING", "ControllerProof", "assume_port_protocol",
-           "elaborate_controller"]
+           "backend_invariants", "elaborate_controller"]
 
 #: Small timing for proofs, every rule distinct and above one cycle where it may be, so a
 #: rule off by one shows within a short trace; tREFI short enough that a refresh falls inside
@@ -56,7 +56,7 @@ class ControllerProof(Elaboratable):
         m = Module()
         dut, inner = elaborate_controller(m, self.config, self.ports, platform)
         m.submodules.rules = rules = CommandRules(self.rules)
-        self._invariants(m, rules, inner)
+        backend_invariants(m, rules, dut.backend, self.config, self.rules)
         m.d.comb += Assume(~ResetSignal())
         for name in ("cmd_valid", "cmd_kind", "cmd_bank", "cmd_row", "cmd_len"):
             m.d.comb += getattr(rules, name).eq(getattr(dut, name))
@@ -72,24 +72,43 @@ class ControllerProof(Elaboratable):
             held_until_ready(m, port.rdata, f"port{i}_rdata", Assert)
         return m
 
-    def _invariants(self, m, rules, inner):
-        """True of every reachable state; what k-induction needs to start from a sane one."""
-        for b in range(self.config.banks):
-            st = inner.submodules[f"bank{b}"].state
-            m.d.comb += [
-                Assert(rules.bank_open[b] == st.is_open, f"monitor and bank {b} disagree on open"),
-                Assert(~st.is_open | (rules.bank_row[b] == st.open_row),
-                       f"monitor and bank {b} disagree on the row"),
-            ]
-        if self.rules.timing.trefi != self.config.timing.trefi:
-            return   # a mutant's refresher may keep another interval than the rules
-        refresher = inner.submodules["refresher"]
+
+def backend_invariants(m: Module, rules: CommandRules, backend, config: ArchConfig,
+                       rules_config: ArchConfig) -> None:
+    """Assert what k-induction needs to start from a sane state: the monitor agrees with the
+    back end.
+
+    True of every reachable state: the monitor's row state is each bank machine's (open, and
+    which row), and, when the rules keep the back end's tREFI, its tREFI interval and refresh
+    owed are the refresher's (``interval``, ``want``).
+
+    Parameters
+    ----------
+    m : Module
+        The harness module.
+    rules : CommandRules
+        The monitor of the command stream.
+    backend : CommandBackend
+        The back end under proof (its ``bank_machines`` and ``refresher``).
+    config, rules_config : ArchConfig
+        The back end's config and the rules' (a mutant's may differ).
+    """
+    for b, bank in enumerate(backend.bank_machines):
+        st = bank.state
         m.d.comb += [
-            Assert(rules.refi_count == refresher.interval,
-                   "monitor and refresher disagree on the tREFI interval"),
-            Assert(rules.refresh_owed == refresher.want,
-                   "monitor and refresher disagree on the refresh owed"),
+            Assert(rules.bank_open[b] == st.is_open, f"monitor and bank {b} disagree on open"),
+            Assert(~st.is_open | (rules.bank_row[b] == st.open_row),
+                   f"monitor and bank {b} disagree on the row"),
         ]
+    if rules_config.timing.trefi != config.timing.trefi:
+        return   # a mutant's refresher may keep another interval than the rules
+    refresher = backend.refresher
+    m.d.comb += [
+        Assert(rules.refi_count == refresher.interval,
+               "monitor and refresher disagree on the tREFI interval"),
+        Assert(rules.refresh_owed == refresher.want,
+               "monitor and refresher disagree on the refresh owed"),
+    ]
 
 
 def elaborate_controller(m: Module, config: ArchConfig, ports: int, platform=None):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal, Value
-from amaranth.lib import wiring
+from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal
 
 from ..arch import ArchConfig
 from ..memctrl.reorder import ReorderFrontend
+from .frontend import assume_engine_contract, free_scheduler_side
 from .memctrl import assume_port_protocol
-from .primitives import AnySeq, Assert, Assume
+from .primitives import Assert, Assume
 from .readstream import READ_ORDER_CONFIG
 
 __all__ = ["REORDER_CONFIG", "ReorderCapProof"]
@@ -67,9 +67,9 @@ class ReorderCapProof(Elaboratable):
         fe._MustUse__silence = True
         m.submodules.frontend = fe.elaborate(platform)
         m.d.comb += Assume(~ResetSignal())
-        self._free_inputs(m, fe)
+        free_scheduler_side(m, fe)
         assume_port_protocol(m, fe.bus, cfg, "port")
-        self._engine_contract(m, fe)
+        assume_engine_contract(m, fe, cfg)
 
         own = fe.issue & (fe.selected == 0)
         eligible = fe.oldest_legal
@@ -90,25 +90,3 @@ class ReorderCapProof(Elaboratable):
                    f"the eligible oldest chunk passed by more than {self.limit} younger"),
         ]
         return m
-
-    def _free_inputs(self, m, fe):
-        bus = fe.bus
-        for s in (bus.req, bus.wdata):
-            m.d.comb += [s.valid.eq(AnySeq(1)),
-                         s.payload.eq(AnySeq(len(s.payload.as_value())))]
-        m.d.comb += bus.rdata.ready.eq(AnySeq(1))
-        for path, member, value in fe.signature.flatten(fe):
-            if member.flow == wiring.In and path[0] not in ("bus", "rpush", "wpop"):
-                m.d.comb += value.eq(AnySeq(len(Value.cast(value))))
-        m.d.comb += Assume(~fe.issue | fe.head_eligible)
-
-    def _engine_contract(self, m, fe):
-        """``rpush`` / ``wpop`` free, but only while the issued reads / writes owe beats."""
-        bits = 2 * max(1, (fe.slots * self.config.timing.burst_length).bit_length()) + 2
-        for strobe, write, name in ((fe.rpush, 0, "read"), (fe.wpop, 1, "write")):
-            owed = Signal(bits, name=f"{name}_beats_owed")
-            add = Signal.like(owed)
-            m.d.comb += [strobe.eq(AnySeq(1)), Assume(~strobe | (owed != 0))]
-            with m.If(fe.issue & (fe.head.head_write == write)):
-                m.d.comb += add.eq(fe.head.head_len)
-            m.d.sync += owed.eq(owed + add - strobe)

@@ -40,6 +40,8 @@ class RoundRobin(wiring.Component):
         if count <= 0:
             raise ValueError(f"Requester count must be a positive integer, not {count}")
         self.count = count
+        # state exposed for the proofs' invariants (formal/arbiter.py)
+        self.last = Signal(range(count), init=count - 1, name="last")
         super().__init__({
             "requests": In(count),
             "advance": In(1),
@@ -50,7 +52,7 @@ class RoundRobin(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self.count
-        last = Signal(range(n), init=n - 1)
+        last = self.last
         m.d.comb += self.valid.eq(self.requests.any())
 
         # For each possible "last", a priority chain from last+1 round to last; the highest

@@ -117,6 +117,7 @@ class ReorderFrontend(wiring.Component):
         }
         sel = self._choose(m, q, ptr)
         push, chunk = self._chunker(m, q[-1].valid)
+        self.entries, self.cut = q, chunk   # read by formal/frontend.py
         self._queue_update(m, q, sel, push, chunk, ptr)
 
         h = self.head

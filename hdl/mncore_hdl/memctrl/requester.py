@@ -134,6 +134,7 @@ class PortFrontend(wiring.Component):
         m.d.comb += head_len.eq(Mux(cur_rem < to_boundary, cur_rem, to_boundary))
         last = Signal()
         m.d.comb += last.eq(cur_rem == head_len)
+        self.chunk_valid, self.chunk_rem = cur_valid, cur_rem   # read by formal/frontend.py
 
         done = Signal()
         m.d.comb += done.eq(~cur_valid | (self.issue & last))
