@@ -108,11 +108,33 @@ ARBITER_DEPTH = 20
 STARVATION_PORTS = 3
 
 
+#: The arbiter proofs' induction length: their invariants (``ArbiterProof._invariant``)
+#: make each step inductive by itself.
+ARBITER_INDUCTION = 1
+
+
 @pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
 def test_no_port_is_passed_more_than_the_bound(tmp_path, scheduler):
     config = PROOF_CONFIG.replace(scheduler=scheduler, scheduler_starvation_cap=2)
     proof = ArbiterProof(config, STARVATION_PORTS)
     result = prove(proof, tmp_path, depth=ARBITER_DEPTH, timeout=240)
+    assert result.passed, explain(result)
+
+
+@pytest.mark.parametrize(("cap", "ports"), [(1, 2), (1, 3), (2, 3), (3, 3), (1, 4), (2, 4)])
+def test_fr_fcfs_pass_bound_holds_for_all_time(tmp_path, cap, ports):
+    """Including caps of ``ports - 2`` or less, where ready-first among the starving ports
+    let two of them pass a third for ever (the bug this proof found; now oldest first)."""
+    config = PROOF_CONFIG.replace(scheduler="fr_fcfs", scheduler_starvation_cap=cap)
+    result = prove(ArbiterProof(config, ports), tmp_path, mode="prove",
+                   depth=ARBITER_INDUCTION, timeout=240)
+    assert result.passed, explain(result)
+
+
+@pytest.mark.parametrize("ports", [2, 3, 4])
+def test_round_robin_pass_bound_holds_for_all_time(tmp_path, ports):
+    result = prove(ArbiterProof(PROOF_CONFIG, ports), tmp_path, mode="prove",
+                   depth=ARBITER_INDUCTION, timeout=240)
     assert result.passed, explain(result)
 
 

@@ -18,10 +18,10 @@ def addr_of(bank, row):
     return (row << (TINY.col_bits + TINY.bank_bits)) | (bank << TINY.col_bits)
 
 
-def run(script):
+def run(script, config=TINY, ports=3):
     """``script``: per cycle ``(eligible ports, {port: (bank, row, write)}, open rows by bank,
     advance)``; returns the grant of each cycle."""
-    dut = FrFcfs(TINY, 3)
+    dut = FrFcfs(config, ports)
     grants = []
 
     async def bench(ctx):
@@ -70,6 +70,30 @@ def test_starvation_cap():
     # port 1 goes first
     script = [((0, 1), heads, {0: 1}, 1)] * 2 + [((0, 1), heads, {0: 1}, 0)]
     assert run(script) == [0, 0, 1]
+
+
+CAP1 = TINY.replace(scheduler_starvation_cap=1)
+HEADS3 = {0: (0, 1, 0), 1: (1, 1, 0), 2: (2, 1, 0)}
+
+
+def test_starving_ports_go_oldest_first_ready_or_not():
+    """Cap 1, three ports, port 2's row never open: ports 0 and 1 re-starve after each other's
+    issue. Were the ready ones first among the starving, they would take turns for ever
+    (0, 1, 0, 1 ...: the bug the arbiter proof found); oldest first, port 2 goes third."""
+    script = [((0, 1, 2), HEADS3, {0: 1, 1: 1}, 1)] * 3
+    assert run(script, CAP1) == [0, 1, 2]
+
+
+def test_age_order_survives_a_long_wait():
+    """Port 1 comes first, port 2 next, port 0 last; port 0 (ready) and port 1 (starving,
+    oldest) are served; then 300 cycles pass with no issue and no row open. Port 2 is older
+    than port 0 (which came back after its issue), both starving: port 2 goes. A saturating
+    count of waited cycles made them tie after 255, and the lower port won: a third pass."""
+    script = [((1,), HEADS3, {}, 0), ((1, 2), HEADS3, {}, 0),
+              ((0, 1, 2), HEADS3, {0: 1}, 1), ((0, 1, 2), HEADS3, {0: 1}, 1)]
+    script += [((0, 2), HEADS3, {}, 0)] * 300
+    g = run(script, CAP1)
+    assert g[2:4] == [0, 1] and set(g[4:]) == {2}, (g[:6], g[-3:])
 
 
 def test_validation():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal, Value
+import itertools
+
+from amaranth.hdl import Array, Const, Elaboratable, Module, Mux, ResetSignal, Signal, Value
 from amaranth.lib import wiring
 
 from ..arch import ArchConfig
@@ -92,7 +94,44 @@ class ArbiterProof(Elaboratable):
                 m.d.sync += passed.eq(passed + 1)
             m.d.comb += Assert(passed <= limit,
                                f"port {i} passed by more than {limit} others (starved)")
+            self._invariant(m, arb, i, held, passed)
+        if isinstance(arb, FrFcfs):
+            for i, j, k in itertools.permutations(range(n), 3):
+                m.d.comb += Assert(~(arb.older(i, j) & arb.older(j, k)) | arb.older(i, k),
+                                   f"ages of ports {i}, {j}, {k} not an order")
         return m
+
+    def _invariant(self, m, arb, i, held, passed):
+        """What k-induction needs of port ``i``: its pass count agrees with the arbiter.
+
+        Round robin: ``passed + d <= ports - 1``, ``d`` the ports strictly between the
+        pointer (the port served last) and ``i`` in round-robin order, since each port served
+        while ``i`` waits lies there and moves the pointer past itself. FR-FCFS: the
+        arbiter's own count is the harness's, saturated at the cap (both count the issues of
+        other ports while ``i`` waits); once passed at all, ``i`` has been passed beyond the
+        cap at most ``ports - 2`` minus the waiting ports older than it (a port passes a
+        starving one only if it is starving and older, and is the youngest after; the one
+        that passed first is younger already); and the age matrix is an order.
+        """
+        n = self.ports
+        m.d.comb += Assert(held | (passed == 0), f"port {i} counted passes while not waiting")
+        if isinstance(arb, RoundRobin):
+            between = Array(Const((i - last - 1) % n, range(n)) for last in range(n))
+            m.d.comb += [
+                Assert(arb.last < n, "round-robin pointer out of range"),
+                Assert(~held | (passed + between[arb.last] <= n - 1),
+                       f"port {i} passed by more ports than lie before it"),
+            ]
+        else:
+            cap = self.config.scheduler_starvation_cap
+            older = sum(arb.requests[j] & arb.older(j, i) for j in range(n) if j != i)
+            beyond = Mux(passed > cap, passed - cap, 0)
+            m.d.comb += [
+                Assert(arb.passed[i] == Mux(passed < cap, passed, cap),
+                       f"port {i} pass count disagrees with the arbiter's"),
+                Assert(~held | (passed == 0) | (beyond + older <= n - 2),
+                       f"port {i} passed since it starved by more than the older ports"),
+            ]
 
 
 class GrantProof(Elaboratable):

@@ -2,33 +2,38 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
 from .signatures import BankStateSignature, HeadSignature, check_config_and_ports
 
-__all__ = ["FrFcfs", "WAIT_BITS"]
-
-#: Width of each port's waiting-time counter (it saturates; ties go to the lower port).
-WAIT_BITS = 8
+__all__ = ["FrFcfs"]
 
 
 class FrFcfs(wiring.Component):
     """First-ready, first-come first-served arbiter over the ports' head chunks.
 
-    Each cycle ``grant`` names the eligible port with the highest key, compared as
-    ``(starving, ready, same direction, waited)``:
+    Each cycle ``grant`` names the eligible port of the best class, and the oldest within it
+    (first come, first served: an age matrix, ``ages``, keeps the order in which the ports'
+    heads became eligible, exactly and for ever; heads that did in the same cycle go by port
+    number). The classes, best first:
 
     * *starving*: at least ``config.scheduler_starvation_cap`` column commands of other ports
-      issued while this port's head was eligible; such a port goes before any row hit, so no
-      head waits for more than ``cap + ports - 1`` younger issues;
+      issued while this port's head was eligible; such a port goes before any row hit, ready
+      or not, and the starving ports go oldest first, so no head waits for more than
+      :func:`~mncore_hdl.formal.arbiter.passes_allowed` issues of other ports (proved for all
+      time in ``formal/arbiter.py``). Two earlier orders let a head wait for ever, each found
+      by that proof: ready ports first among the starving too (two ready ports re-starving in
+      turn pass a third, with a cap of ``ports - 2`` or less), and the age kept as a
+      saturating count of cycles (after 255 cycles with no issue, saturated ports tie and go
+      by port number);
+    * *ready* and of the *same direction* as the last column command, so reads and writes
+      come in groups and pay the bus turnarounds less often;
     * *ready*: its column command could issue this cycle (row open, tRCD met, data bus free,
       the rank rules allow its direction); an out-of-window head is ready when the bus is;
-    * *same direction*: a ready head of the direction of the last column command, so reads
-      and writes come in groups and pay the bus turnarounds less often;
-    * *waited*: cycles its head has been eligible (first come, first served).
+    * the rest.
 
     Each port's own chunks stay in order (its queue feeds one head), so read data returns in
     request order and read-after-write / write-after-write hold per port; across ports every
@@ -61,6 +66,13 @@ class FrFcfs(wiring.Component):
         check_config_and_ports(config, ports)
         self.config = config
         self.port_count = ports
+        # state, exposed for the proofs' invariants (formal/arbiter.py): each port's issues
+        # of others while it waits (saturating at the cap), and the age matrix: for i < j,
+        # ``ages[i, j]`` is high when port i's request is older than port j's (or as old)
+        self.passed = [Signal(range(config.scheduler_starvation_cap + 1), name=f"passed{i}")
+                       for i in range(ports)]
+        self.ages = {(i, j): Signal(name=f"older{i}_{j}", init=1)
+                     for i in range(ports) for j in range(i + 1, ports)}
         super().__init__({
             "heads": In(HeadSignature(config, ahead)).array(ports),
             "banks": In(BankStateSignature(config)).array(config.banks),
@@ -85,38 +97,63 @@ class FrFcfs(wiring.Component):
         last_write = Signal()
         m.d.comb += self.valid.eq(self.requests.any())
 
-        keys = []
+        classes = []
         for i, h in enumerate(self.heads):
             bank = h.head_addr[cb:cb + bb] if bb else 0
             row = h.head_addr[cb + bb:]
             dir_ok = Mux(h.head_write, self.wr_allowed, self.rd_allowed)
             hit = is_open[bank] & (open_row[bank] == row) & col_ready[bank] & dir_ok
             ready = self.bus_free & (h.head_oow | hit)
-            waited = Signal(WAIT_BITS, name=f"waited{i}")
-            passed = Signal(range(cap + 1), name=f"passed{i}")
-            served = self.advance & (self.grant == i)
-            with m.If(~self.requests[i] | served):
-                m.d.sync += [waited.eq(0), passed.eq(0)]
-            with m.Else():
-                with m.If(~waited.all()):
-                    m.d.sync += waited.eq(waited + 1)
-                with m.If(self.advance & (passed != cap)):
-                    m.d.sync += passed.eq(passed + 1)
+            passed = self.passed[i]
+            with m.If(self._restarts(i)):
+                m.d.sync += passed.eq(0)
+            with m.Elif(self.advance & (passed != cap)):
+                m.d.sync += passed.eq(passed + 1)
             same = ready & (h.head_write == last_write)
-            key = Signal(WAIT_BITS + 3, name=f"key{i}")
-            m.d.comb += key.eq(Cat(waited, same, ready, passed == cap))
-            keys.append(key)
+            cls = Signal(3, name=f"class{i}")
+            # a starving port's class is the top one whatever its readiness: were ready ports
+            # first among the starving, ready ones re-starving in turn could pass one that
+            # is not for ever
+            m.d.comb += cls.eq(Mux(passed == cap, 0b100, Cat(same, ready, 0)))
+            classes.append(cls)
+        self._age_matrix(m)
 
-        # the highest key among eligible ports; ties go to the lower port
+        # the best class among eligible ports, the oldest within it
         best = Signal(range(n), name="best")
-        best_key = Signal(WAIT_BITS + 3, name="best_key")
-        chain_port, chain_key, chain_any = 0, keys[0], self.requests[0]
+        chain_port, chain_cls, chain_any = Const(0, range(n)), classes[0], self.requests[0]
         for i in range(1, n):
-            better = self.requests[i] & (~chain_any | (keys[i] > chain_key))
-            chain_port = Mux(better, i, chain_port)
-            chain_key = Mux(better, keys[i], chain_key)
-            chain_any = chain_any | self.requests[i]
-        m.d.comb += [best.eq(chain_port), best_key.eq(chain_key), self.grant.eq(best)]
+            older = Cat(self.older(i, j) for j in range(n)).bit_select(chain_port, 1)
+            better = Signal(name=f"better{i}")
+            m.d.comb += better.eq(self.requests[i] & (
+                ~chain_any | (classes[i] > chain_cls) | ((classes[i] == chain_cls) & older)))
+            port = Signal(range(n), name=f"chain_port{i}")
+            cls = Signal(3, name=f"chain_class{i}")
+            m.d.comb += [port.eq(Mux(better, i, chain_port)),
+                         cls.eq(Mux(better, classes[i], chain_cls))]
+            chain_port, chain_cls, chain_any = port, cls, chain_any | self.requests[i]
+        m.d.comb += [best.eq(chain_port), self.grant.eq(best)]
         with m.If(self.advance):
             m.d.sync += last_write.eq(Array(h.head_write for h in self.heads)[self.grant])
         return m
+
+    def _restarts(self, i):
+        """Port ``i``'s wait ends this cycle: it does not request, or it is served."""
+        return ~self.requests[i] | (self.advance & (self.grant == i))
+
+    def older(self, i, j):
+        """Port ``i``'s request is older than port ``j``'s (``i == j``: 0)."""
+        if i == j:
+            return Const(0, 1)
+        return self.ages[i, j] if i < j else ~self.ages[j, i]
+
+    def _age_matrix(self, m):
+        """First come, first served, exactly: a pair keeps its order while both wait; one
+        whose wait ends becomes the younger; two whose waits both end are ordered by port."""
+        for (i, j), age in self.ages.items():
+            end_i, end_j = self._restarts(i), self._restarts(j)
+            with m.If(end_i & end_j):
+                m.d.sync += age.eq(1)
+            with m.Elif(end_i):
+                m.d.sync += age.eq(0)
+            with m.Elif(end_j):
+                m.d.sync += age.eq(1)
