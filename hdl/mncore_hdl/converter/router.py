@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,9 +17,10 @@ class PortRouter(wiring.Component):
 
     A Group's port takes the write engine's request when it is for that Group, else the read
     engine's request for that Group (each Group has its own read stream; a write never waits
-    behind a read that itself waits for buffer space); write
-    beats and read beats go straight between the engines and the Group's streams (purely
-    combinational).
+    behind a read that itself waits for buffer space), but a request shown on the port stays
+    there until the port takes it (``lib.stream``: valid and payload hold until ready; proved
+    in ``formal/converter.py``), so a write waits for a read request already shown; write
+    beats and read beats go straight between the engines and the Group's streams.
 
     Parameters
     ----------
@@ -69,7 +70,11 @@ class PortRouter(wiring.Component):
         m = Module()
         stalls = []
         for i, port in enumerate(self.ports):
-            wr_here = self.wr_valid & (self.wr_group == i)
+            # a read request shown and not taken stays shown until it is (the stream rule on
+            # the port): a write for this Group that comes meanwhile waits behind it
+            rd_shown = Signal(name=f"rd_shown{i}")
+            m.d.sync += rd_shown.eq(port.req.valid & ~port.req.ready & ~port.req.p.write)
+            wr_here = self.wr_valid & (self.wr_group == i) & ~rd_shown
             rd_here = self.rd_valid[i] & ~wr_here
             m.d.comb += [
                 port.req.valid.eq(wr_here | rd_here),

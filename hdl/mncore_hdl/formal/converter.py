@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Elaboratable, Module, ResetSignal, Signal
+from amaranth.hdl import Cat, Elaboratable, Module, ResetSignal, Signal, Value
+from amaranth.lib import wiring
 
 from ..arch import ArchConfig
 from ..contracts.converter import CTRL_START, ErrorCode, Reg
 from ..contracts.memctrl import max_burst
 from ..converter.converter import LayoutConverter
+from ..converter.router import PortRouter
 from .memctrl import PROOF_CONFIG
 from .primitives import AnySeq, Assert, Assume
+from .streams import held_until_ready, held_until_taken
 
-__all__ = ["CONVERTER_CONFIG", "ConverterErrorProof"]
+__all__ = ["CONVERTER_CONFIG", "ConverterErrorProof", "RouterStreamProof"]
 
 #: Two Groups of the proof's small window: every Group-range rule in few bits.
 CONVERTER_CONFIG = PROOF_CONFIG.replace(groups=2)
@@ -49,21 +52,9 @@ class ConverterErrorProof(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        m.submodules.dut = dut = LayoutConverter(cfg, self.buffer_lw, write_burst=2)
-        m.d.comb += [
-            Assume(~ResetSignal()),
-            dut.reg_addr.eq(AnySeq(len(dut.reg_addr))),
-            dut.reg_wdata.eq(AnySeq(len(dut.reg_wdata))),
-            dut.reg_we.eq(AnySeq(1)),
-        ]
+        dut = _free_converter(m, cfg, self.buffer_lw)
         touches = []
         for port in dut.ports:
-            m.d.comb += [
-                port.req.ready.eq(AnySeq(1)),
-                port.wdata.ready.eq(AnySeq(1)),
-                port.rdata.valid.eq(AnySeq(1)),
-                port.rdata.payload.eq(AnySeq(len(port.rdata.payload.as_value()))),
-            ]
             touches += [port.req.valid, port.wdata.valid]
         touch = Signal()
         m.d.comb += touch.eq(Cat(*touches).any())
@@ -103,4 +94,62 @@ class ConverterErrorProof(Elaboratable):
                                                         | (dut.error_code == ErrorCode.LOOPS))),
                    "a bad burst did not raise LOOPS"),
         ]
+        return m
+
+
+def _free_converter(m: Module, config: ArchConfig, buffer_lw: int) -> LayoutConverter:
+    """The converter (submodule ``dut``) with its register bus and every port input free."""
+    m.submodules.dut = dut = LayoutConverter(config, buffer_lw, write_burst=2)
+    m.d.comb += [
+        Assume(~ResetSignal()),
+        dut.reg_addr.eq(AnySeq(len(dut.reg_addr))),
+        dut.reg_wdata.eq(AnySeq(len(dut.reg_wdata))),
+        dut.reg_we.eq(AnySeq(1)),
+    ]
+    for port in dut.ports:
+        m.d.comb += [
+            port.req.ready.eq(AnySeq(1)),
+            port.wdata.ready.eq(AnySeq(1)),
+            port.rdata.valid.eq(AnySeq(1)),
+            port.rdata.payload.eq(AnySeq(len(port.rdata.payload.as_value()))),
+        ]
+    return dut
+
+
+class RouterStreamProof(Elaboratable):
+    """The converter's :class:`~..converter.router.PortRouter` keeps the stream rule on every
+    Group port, given engines that keep it on theirs.
+
+    Every input free each cycle; assumed: the write engine's request (valid, Group, address,
+    length), each Group's read request (valid, address, length) and each Group's write beat
+    (valid, the shared data) hold until their ready, as the engines' FIFOs and registers keep
+    them. Asserted on each port's ``req`` and ``wdata``: valid and payload hold until ready.
+    The router merges two requesters onto one port, the one place the converter could break
+    the rule while its engines keep it; k-induction closes.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        The Groups and widths.
+    """
+
+    def __init__(self, config: ArchConfig = CONVERTER_CONFIG):
+        self.config = config
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.router = router = PortRouter(self.config)
+        for _, member, value in router.signature.flatten(router):
+            if member.flow == wiring.In:
+                m.d.comb += value.eq(AnySeq(len(Value.cast(value))))
+        m.d.comb += Assume(~ResetSignal())
+        held_until_taken(m, router.wr_valid, router.wr_ready,
+                         Cat(router.wr_group, router.wr_addr, router.wr_len), "wr_req", Assume)
+        for g, port in enumerate(router.ports):
+            held_until_taken(m, router.rd_valid[g], router.rd_ready[g],
+                             Cat(router.rd_addr[g], router.rd_len[g]), f"rd{g}_req", Assume)
+            held_until_taken(m, router.wdata_valid[g], router.wdata_ready[g],
+                             router.wdata_data, f"wdata{g}", Assume)
+            held_until_ready(m, port.req, f"group{g}_req", Assert)
+            held_until_ready(m, port.wdata, f"group{g}_wdata", Assert)
         return m

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Module, Signal
 
-__all__ = ["held_until_ready"]
+__all__ = ["held_until_ready", "held_until_taken"]
 
 
 def held_until_ready(m: Module, stream, name: str, prop) -> None:
@@ -24,11 +24,14 @@ def held_until_ready(m: Module, stream, name: str, prop) -> None:
     prop : callable
         ``Assume`` or ``Assert``.
     """
+    held_until_taken(m, stream.valid, stream.ready, stream.payload.as_value(), name, prop)
+
+
+def held_until_taken(m: Module, valid, ready, payload, name: str, prop) -> None:
+    """:func:`held_until_ready` of a stream given as its signals: ``valid``, ``ready`` and
+    ``payload`` (any value: the fields that must hold, concatenated)."""
     waiting = Signal(name=f"{name}_waiting")
-    payload = Signal.like(stream.payload, name=f"{name}_held")
-    m.d.sync += [
-        waiting.eq(stream.valid & ~stream.ready),
-        payload.eq(stream.payload),
-    ]
-    m.d.comb += prop(~waiting | (stream.valid & (stream.payload.as_value() == payload.as_value())),
+    held = Signal(len(payload), name=f"{name}_held")
+    m.d.sync += [waiting.eq(valid & ~ready), held.eq(payload)]
+    m.d.comb += prop(~waiting | (valid & (payload == held)),
                      f"{name}: valid and payload hold until ready")
