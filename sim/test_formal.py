@@ -8,15 +8,17 @@ import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from formal_support import explain, require_formal_tools
 from mncore_hdl.converter import converter
 from mncore_hdl.converter.control import ConverterControl
+from mncore_hdl.converter.router import PortRouter
 from mncore_hdl.converter.walker import LoopWalker
+from mncore_hdl.formal import converter as converter_proof
 from mncore_hdl.formal.arbiter import ArbiterProof, passes_allowed
 from mncore_hdl.formal.bank import BankProof
-from mncore_hdl.formal.converter import ConverterErrorProof
+from mncore_hdl.formal.converter import ConverterErrorProof, RouterStreamProof
 from mncore_hdl.formal.memctrl import PROOF_CONFIG, PROOF_TIMING, ControllerProof
 from mncore_hdl.formal.readstream import MEMORY_AS_FLOPS, READ_ORDER_CONFIG, ReadOrderProof
 from mncore_hdl.formal.runner import BOOLECTOR, DEFAULT_ENGINE, prove, submit
@@ -289,4 +291,36 @@ def test_mutant_converter_running_a_rejected_program_is_caught(tmp_path, monkeyp
     result = prove(ConverterErrorProof(), tmp_path, depth=CONVERTER_DEPTH, timeout=240,
                    engine=BOOLECTOR)
     assert result.status == "FAIL", explain(result)
+    assert result.vcd is not None and result.vcd.exists()
+
+
+def test_converter_router_keeps_the_stream_rule_for_all_time(tmp_path):
+    result = prove(RouterStreamProof(), tmp_path, mode="prove", depth=1, timeout=240)
+    assert result.passed, explain(result)
+
+
+class _WriteFirstRouter(PortRouter):
+    """Mutant: the router before the fix, a write for a Group shown at once, replacing the
+    read request the port had not taken yet."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        for i, port in enumerate(self.ports):
+            wr_here = self.wr_valid & (self.wr_group == i)
+            rd_here = self.rd_valid[i] & ~wr_here
+            m.d.comb += [
+                port.req.valid.eq(wr_here | rd_here),
+                port.req.p.write.eq(wr_here),
+                port.req.p.addr.eq(Mux(wr_here, self.wr_addr, self.rd_addr[i])),
+                port.req.p.length.eq(Mux(wr_here, self.wr_len, self.rd_len[i])),
+                self.rd_ready[i].eq(rd_here & port.req.ready),
+            ]
+        return m
+
+
+def test_mutant_router_replacing_a_shown_read_is_caught(tmp_path, monkeypatch):
+    monkeypatch.setattr(converter_proof, "PortRouter", _WriteFirstRouter)
+    result = prove(RouterStreamProof(), tmp_path, mode="bmc", depth=4, timeout=240)
+    assert result.status == "FAIL", explain(result)
+    assert any("formal/streams.py" in f for f in result.failures), result.failures
     assert result.vcd is not None and result.vcd.exists()
