@@ -27,8 +27,8 @@ class FrFcfs(wiring.Component):
       time in ``formal/arbiter.py``). Two earlier orders let a head wait for ever, each found
       by that proof: ready ports first among the starving too (two ready ports re-starving in
       turn pass a third, with a cap of ``ports - 2`` or less), and the age kept as a
-      saturating count of cycles (after 255 cycles with no issue, saturated ports tie and go
-      by port number);
+      saturating 8-bit count of cycles (after 255 cycles with no issue, saturated ports tied
+      and went by port number; found with the counter narrowed to 2 bits);
     * *ready* and of the *same direction* as the last column command, so reads and writes
       come in groups and pay the bus turnarounds less often;
     * *ready*: its column command could issue this cycle (row open, tRCD met, data bus free,
