@@ -54,6 +54,14 @@ def test_backend_induction_closes_at_another_timing(base, tmp_path):
     assert result.passed, explain(result)
 
 
+def test_backend_induction_closes_with_more_banks(tmp_path):
+    """4 banks (k = 10): a due refresh precharges the open banks one a cycle, so the longest
+    wait for its REF, and the induction length, grow with the banks (8 banks: k = 14)."""
+    config = PROOF_CONFIG.replace(banks=4, sim_window_lw=32, dram_bytes_per_group=32 * 8)
+    result = prove(BackendProof(config, ports=3), tmp_path, mode="prove", depth=10, timeout=600)
+    assert result.passed, explain(result)
+
+
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_arbiter_grants_only_a_requesting_port(scheduler, tmp_path):
     result = prove(GrantProof(_config(scheduler), ports=3), tmp_path, mode="prove",
