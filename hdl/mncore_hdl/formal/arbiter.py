@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import itertools
 
-from amaranth.hdl import Array, Const, Elaboratable, Module, Mux, ResetSignal, Signal, Value
-from amaranth.lib import wiring
+from amaranth.hdl import Array, Const, Elaboratable, Module, Mux, ResetSignal, Signal
 
 from ..arch import ArchConfig
 from ..memctrl.arbiter import RoundRobin
 from ..memctrl.controller import head_ahead
 from ..memctrl.frfcfs import FrFcfs
 from .memctrl import PROOF_CONFIG
-from .primitives import AnySeq, Assert, Assume
+from .primitives import Assert, Assume, free_inputs
 
 __all__ = ["ArbiterProof", "GrantProof", "free_arbiter", "passes_allowed"]
 
@@ -38,13 +37,10 @@ def free_arbiter(m: Module, config: ArchConfig, ports: int, ahead: int):
     input free each cycle (no reset after the start); returns it."""
     if config.scheduler == "fr_fcfs":
         m.submodules.arbiter = arb = FrFcfs(config, ports, ahead)
-        for _, member, value in arb.signature.flatten(arb):
-            if member.flow == wiring.In:
-                m.d.comb += value.eq(AnySeq(len(Value.cast(value))))
     else:
         m.submodules.arbiter = arb = RoundRobin(ports)
-    m.d.comb += [Assume(~ResetSignal()), arb.requests.eq(AnySeq(ports)),
-                 arb.advance.eq(AnySeq(1))]
+    free_inputs(m, arb)
+    m.d.comb += Assume(~ResetSignal())
     return arb
 
 
@@ -95,7 +91,9 @@ class ArbiterProof(Elaboratable):
             m.d.comb += Assert(passed <= limit,
                                f"port {i} passed by more than {limit} others (starved)")
             self._invariant(m, arb, i, held, passed)
-        if isinstance(arb, FrFcfs):
+        if isinstance(arb, RoundRobin):
+            m.d.comb += Assert(arb.last < n, "round-robin pointer out of range")
+        else:
             for i, j, k in itertools.permutations(range(n), 3):
                 m.d.comb += Assert(~(arb.older(i, j) & arb.older(j, k)) | arb.older(i, k),
                                    f"ages of ports {i}, {j}, {k} not an order")
@@ -117,11 +115,8 @@ class ArbiterProof(Elaboratable):
         m.d.comb += Assert(held | (passed == 0), f"port {i} counted passes while not waiting")
         if isinstance(arb, RoundRobin):
             between = Array(Const((i - last - 1) % n, range(n)) for last in range(n))
-            m.d.comb += [
-                Assert(arb.last < n, "round-robin pointer out of range"),
-                Assert(~held | (passed + between[arb.last] <= n - 1),
-                       f"port {i} passed by more ports than lie before it"),
-            ]
+            m.d.comb += Assert(~held | (passed + between[arb.last] <= n - 1),
+                               f"port {i} passed by more ports than lie before it")
         else:
             cap = self.config.scheduler_starvation_cap
             older = sum(arb.requests[j] & arb.older(j, i) for j in range(n) if j != i)

@@ -9,7 +9,7 @@ from ..memctrl.backend import CommandBackend
 from ..memctrl.controller import head_ahead
 from ..memctrl.properties import CommandRules
 from .memctrl import PROOF_CONFIG, backend_invariants
-from .primitives import AnySeq, Assert, Assume
+from .primitives import Assert, Assume, free_inputs
 
 __all__ = ["BackendProof", "head_len_legal", "one_burst"]
 
@@ -73,10 +73,7 @@ class BackendProof(Elaboratable):
         m.submodules.dut = be = CommandBackend(cfg, self.ports, head_ahead(cfg, self.ports))
         m.submodules.rules = rules = CommandRules(self.rules)
         m.d.comb += Assume(~ResetSignal())
-        free = [be.grant, be.grant_valid, be.error_clear, *be.wbeat_data, *be.wbeat_strb]
-        for head in be.heads:
-            free += [getattr(head, name) for name in head.signature.members]
-        m.d.comb += [s.eq(AnySeq(len(s))) for s in _signals(free)]
+        free_inputs(m, be)
         if self.contract:
             granted = Array(be.heads)[be.grant]
             m.d.comb += Assume(~be.grant_valid | head_len_legal(granted, cfg))
@@ -88,11 +85,3 @@ class BackendProof(Elaboratable):
         backend_invariants(m, rules, be, cfg, self.rules)
         return m
 
-
-def _signals(values):
-    """The signals of ``values``, lists of them (a signature's arrays) flattened."""
-    for v in values:
-        if isinstance(v, (list, tuple)):
-            yield from _signals(v)
-        else:
-            yield v

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Elaboratable, Module, ResetSignal, Signal, Value
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Elaboratable, Module, ResetSignal, Signal
 
 from ..arch import ArchConfig
 from ..contracts.converter import CTRL_START, ErrorCode, Reg
@@ -11,7 +10,7 @@ from ..contracts.memctrl import max_burst
 from ..converter.converter import LayoutConverter
 from ..converter.router import PortRouter
 from .memctrl import PROOF_CONFIG
-from .primitives import AnySeq, Assert, Assume
+from .primitives import Assert, Assume, free_inputs
 from .streams import held_until_ready, held_until_taken
 
 __all__ = ["CONVERTER_CONFIG", "ConverterErrorProof", "RouterStreamProof"]
@@ -100,19 +99,8 @@ class ConverterErrorProof(Elaboratable):
 def _free_converter(m: Module, config: ArchConfig, buffer_lw: int) -> LayoutConverter:
     """The converter (submodule ``dut``) with its register bus and every port input free."""
     m.submodules.dut = dut = LayoutConverter(config, buffer_lw, write_burst=2)
-    m.d.comb += [
-        Assume(~ResetSignal()),
-        dut.reg_addr.eq(AnySeq(len(dut.reg_addr))),
-        dut.reg_wdata.eq(AnySeq(len(dut.reg_wdata))),
-        dut.reg_we.eq(AnySeq(1)),
-    ]
-    for port in dut.ports:
-        m.d.comb += [
-            port.req.ready.eq(AnySeq(1)),
-            port.wdata.ready.eq(AnySeq(1)),
-            port.rdata.valid.eq(AnySeq(1)),
-            port.rdata.payload.eq(AnySeq(len(port.rdata.payload.as_value()))),
-        ]
+    free_inputs(m, dut)
+    m.d.comb += Assume(~ResetSignal())
     return dut
 
 
@@ -139,9 +127,7 @@ class RouterStreamProof(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         m.submodules.router = router = PortRouter(self.config)
-        for _, member, value in router.signature.flatten(router):
-            if member.flow == wiring.In:
-                m.d.comb += value.eq(AnySeq(len(Value.cast(value))))
+        free_inputs(m, router)
         m.d.comb += Assume(~ResetSignal())
         held_until_taken(m, router.wr_valid, router.wr_ready,
                          Cat(router.wr_group, router.wr_addr, router.wr_len), "wr_req", Assume)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal, Value
-from amaranth.lib import wiring
+from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal
 
 from ..arch import ArchConfig
 from ..memctrl.controller import queue_depth
@@ -11,7 +10,7 @@ from ..memctrl.reorder import ReorderFrontend
 from ..memctrl.requester import PortFrontend
 from .backend import head_len_legal, one_burst
 from .memctrl import PROOF_CONFIG, assume_port_protocol
-from .primitives import AnySeq, Assert, Assume
+from .primitives import AnySeq, Assert, Assume, free_inputs
 
 __all__ = ["HeadContractProof", "assume_engine_contract", "build_frontend",
            "free_scheduler_side"]
@@ -34,14 +33,7 @@ def free_scheduler_side(m: Module, fe) -> None:
     ``issue`` only while ``head_eligible`` (the scheduler issues only the granted port, and
     the arbiter grants only an eligible one). ``rpush`` and ``wpop`` are left to
     :func:`assume_engine_contract`."""
-    bus = fe.bus
-    for s in (bus.req, bus.wdata):
-        m.d.comb += [s.valid.eq(AnySeq(1)),
-                     s.payload.eq(AnySeq(len(s.payload.as_value())))]
-    m.d.comb += bus.rdata.ready.eq(AnySeq(1))
-    for path, member, value in fe.signature.flatten(fe):
-        if member.flow == wiring.In and path[0] not in ("bus", "rpush", "wpop"):
-            m.d.comb += value.eq(AnySeq(len(Value.cast(value))))
+    free_inputs(m, fe, skip=("rpush", "wpop"))
     m.d.comb += Assume(~fe.issue | fe.head_eligible)
 
 
