@@ -33,11 +33,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from mlsdk.cache import CacheOptions, compile_program
+from mlsdk.cache import CacheOptions
+from mlsdk.compiling import compile_program
 from mncore_compiler.capture import capture
-from mncore_hdl.arch import MNCORE2
+from mncore_compiler.driver import CompileRequest, function_name
 
 Tensors = dict[str, torch.Tensor]
+
+
+def _compile_program(fn: Any, sample: Tensors, where: Path,
+                     cache_options: CacheOptions | None) -> tuple[Any, Any]:
+    """``mlsdk.compiling.compile_program`` with the default request: (program, CacheResult)."""
+    result = compile_program(fn, sample, where, CompileRequest(name=function_name(fn)),
+                             cache_options)
+    return result.program, result.cache
 
 
 def _functions() -> dict[str, tuple[Callable[[Tensors], Tensors], Tensors]]:
@@ -85,7 +94,7 @@ def in_process(work: Path, repeat: int) -> dict[str, dict[str, float]]:
     for name, (fn, sample) in functions.items():
 
         def compiled(options: CacheOptions | None, fn: Any = fn, sample: Any = sample) -> str:
-            return compile_program(fn, sample, work / "out", options, config=MNCORE2)[1].status
+            return _compile_program(fn, sample, work / "out", options)[1].status
 
         compiled(cache)
         figures[name] = _interleaved({
@@ -109,7 +118,7 @@ def child(work: Path, mode: str) -> None:
     times, statuses = {}, {}
     for name, (fn, sample) in _functions().items():
         start = time.perf_counter()
-        _, result = compile_program(fn, sample, work / f"out-{mode}", cache, config=MNCORE2)
+        _, result = _compile_program(fn, sample, work / f"out-{mode}", cache)
         times[name] = time.perf_counter() - start
         statuses[name] = result.status
     print(json.dumps({"setup": setup, "times": times, "statuses": statuses}))
@@ -120,7 +129,7 @@ def other_process(work: Path) -> dict[str, Any]:
     holding it: ``{"setup": {mode: s}, "times": {name: {mode: s}}}``."""
     shutil.rmtree(work / "cache", ignore_errors=True)
     for fn, sample in _functions().values():  # fill the cache (in this process)
-        compile_program(fn, sample, work / "fill", CacheOptions(work / "cache"), config=MNCORE2)
+        _compile_program(fn, sample, work / "fill", CacheOptions(work / "cache"))
     results = {}
     for mode in ("off", "hit"):
         run = subprocess.run([sys.executable, __file__, "--child", mode, "--work", str(work)],

@@ -9,13 +9,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 import torch
-from mncore_compiler.layouts import ConstraintError
+from mncore_compiler.driver import function_name
 from mncore_compiler.program import DeviceProgram
-from mncore_hdl.layout import Layout, host_layout
+from mncore_compiler.request import OPTIONS, CompileRequest
+from mncore_hdl.layout import Layout
 
 from . import trace as _trace
-from .cache import CacheOptions, compile_program
+from .cache import CacheOptions
 from .compiled import CompiledFunction
+from .compiling import compile_program
 from .device.base import Device
 from .device.registry import MNDevice
 from .errors import CodegenError
@@ -35,10 +37,7 @@ __all__ = ["Context", "COMPILE_OPTIONS"]
 
 #: Compile options this kit understands, with what each accepts.
 COMPILE_OPTIONS: dict[str, str] = {
-    "float_dtype": "'float' / 'float32', 'half' / 'float16' or 'bfloat16': the compute precision;"
-                   " 'mixed': matmuls read float16 operands and accumulate in float32, the rest"
-                   " runs in float32 (docs/precision.md)",
-    "strict": "bool: make a call that needs a DRAM-to-DRAM layout conversion an error",
+    **{name: option.meaning for name, option in OPTIONS.items()},
     "option_json": "path of a JSON file holding an object of these options; a key also given in"
                    " the options dict takes the dict's value",
 }
@@ -195,36 +194,23 @@ class Context:
                 or (num_compiler_threads < 1 and num_compiler_threads != -1)):
             raise ValueError("num_compiler_threads must be -1 (the compiler's choice) or a "
                              f"positive int, not {num_compiler_threads!r}")
-        options = resolve_compile_options(options, COMPILE_OPTIONS)
-        strict = options.get("strict", False)
-        if training not in (None, True, False):
-            raise TypeError(f"training must be None, True or False, not {training!r}")
         if not isinstance(codegen_dir, StoragePath):
             raise TypeError("The codegen directory must be given as storage.path(...), not "
                             f"{type(codegen_dir).__name__}")
-        constraints, carried = _constraint_layouts(io_spec_constraints, sample_inputs)
-        try:
-            program, cached = compile_program(
-                fn, sample_inputs, codegen_dir.path, cache_options,
-                float_dtype=options.get("float_dtype", "float32"),
-                constraints=constraints, config=self.mndevice.config, options=options,
-                registered=self.registry.tensor_ids(), training=training)
-        except ConstraintError as error:
-            if error.key not in carried:
-                raise
-            raise ConstraintError(
-                f"io_spec_constraints[{error.key!r}] = {carried[error.key]!r} asks output "
-                f"{error.key!r} to be produced in the layout of input "
-                f"{carried[error.key]!r}, which cannot hold it: {error}", key=error.key
-            ) from None
-        _check_carried(program, carried)
+        request = CompileRequest(
+            name=function_name(fn), config=self.mndevice.config,
+            options=resolve_compile_options(options, COMPILE_OPTIONS),
+            constraints=_constraint_values(io_spec_constraints), training=training,
+            registered=self.registry.tensor_ids())
+        compiled = compile_program(fn, sample_inputs, codegen_dir.path, request, cache_options)
+        status = compiled.cache.status
         if cache_options is not None:
             with self.session.lock:
-                self.session.new_record(program.name, kind="compile").cache = cached.status
-        _trace.annotate_current(cache=cached.status)
-        function = self._adopt(program, strict)
-        function.cache_status = cached.status
-        function.optimizers = cached.optimizers
+                self.session.new_record(request.name, kind="compile").cache = status
+        _trace.annotate_current(cache=status)
+        function = self._adopt(compiled.program, request.strict)
+        function.cache_status = status
+        function.optimizers = compiled.optimizers
         return function
 
     def compile_automap(self, fn: Callable[..., Any], args: Any, kwargs: Any,
@@ -363,66 +349,13 @@ class Context:
         return self.session.report(clear=clear)
 
 
-def _constraint_layouts(constraints: Mapping[str, Any] | None,
-                        sample_inputs: Mapping[str, Any],
-                        ) -> tuple[dict[str, Layout], dict[str, str]]:
-    """The layout each constrained IO must have, and the loop-carried outputs among them
-    (output -> the input whose layout it takes)."""
+def _constraint_values(constraints: object) -> Mapping[str, Any]:
+    """``io_spec_constraints`` with each IOSpec as its layout (an SDK type the compiler does
+    not know); the :class:`~mncore_compiler.request.CompileRequest` checks the rest."""
     if constraints is None:
-        return {}, {}
+        return {}
     if not isinstance(constraints, Mapping):
         raise TypeError("io_spec_constraints must be a dict of IO name -> IOSpec, not "
                         f"{type(constraints).__name__}")
-    layouts = {}
-    carried: dict[str, str] = {}
-    for name, spec in constraints.items():
-        if isinstance(spec, IOSpec):
-            layouts[name] = spec.layout
-        elif isinstance(spec, Layout):
-            layouts[name] = spec
-        elif isinstance(spec, str):
-            carried[name] = spec
-        else:
-            raise TypeError(f"io_spec_constraints[{name!r}] must be an IOSpec (e.g. "
-                            f"compiled.input_specs[...]), a Layout, or the name of an input "
-                            f"of this function, not {type(spec).__name__}")
-    inputs = list(sample_inputs) if isinstance(sample_inputs, Mapping) else []
-    for output, source in carried.items():
-        layouts[output] = _carried_layout(output, source, inputs, layouts, sample_inputs)
-    return layouts, carried
-
-
-def _carried_layout(output: str, source: str, inputs: list[str], layouts: dict[str, Layout],
-                    sample_inputs: Mapping[str, Any]) -> Layout:
-    """The layout input ``source`` gets (its own constraint, else the default for inputs),
-    for loop-carried output ``output``."""
-    if output in inputs:
-        raise ConstraintError(
-            f"io_spec_constraints[{output!r}] = {source!r}: a loop-carried constraint (a str "
-            f"value) goes on an output, but {output!r} is an input of the function; key it by "
-            "the output that feeds the input back", key=output)
-    if source not in inputs:
-        raise ConstraintError(
-            f"io_spec_constraints[{output!r}] = {source!r}: a str value must name an input of "
-            f"this function, whose layout the output then takes; the inputs are {inputs}",
-            key=output)
-    if source in layouts:
-        return layouts[source]
-    sample = sample_inputs[source]
-    if not isinstance(sample, torch.Tensor):
-        raise TypeError(f"Sample input {source!r} must be a torch.Tensor, not "
-                        f"{type(sample).__name__}")
-    return host_layout(tuple(sample.shape), str(sample.dtype).removeprefix("torch."))
-
-
-def _check_carried(program: DeviceProgram, carried: Mapping[str, str]) -> None:
-    """Each loop-carried output got its input's very layout (a check on the compiler)."""
-    for output, source in carried.items():
-        given, wanted = program.output_layouts[output], program.layouts[source]
-        if given != wanted:
-            raise ConstraintError(
-                f"io_spec_constraints[{output!r}] = {source!r}: input {source!r} was compiled "
-                f"to layout {wanted}, so output {output!r} cannot take it (it has {given})",
-                key=output)
-
-
+    return {name: spec.layout if isinstance(spec, IOSpec) else spec
+            for name, spec in constraints.items()}

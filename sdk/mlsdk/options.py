@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mncore_compiler.capture import FLOAT_DTYPES
+from mncore_compiler.request import OPTIONS
 
 __all__ = ["OPTION_JSON", "resolve_compile_options", "read_option_json"]
 
@@ -77,9 +77,7 @@ def resolve_compile_options(options: Mapping[str, Any] | None,
     resolved.update(given)
     sources.update(dict.fromkeys(given, ""))
     for key, value in resolved.items():
-        check = _VALUE_CHECKS.get(key)
-        if check is not None:
-            check(value, sources[key])
+        _check_value(key, value, sources[key])
     return resolved
 
 
@@ -144,21 +142,11 @@ def _check_known(options: Mapping[str, Any], known: Mapping[str, str], where: st
                          f"{listing}")
 
 
-# -- per-option value checks (``where`` names the file a value came from, or is "") -------------
-
-
-def _check_float_dtype(value: object, where: str) -> None:
-    if not isinstance(value, str) or value not in FLOAT_DTYPES:
-        raise ValueError(f"Compile option 'float_dtype'{where} must be one of "
-                         f"{sorted(FLOAT_DTYPES)}, not {value!r}")
-
-
-def _check_strict(value: object, where: str) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"Compile option 'strict'{where} must be a bool, not {value!r}")
-
-
-_VALUE_CHECKS: dict[str, Callable[[object, str], None]] = {
-    "float_dtype": _check_float_dtype,
-    "strict": _check_strict,
-}
+def _check_value(key: str, value: object, where: str) -> None:
+    """The option's own check (declared once, in :data:`mncore_compiler.request.OPTIONS`),
+    with ``where`` naming the file a value came from (or "")."""
+    option = OPTIONS.get(key)
+    wanted = option.check(value) if option is not None else None
+    if wanted is not None:
+        kind = TypeError if wanted == "a bool" else ValueError
+        raise kind(f"Compile option {key!r}{where} must be {wanted}, not {value!r}")

@@ -11,7 +11,7 @@ from mncore_compiler.ir import Graph, Node, TensorType
 from mncore_compiler.passes import (
     PIPELINE,
     Compilation,
-    CompileOptions,
+    CompileRequest,
     Pass,
     PassRecord,
     decompose,
@@ -126,18 +126,18 @@ def test_pipeline_verifies_its_input() -> None:
 
 def test_custom_pipeline_and_options() -> None:
     graph = capture(lambda d: {"y": d["x"] + 1}, {"x": randn(2)})
-    seen: list[CompileOptions] = []
+    seen: list[CompileRequest] = []
 
     def recorder(compilation: Compilation) -> Compilation:
-        seen.append(compilation.options)
+        seen.append(compilation.request)
         return compilation
 
-    options = CompileOptions({"x": host_layout((2,), "float32")})
-    result = run_pipeline(Compilation(graph, options), [*PIPELINE, Pass("recorder", recorder)])
-    assert seen == [options] and result.passes_run[-1] == "recorder"
+    request = CompileRequest(constraints={"x": host_layout((2,), "float32")})
+    result = run_pipeline(Compilation(graph, request), [*PIPELINE, Pass("recorder", recorder)])
+    assert seen == [request] and result.passes_run[-1] == "recorder"
     assert _ops(result.graph) == ["add_scalar"]
-    assert result.layout_plan().inputs["x"] is options.constraints["x"]
-    assert CompileOptions().constraints == {} and CompileOptions().config == MNCORE2
+    assert result.layout_plan().inputs["x"] is request.constraints["x"]
+    assert CompileRequest().constraints == {} and CompileRequest().config == MNCORE2
     assert Compilation(graph).layouts is None and Compilation(graph).history == ()
 
 

@@ -15,9 +15,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mlsdk import CacheOptions, CacheWarning, CodegenError, Context, IOSpec, MNDevice, storage
-from mlsdk.cache import compile_program
 from mlsdk.cachedir import CacheDir
+from mlsdk.compiling import compile_program
 from mlsdk.options import read_option_json
+from mncore_compiler.driver import CompileRequest, function_name
 from mncore_compiler.program import DeviceProgram, body_checksum
 from mncore_hdl.arch import MNCORE2
 from mncore_hdl.layout import Layout, LayoutError
@@ -34,6 +35,13 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
                                                                  max_size=4),
     max_leaves=12)
+
+def _compile_program(fn, sample, where, cache_options):
+    """``mlsdk.compiling.compile_program`` with the default request: (program, CacheResult)."""
+    result = compile_program(fn, sample, where, CompileRequest(name=function_name(fn)),
+                             cache_options)
+    return result.program, result.cache
+
 
 
 def model(inputs):
@@ -110,8 +118,8 @@ def test_any_entry_json_is_a_hit_or_a_warned_miss(built, value):
 
 def test_the_fuzzed_entry_still_hits(built):
     root, _, key = built
-    program, result = compile_program(model, {"x": torch.randn(4, 16)}, root / "again",
-                                      CacheOptions(root / "cache"), config=MNCORE2)
+    program, result = _compile_program(model, {"x": torch.randn(4, 16)}, root / "again",
+                                      CacheOptions(root / "cache"))
     assert (result.status, result.key) == ("hit", key)
 
 

@@ -9,20 +9,31 @@ import subprocess
 import sys
 import threading
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from mlsdk import CacheError, CacheOptions, CacheWarning, Context, MNDevice, storage
-from mlsdk.cache import cache_key, compile_program, kit_version
+from mlsdk.cache import cache_key, kit_version
 from mlsdk.cachedir import CacheDir
+from mlsdk.compiling import compile_program
 from mlsdk.testing.examples import run_example
 from mncore_compiler.capture import capture
+from mncore_compiler.driver import CompileRequest, function_name
 from mncore_hdl.arch import MNCORE2
+from mncore_hdl.layout import host_layout
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("sdk", "compiler",
                                                                            "hdl"))}
+
+def _compile_program(fn, sample, where, cache_options):
+    """``mlsdk.compiling.compile_program`` with the default request: (program, CacheResult)."""
+    result = compile_program(fn, sample, where, CompileRequest(name=function_name(fn)),
+                             cache_options)
+    return result.program, result.cache
+
 
 
 def add(inputs):
@@ -196,18 +207,25 @@ def test_a_constant_value_is_part_of_the_key(context, tmp_path):
 
 def test_the_key_covers_arch_options_constraints_and_kit(monkeypatch):
     graph = capture(add, _sample())
-    base = {"name": "add", "float_dtype": "float32", "options": {}, "constraints": {},
-            "config": MNCORE2}
-    key = cache_key(graph, **base)
-    assert key == cache_key(capture(add, _sample()), **base)  # other values, same shapes
+    base = CompileRequest(name="add")
+    key = cache_key(graph, base)
+    assert key == cache_key(capture(add, _sample()), base)  # other values, same shapes
     other_arch = MNCORE2.replace(clock_mhz=MNCORE2.clock_mhz * 2)
-    assert cache_key(graph, **{**base, "config": other_arch}) != key
-    assert cache_key(graph, **{**base, "options": {"strict": True}}) != key
-    assert cache_key(graph, **{**base, "float_dtype": "float16"}) != key
+    assert cache_key(graph, replace(base, config=other_arch)) != key
+    assert cache_key(graph, replace(base, options={"strict": True})) != key
+    assert cache_key(graph, replace(base, options={"float_dtype": "float16"})) != key
+    assert cache_key(graph, replace(base, name="other")) != key
+    layout = host_layout((8, 16), "float32")
+    assert cache_key(graph, replace(base, constraints={"x": layout})) != key
+    assert cache_key(graph, replace(base, constraints={"out": "x"})) != key
+    # Which tensors are registered is not hashed (ids change from run to run): the captured
+    # state is.
+    assert cache_key(graph, replace(base, registered={1: "m.w"})) == key
+    assert cache_key(graph, base, state={"c": "m.w"}) != key
     kit = kit_version()
     assert set(kit) == {"mlsdk", "program", "sources"} and len(kit["sources"]) == 64
     monkeypatch.setattr("mlsdk.cache.kit_version", lambda: {**kit, "sources": "0" * 64})
-    assert cache_key(graph, **base) != key
+    assert cache_key(graph, base) != key
 
 
 # -- bad entries --------------------------------------------------------------------------------
@@ -283,8 +301,7 @@ def test_concurrent_threads_leave_one_whole_entry(tmp_path):
     def work(index: int) -> None:
         try:
             barrier.wait()
-            program, result = compile_program(add, _sample(), tmp_path / f"out{index}", options,
-                                              config=MNCORE2)
+            program, result = _compile_program(add, _sample(), tmp_path / f"out{index}", options)
             results.append(result.status)
         except BaseException as exc:  # reported below
             errors.append(exc)
@@ -297,14 +314,14 @@ def test_concurrent_threads_leave_one_whole_entry(tmp_path):
     assert not errors, errors
     assert set(results) <= {"hit", "miss"} and "miss" in results
     assert len(list((tmp_path / "cache").iterdir())) == 1  # no temporaries left
-    _, again = compile_program(add, _sample(), tmp_path / "again", options, config=MNCORE2)
+    _, again = _compile_program(add, _sample(), tmp_path / "again", options)
     assert again.status == "hit"
 
 
 @pytest.mark.parametrize("start", ["empty", "bad entry"])
 def test_writers_racing_on_one_key_leave_one_whole_entry(tmp_path, start):
-    program, first = compile_program(add, _sample(), tmp_path / "a",
-                                     CacheOptions(tmp_path / "first"), config=MNCORE2)
+    program, first = _compile_program(add, _sample(), tmp_path / "a",
+                                     CacheOptions(tmp_path / "first"))
     store = CacheDir.open(tmp_path / "cache")
     key = first.key
     if start == "bad entry":
@@ -329,8 +346,8 @@ def test_writers_racing_on_one_key_leave_one_whole_entry(tmp_path, start):
 
 def test_a_writer_that_loses_the_race_keeps_the_winners_entry(tmp_path):
     store = CacheDir.open(tmp_path / "cache")
-    graph_program, first = compile_program(add, _sample(), tmp_path / "a",
-                                           CacheOptions(tmp_path / "cache"), config=MNCORE2)
+    graph_program, first = _compile_program(add, _sample(), tmp_path / "a",
+                                           CacheOptions(tmp_path / "cache"))
     before = (first.entry / "entry.json").read_text()
     assert store.store(first.key, graph_program, "add", MNCORE2, {})  # as a second writer would
     assert (first.entry / "entry.json").read_text() == before
@@ -432,10 +449,10 @@ def test_compiling_runs_torch_on_one_thread_and_restores_the_count(tmp_path, cac
     torch.set_num_threads(2)
     try:
         options = CacheOptions(tmp_path / "cache") if cached else None
-        compile_program(probe, _sample(), tmp_path / "out", options, config=MNCORE2)
+        _compile_program(probe, _sample(), tmp_path / "out", options)
         assert seen == [1] and torch.get_num_threads() == 2
         with pytest.raises(Exception, match="must return"):
-            compile_program(lambda d: 3, _sample(), tmp_path / "bad", options, config=MNCORE2)
+            _compile_program(lambda d: 3, _sample(), tmp_path / "bad", options)
         assert torch.get_num_threads() == 2  # restored after an error too
     finally:
         torch.set_num_threads(before)

@@ -16,7 +16,7 @@ from mncore_compiler.driver import compile_function
 from mncore_compiler.interpreter import interpret
 from mncore_compiler.ir import Graph, Node, TensorType
 from mncore_compiler.ops import OpTypeError, infer_type
-from mncore_compiler.passes import Compilation, CompileOptions, mixed_precision, run_pipeline
+from mncore_compiler.passes import Compilation, CompileRequest, mixed_precision, run_pipeline
 from torch import nn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ def linear_bound(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 def test_linear_matmul_reads_float16_and_weights_are_stored_float16(seed):
     lin = nn.Linear(8, 4)
     program = compile_function(lambda d: {"y": lin(d["x"])}, {"x": torch.randn(2, 8)},
-                               float_dtype="mixed")
+                               CompileRequest(options={"float_dtype": "mixed"}))
     graph = program.graph
     matmuls = [n for n in graph.nodes if n.op == "mixed_matmul"]
     assert len(matmuls) == 1 and matmuls[0].attrs["operand_dtype"] == "float16"
@@ -56,7 +56,7 @@ def test_linear_matmul_reads_float16_and_weights_are_stored_float16(seed):
 def test_other_float_dtypes_keep_plain_matmuls(float_dtype):
     lin = nn.Linear(8, 4)
     program = compile_function(lambda d: {"y": lin(d["x"])}, {"x": torch.randn(2, 8)},
-                               float_dtype=float_dtype)
+                               CompileRequest(options={"float_dtype": float_dtype}))
     assert "mixed_matmul" not in [n.op for n in program.graph.nodes]
     assert program.graph.constants["lin.weight"].dtype == torch.float32
 
@@ -66,7 +66,7 @@ def test_pipeline_pass_acts_only_on_mixed():
     graph = capture(lambda d: {"y": lin(d["x"])}, {"x": torch.randn(2, 8)}, float_dtype="mixed")
     assert "addmm" in [n.op for n in graph.nodes]  # captured in float32, as written
     plain = run_pipeline(Compilation(graph))
-    mixed = run_pipeline(Compilation(graph, CompileOptions(float_dtype="mixed")))
+    mixed = run_pipeline(Compilation(graph, CompileRequest(options={"float_dtype": "mixed"})))
     assert "mixed_matmul" not in [n.op for n in plain.graph.nodes]
     assert "mixed_matmul" in [n.op for n in mixed.graph.nodes]
     assert "mixed-precision" in mixed.passes_run

@@ -371,13 +371,13 @@ def test_capture_marks_registered_constants_as_state():
 
 
 def test_program_state_is_saved_checked_and_reloaded(tmp_path):
-    from mncore_compiler.driver import compile_function
+    from mncore_compiler.driver import CompileRequest, compile_function
     from mncore_compiler.errors import CodegenError
     from mncore_compiler.program import DeviceProgram, body_checksum
 
     model = _linear(19)
     program = compile_function(lambda d: {"y": model(d["x"])}, {"x": torch.randn(4, 32)},
-                               registered={id(model.bias): "m.bias"})
+                               CompileRequest(registered={id(model.bias): "m.bias"}))
     assert program.state == {"model.bias": "m.bias"}
     assert "registered state 'm.bias'" in program.describe()
     program.save(tmp_path)

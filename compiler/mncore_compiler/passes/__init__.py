@@ -1,7 +1,8 @@
 """The compiler's pass pipeline: :data:`PIPELINE`, every pass compilation runs, in order.
 
 Passes exchange one typed value, :class:`Compilation` (the graph, the caller's
-:class:`CompileOptions`, and the :class:`~mncore_compiler.layouts.LayoutPlan` once assigned).
+:class:`~mncore_compiler.request.CompileRequest`, and the
+:class:`~mncore_compiler.layouts.LayoutPlan` once assigned).
 :func:`run_pipeline` verifies the graph before the first pass and after each one, and records
 what each pass took in :attr:`Compilation.history`.
 """
@@ -15,15 +16,15 @@ from dataclasses import replace
 from ..errors import IRVerificationError
 from ..ir import Graph
 from .assign_layouts import assign_layouts_pass
-from .compilation import Compilation, CompileOptions, Pass, PassRecord, graph_pass
+from .compilation import Compilation, CompileRequest, Pass, PassRecord, graph_pass
 from .dce import eliminate_dead_code
 from .decompose import decompose
 from .precision import mixed_precision, mixed_precision_pass
 
 __all__ = [
     "PIPELINE",
-    "CompileOptions",
     "Compilation",
+    "CompileRequest",
     "Pass",
     "PassRecord",
     "assign_layouts_pass",

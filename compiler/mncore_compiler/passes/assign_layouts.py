@@ -12,7 +12,9 @@ __all__ = ["assign_layouts_pass"]
 
 def assign_layouts_pass(compilation: Compilation) -> Compilation:
     """The pipeline step: :func:`~mncore_compiler.layouts.assign_layouts` honouring the
-    options' ``io_spec_constraints``, for the options' chip."""
-    options = compilation.options
-    plan = assign_layouts(compilation.graph, options.constraints, options.config)
+    request's ``io_spec_constraints`` (checked against the graph by
+    :meth:`~mncore_compiler.request.CompileRequest.constraint_layouts`), for its chip."""
+    request = compilation.request
+    constraints = request.constraint_layouts(compilation.graph)
+    plan = assign_layouts(compilation.graph, constraints, request.config)
     return replace(compilation, layouts=plan)

@@ -1,37 +1,15 @@
-"""What passes exchange: :class:`Compilation` (graph, options, layouts) and the :class:`Pass`."""
+"""What passes exchange: :class:`Compilation` (graph, request, layouts) and the :class:`Pass`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-
-from mncore_hdl.arch import MNCORE2, ArchConfig
-from mncore_hdl.layout import Layout
 
 from ..ir import Graph
 from ..layouts import LayoutPlan
+from ..request import CompileRequest
 
-__all__ = ["CompileOptions", "Compilation", "Pass", "PassRecord", "graph_pass"]
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    """What the caller asks of compilation.
-
-    Parameters
-    ----------
-    constraints : dict of str to Layout
-        IO name -> the layout that IO must have (``io_spec_constraints``).
-    config : ArchConfig
-        The chip to compile for.
-    float_dtype : str
-        The caller's ``float_dtype``. Capture applies the uniform precisions; the
-        ``mixed-precision`` pass acts on ``"mixed"`` (16-bit matmul operands, float32 rest).
-    """
-
-    constraints: Mapping[str, Layout] = field(default_factory=dict)
-    config: ArchConfig = MNCORE2
-    float_dtype: str = "float32"
+__all__ = ["CompileRequest", "Compilation", "Pass", "PassRecord", "graph_pass"]
 
 
 @dataclass(frozen=True)
@@ -61,8 +39,8 @@ class Compilation:
     ----------
     graph : Graph
         The IR; a pass that changes it puts a new graph here (never modifies the old one).
-    options : CompileOptions
-        The caller's settings; passes read them.
+    request : CompileRequest
+        The caller's settings (:mod:`mncore_compiler.request`); passes read them.
     layouts : LayoutPlan or None
         The DRAM layout of every IO and constant, once the ``assign-layouts`` pass ran.
     history : tuple of PassRecord
@@ -70,7 +48,7 @@ class Compilation:
     """
 
     graph: Graph
-    options: CompileOptions = field(default_factory=CompileOptions)
+    request: CompileRequest = field(default_factory=CompileRequest)
     layouts: LayoutPlan | None = None
     history: tuple[PassRecord, ...] = ()
 

@@ -73,8 +73,9 @@ def mixed_precision(graph: Graph, operand_dtype: str = MIXED_OPERAND_DTYPE) -> G
 
 
 def mixed_precision_pass(compilation: Compilation) -> Compilation:
-    """The pipeline step: :func:`mixed_precision` when the options ask for ``"mixed"``."""
-    if compilation.options.float_dtype != "mixed":
+    """The pipeline step: :func:`mixed_precision` when the request's ``float_dtype`` option
+    is ``"mixed"``."""
+    if compilation.request.float_dtype != "mixed":
         return compilation
     return replace(compilation, graph=mixed_precision(compilation.graph))
 
