@@ -27,7 +27,7 @@ from .ir import Graph
 from .layouts import ConstraintError
 from .types import TensorType
 
-__all__ = ["OPTIONS", "CompileRequest", "Option"]
+__all__ = ["EXPORT_KWARGS", "OPTIONS", "CompileRequest", "Option"]
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,22 @@ OPTIONS: dict[str, Option] = {
         " runs in float32 (docs/precision.md)", _float_dtype),
     "strict": Option(
         False, "bool: make a call that needs a DRAM-to-DRAM layout conversion an error", _bool),
+    "backprop": Option(
+        False, "bool: compile a training step of a forward-only function: its 'loss' output is"
+        " differentiated and the optimizers=[...] passed to compile are stepped, at the"
+        " learning rates fed as inputs (docs/training.md)", _bool),
 }
 """Every compile option, by name (``mlsdk.COMPILE_OPTIONS`` lists these with ``option_json``)."""
+
+EXPORT_KWARGS: dict[str, Option] = {
+    "use_fx2onnx": Option(
+        True, "bool: MLSDK's choice of ONNX exporter (True: FX2ONNX, which traces backward()"
+        " and optimizer.step() inside the function; False: torch's legacy exporter). This kit"
+        " has one capture, make_fx over aten ops, which traces all of that either way, so the"
+        " value changes neither the program nor its cache key", _bool),
+}
+"""Every key ``Context.compile(..., export_kwargs={...})`` accepts (MLSDK's exporter
+settings), with what it means here."""
 
 
 def _frozen(mapping: Mapping[Any, Any]) -> Mapping[Any, Any]:
@@ -90,6 +104,9 @@ class CompileRequest:
     registered : dict of int to str
         ``id`` of each registered tensor -> its registered name (capture makes them state).
         Not part of the cache key: which constants are state is, once captured.
+    export_kwargs : dict of str to value
+        MLSDK's exporter settings (keys of :data:`EXPORT_KWARGS`); checked, and recorded
+        nowhere, since none changes the program.
 
     Raises
     ------
@@ -105,6 +122,7 @@ class CompileRequest:
     constraints: Mapping[str, Layout | str] = field(default_factory=dict)
     training: bool | None = None
     registered: Mapping[int, str] = field(default_factory=dict, compare=False, repr=False)
+    export_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -119,6 +137,21 @@ class CompileRequest:
             raise TypeError("registered must be a dict of tensor id -> registered name, not "
                             f"{type(self.registered).__name__}")
         object.__setattr__(self, "registered", _frozen(self.registered))
+        object.__setattr__(self, "export_kwargs", _frozen(self._checked_export_kwargs()))
+
+    def _checked_export_kwargs(self) -> Mapping[str, Any]:
+        if not isinstance(self.export_kwargs, Mapping):
+            raise TypeError("export_kwargs must be a dict of exporter setting -> value, not "
+                            f"{type(self.export_kwargs).__name__}")
+        for key, value in self.export_kwargs.items():
+            option = EXPORT_KWARGS.get(key)
+            if option is None:
+                known = "; ".join(f"{k}: {o.meaning}" for k, o in EXPORT_KWARGS.items())
+                raise ValueError(f"Unknown export_kwargs key {key!r}; this kit accepts {known}")
+            wanted = option.check(value)
+            if wanted is not None:
+                raise TypeError(f"export_kwargs[{key!r}] must be {wanted}, not {value!r}")
+        return self.export_kwargs
 
     def _checked_options(self) -> Mapping[str, Any]:
         if not isinstance(self.options, Mapping):

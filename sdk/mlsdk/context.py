@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -15,6 +15,7 @@ from mncore_compiler.request import OPTIONS, CompileRequest
 from mncore_hdl.layout import Layout
 
 from . import trace as _trace
+from .backprop import backprop_step, register_optimizer
 from .cache import CacheOptions
 from .compiled import CompiledFunction
 from .compiling import compile_program
@@ -87,6 +88,7 @@ class Context:
         self._keys = itertools.count(1)
         #: Registered module state and its device copies (see :mod:`mlsdk.registry`).
         self.registry = Registry(self.session)
+        self.registry.optimizer_registrar = register_optimizer
         if Context.current() is None:
             Context._current = weakref.ref(self)
 
@@ -148,7 +150,8 @@ class Context:
                 options: Mapping[str, Any] | None = None, training: bool | None = None,
                 io_spec_constraints: Mapping[str, IOSpec | Layout | str] | None = None,
                 cache_options: CacheOptions | None = None, num_compiler_threads: int = -1,
-                ) -> CompiledFunction:
+                optimizers: Sequence[torch.optim.Optimizer] | None = None,
+                export_kwargs: Mapping[str, Any] | None = None) -> CompiledFunction:
         """Compile ``fn`` for this device and load it.
 
         Parameters
@@ -188,6 +191,17 @@ class Context:
             Threads the compiler may use, as MLSDK's option: ``-1`` (the default) lets it
             choose, else a positive int. This compiler runs on one thread whatever the value,
             so it changes neither the program nor its cache key.
+        optimizers : list of torch.optim.Optimizer, optional
+            With ``options={"backprop": True}`` (MLSDK's backprop path): the optimizers,
+            each registered with ``context.registry.register(name, optimizer)``, that the
+            compiled step applies after differentiating ``fn``'s ``"loss"``; the function
+            then takes the inputs ``<name>@<group>@mncore_learning_rate`` (0-d float32),
+            ``<name>@<group>@mncore_global_step`` (0-d int64) and
+            ``mncore_grad_scale_factor`` (0-d int64) besides its own (:mod:`mlsdk.backprop`).
+        export_kwargs : dict, optional
+            MLSDK's exporter settings: ``{"use_fx2onnx": bool}`` is accepted (this kit has
+            one capture, so it changes nothing); any other key is a ValueError
+            (:data:`mncore_compiler.request.EXPORT_KWARGS`).
         """
         self.session.check_open()
         if (isinstance(num_compiler_threads, bool) or not isinstance(num_compiler_threads, int)
@@ -197,11 +211,22 @@ class Context:
         if not isinstance(codegen_dir, StoragePath):
             raise TypeError("The codegen directory must be given as storage.path(...), not "
                             f"{type(codegen_dir).__name__}")
+        resolved = resolve_compile_options(options, COMPILE_OPTIONS)
+        name = function_name(fn)
+        if resolved.get("backprop") is True:
+            if training is False:
+                raise ValueError("options={'backprop': True} compiles a training step; it "
+                                 "cannot be combined with training=False")
+            fn, sample_inputs = backprop_step(fn, sample_inputs, optimizers, self.registry)
+            training = True
+        elif optimizers is not None:
+            raise ValueError("optimizers=[...] goes with options={'backprop': True} (MLSDK's "
+                             "backprop path); a function that calls optimizer.step() itself "
+                             "needs no optimizers argument")
         request = CompileRequest(
-            name=function_name(fn), config=self.mndevice.config,
-            options=resolve_compile_options(options, COMPILE_OPTIONS),
+            name=name, config=self.mndevice.config, options=resolved,
             constraints=_constraint_values(io_spec_constraints), training=training,
-            registered=self.registry.tensor_ids())
+            registered=self.registry.tensor_ids(), export_kwargs=export_kwargs or {})
         compiled = compile_program(fn, sample_inputs, codegen_dir.path, request, cache_options)
         status = compiled.cache.status
         if cache_options is not None:

@@ -93,6 +93,13 @@ class Registry:
         # Host-side refreshers run before each call that reads state (weak: an optimizer's
         # bound _mncore_refresh does not keep the optimizer alive).
         self._refreshers: list[weakref.WeakMethod[Callable[[], Iterable[torch.Tensor]]]] = []
+        # Registered optimizers: id -> (name, the optimizer, the one whose state is on the
+        # device), held strongly as their state tensors are.
+        self._optimizers: dict[int, tuple[str, torch.optim.Optimizer, torch.optim.Optimizer]] = {}
+        #: How ``register(name, optimizer)`` registers an optimizer (set by the Context:
+        #: :func:`mlsdk.backprop.register_optimizer`, which sits above this module).
+        self.optimizer_registrar: Callable[[Registry, str, torch.optim.Optimizer],
+                                           list[str]] | None = None
 
     def __repr__(self) -> str:
         return f"Registry({len(self._entries)} registered tensor(s))"
@@ -112,13 +119,31 @@ class Registry:
 
     # -- registering ------------------------------------------------------------------------
 
-    def register(self, name: str, module: torch.nn.Module) -> list[str]:
+    def register(self, name: str,
+                 module: torch.nn.Module | torch.optim.Optimizer) -> list[str]:
         """Name every parameter and buffer of ``module`` ``name.<qualified name>`` (see
         :func:`set_tensor_name_in_module`) and register them; return the names.
 
         Registering the same module under the same name again does nothing. Nothing is named
         or registered when any of its tensors cannot be (RegistrationError).
+
+        ``module`` may also be a ``torch.optim`` optimizer (SGD, Adam, AdamW or an MNCore
+        one) whose parameters are registered: its state is registered as ``name.<param>.<key>``
+        and ``compile(..., optimizers=[optimizer], options={"backprop": True})`` steps it
+        (:mod:`mlsdk.backprop`).
         """
+        if isinstance(module, torch.optim.Optimizer):
+            known = self._optimizers.get(id(module))
+            if known is not None and known[1] is module:
+                if known[0] != name:
+                    raise RegistrationError(f"This optimizer is already registered as "
+                                            f"{known[0]!r}; it cannot be registered again as "
+                                            f"{name!r}")
+                return []
+            if self.optimizer_registrar is None:
+                raise RegistrationError("This registry registers no optimizers (it belongs to "
+                                        "no Context)")
+            return self.optimizer_registrar(self, name, module)
         items = module_tensors(module, name)
         self._check_all(items)
         for qualified, tensor, _ in items:
@@ -188,6 +213,19 @@ class Registry:
     def tensor(self, name: str) -> torch.Tensor:
         """The host tensor registered under ``name``."""
         return self._entry(name).tensor
+
+    def remember_optimizer(self, name: str, optimizer: torch.optim.Optimizer,
+                           device: torch.optim.Optimizer) -> None:
+        """Record that ``optimizer`` is registered as ``name``, its state being ``device``'s."""
+        self._optimizers[id(optimizer)] = (name, optimizer, device)
+
+    def optimizer(self, optimizer: object,
+                  ) -> tuple[str, torch.optim.Optimizer] | None:
+        """(name, the optimizer whose state is on the device) of registered ``optimizer``."""
+        found = self._optimizers.get(id(optimizer))
+        if found is None or found[1] is not optimizer:
+            return None
+        return found[0], found[2]
 
     def tensor_ids(self) -> dict[int, str]:
         """``id`` of every registered tensor -> its name (what the compiler's capture takes
