@@ -24,6 +24,7 @@ from .device.registry import MNDevice
 from .errors import CodegenError
 from .host import HostFunction
 from .iospec import IOSpec
+from .module_state import register_running_stats
 from .optim import register_optimizer_buffers
 from .options import resolve_compile_options
 from .pipeline import CompiledPipeline, Pipeline
@@ -223,6 +224,8 @@ class Context:
             raise ValueError("optimizers=[...] goes with options={'backprop': True} (MLSDK's "
                              "backprop path); a function that calls optimizer.step() itself "
                              "needs no optimizers argument")
+        if training is not False:
+            register_running_stats(self.registry, fn)
         request = CompileRequest(
             name=name, config=self.mndevice.config, options=resolved,
             constraints=_constraint_values(io_spec_constraints), training=training,

@@ -6,13 +6,20 @@ optimizer buffers registered, BatchNorm statistics left unregistered)."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from mlsdk import (
     Context,
+    MNCoreSGD,
     MNDevice,
+    set_buffer_name_in_optimizer,
+    set_tensor_name,
+    set_tensor_name_in_module,
     storage,
 )
+from mncore_compiler.errors import CaptureError
 from torch import nn
 
 STEPS = 4
@@ -136,3 +143,100 @@ def test_export_kwargs(context, tmp_path):
     with pytest.raises(TypeError, match=r"export_kwargs\['use_fx2onnx'\] must be a bool"):
         context.compile(double, x, storage.path(tmp_path / "bad"),
                         export_kwargs={"use_fx2onnx": "yes"})
+
+
+def _fx2onnx_step(context, model, tmp_path):
+    set_tensor_name_in_module(model, "model0")
+    for p in model.parameters():
+        context.register_param(p)
+    optimizer = MNCoreSGD(model.parameters(), 0.1, 0.9, 0.0)
+    set_buffer_name_in_optimizer(optimizer, "optimizer0")
+    context.register_optimizer_buffers(optimizer)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def train_step(inputs):
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs["images"]), inputs["labels"])
+        loss.backward()
+        optimizer.step()
+        return {"loss": loss}
+
+    return context.compile(train_step, _sample(), storage.path(tmp_path / "fx"),
+                           export_kwargs={"use_fx2onnx": True})
+
+
+def test_the_fx2onnx_path_keeps_batchnorm_statistics_on_the_device(context, tmp_path):
+    model = _cnn()
+    reference = copy.deepcopy(model)
+    step = _fx2onnx_step(context, model, tmp_path)
+    assert {"model0.1.running_mean", "model0.1.running_var",
+            "model0.1.num_batches_tracked"} <= set(context.registry)
+    losses = [step(_sample())["loss"].cpu() for _ in range(STEPS)]
+    # On the device, updated in place: the host tensors change only at synchronize().
+    assert int(model[1].num_batches_tracked) == 0
+    context.synchronize()
+    want = _eager_backprop(reference, _sample(), STEPS)
+    torch.testing.assert_close(torch.stack(losses), torch.stack(want), rtol=1e-4, atol=1e-5)
+    assert losses[-1] < losses[0]
+    torch.testing.assert_close(model[1].running_mean, reference[1].running_mean,
+                               rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(model[1].running_var, reference[1].running_var,
+                               rtol=1e-5, atol=1e-6)
+    assert int(model[1].num_batches_tracked) == int(reference[1].num_batches_tracked) == STEPS
+    # An eval() inference compiled afterwards reads the trained statistics.
+    model.eval()
+    reference.eval()
+    infer = context.compile(lambda d: {"out": model(d["images"])}, {"images": _sample()["images"]},
+                            storage.path(tmp_path / "infer"))
+    torch.testing.assert_close(infer({"images": _sample()["images"]})["out"].cpu(),
+                               reference(_sample()["images"]).detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_statistics_without_names_take_the_parameters_prefix(context, tmp_path):
+    model = _cnn()
+    reference = copy.deepcopy(model)
+    for path, p in model.named_parameters():
+        set_tensor_name(p, f"net.{path}")
+        context.register_param(p)
+    optimizer = MNCoreSGD(model.parameters(), 0.1)
+    set_buffer_name_in_optimizer(optimizer, "opt")
+    context.register_optimizer_buffers(optimizer)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def train_step(inputs):
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs["images"]), inputs["labels"])
+        loss.backward()
+        optimizer.step()
+        return {"loss": loss}
+
+    step = context.compile(train_step, _sample(), storage.path(tmp_path / "s"))
+    assert {"net.1.running_mean", "net.1.running_var", "net.1.num_batches_tracked"} <= set(
+        context.registry)
+    for _ in range(2):
+        step(_sample())
+    context.synchronize()
+    eager = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(2):
+        eager.zero_grad()
+        loss_fn(reference(_sample()["images"]), _sample()["labels"]).backward()
+        eager.step()
+    torch.testing.assert_close(model[1].running_var, reference[1].running_var,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_inference_and_unregistered_models_are_left_alone(context, tmp_path):
+    model = _cnn()
+    set_tensor_name_in_module(model, "model0")
+    for p in model.parameters():
+        context.register_param(p)
+    # training=False: a train()-mode BatchNorm is still the error that says to call eval().
+    with pytest.raises(CaptureError, match=r"not registered state"):
+        context.compile(lambda d: {"y": model(d["images"])}, {"images": _sample()["images"]},
+                        storage.path(tmp_path / "i"), training=False)
+    assert "model0.1.running_mean" not in context.registry
+    # A model none of whose parameters is registered keeps its statistics as constants.
+    other = _cnn()
+    with pytest.raises(CaptureError, match=r"not registered state"):
+        context.compile(lambda d: {"y": other(d["images"])}, {"images": _sample()["images"]},
+                        storage.path(tmp_path / "o"))
