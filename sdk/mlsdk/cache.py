@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -156,7 +156,7 @@ def through_cache(captured: Captured, request: CompileRequest, codegen_dir: Path
     ``max_bytes`` bounds the directory after a store (:attr:`CacheOptions.max_bytes`).
     """
     graph, config = captured.graph, request.config
-    key = cache_key(graph, request, state=captured.state, state_writes=captured.state_writes)
+    key = cache_key(captured, request)
     inputs = tuple((n, str(t)) for n, t in graph.inputs.items())
     found = store.lookup(key, request.name, config, graph=graph_hash(graph), inputs=inputs)
     if found is not None:
@@ -185,12 +185,11 @@ def _prune_after_store(store: CacheDir, max_bytes: int, key: str) -> None:
 # -- the key ------------------------------------------------------------------------------------
 
 
-def cache_key(graph: Graph, request: CompileRequest, *,
-              state: Mapping[str, str] | None = None,
-              state_writes: Mapping[str, str] | None = None) -> str:
-    """The hex SHA-256 naming the entry of a compile: any change of the graph, of what the
-    request decides (:meth:`~mncore_compiler.request.CompileRequest.key_parts`) or of the
-    captured state changes it."""
+def cache_key(captured: Captured, request: CompileRequest) -> str:
+    """The hex SHA-256 naming the entry of a compile: any change of the captured graph or
+    state, or of what the request decides
+    (:meth:`~mncore_compiler.request.CompileRequest.key_parts`), changes it."""
+    graph, state, state_writes = captured.graph, captured.state, captured.state_writes
     digest = hashlib.sha256()
 
     def part(label: str, value: Any) -> None:
@@ -205,7 +204,7 @@ def cache_key(graph: Graph, request: CompileRequest, *,
         part("constant", [cname, list(tensor.shape), str(tensor.dtype), str(bits.dtype)])
         digest.update(bits.data)
     part("request", request.key_parts())
-    part("state", dict(state or {}))  # which constants are registered module state
+    part("state", dict(state))  # which constants are registered module state
     if state_writes:  # which registered tensors a training step updates, from which output
         part("state_writes", dict(state_writes))
     return digest.hexdigest()

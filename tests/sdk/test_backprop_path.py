@@ -37,9 +37,9 @@ def _sample() -> dict[str, torch.Tensor]:
     return {"images": torch.randn(2, 3, 8, 8), "labels": torch.tensor([3, 7])}
 
 
-@pytest.fixture
-def context():
-    with Context(MNDevice("mncore2:auto")) as ctx:
+@pytest.fixture(params=["mncore2:auto", "pfvm:cpu"])
+def context(request):
+    with Context(MNDevice(request.param)) as ctx:
         yield ctx
 
 

@@ -19,7 +19,7 @@ from mlsdk.cache import cache_key, kit_version
 from mlsdk.cachedir import CacheDir
 from mlsdk.compiling import compile_program
 from mlsdk.testing.examples import run_example
-from mncore_compiler.capture import capture
+from mncore_compiler.capture import Captured, capture
 from mncore_compiler.driver import CompileRequest, function_name
 from mncore_hdl.arch import MNCORE2
 from mncore_hdl.layout import host_layout
@@ -206,26 +206,26 @@ def test_a_constant_value_is_part_of_the_key(context, tmp_path):
 
 
 def test_the_key_covers_arch_options_constraints_and_kit(monkeypatch):
-    graph = capture(add, _sample())
+    captured = Captured(capture(add, _sample()))
     base = CompileRequest(name="add")
-    key = cache_key(graph, base)
-    assert key == cache_key(capture(add, _sample()), base)  # other values, same shapes
+    key = cache_key(captured, base)
+    assert key == cache_key(Captured(capture(add, _sample())), base)  # other values, same shapes
     other_arch = MNCORE2.replace(clock_mhz=MNCORE2.clock_mhz * 2)
-    assert cache_key(graph, replace(base, config=other_arch)) != key
-    assert cache_key(graph, replace(base, options={"strict": True})) != key
-    assert cache_key(graph, replace(base, options={"float_dtype": "float16"})) != key
-    assert cache_key(graph, replace(base, name="other")) != key
+    assert cache_key(captured, replace(base, config=other_arch)) != key
+    assert cache_key(captured, replace(base, options={"strict": True})) != key
+    assert cache_key(captured, replace(base, options={"float_dtype": "float16"})) != key
+    assert cache_key(captured, replace(base, name="other")) != key
     layout = host_layout((8, 16), "float32")
-    assert cache_key(graph, replace(base, constraints={"x": layout})) != key
-    assert cache_key(graph, replace(base, constraints={"out": "x"})) != key
+    assert cache_key(captured, replace(base, constraints={"x": layout})) != key
+    assert cache_key(captured, replace(base, constraints={"out": "x"})) != key
     # Which tensors are registered is not hashed (ids change from run to run): the captured
     # state is.
-    assert cache_key(graph, replace(base, registered={1: "m.w"})) == key
-    assert cache_key(graph, base, state={"c": "m.w"}) != key
+    assert cache_key(captured, replace(base, registered={1: "m.w"})) == key
+    assert cache_key(replace(captured, state={"c": "m.w"}), base) != key
     kit = kit_version()
     assert set(kit) == {"mlsdk", "program", "sources"} and len(kit["sources"]) == 64
     monkeypatch.setattr("mlsdk.cache.kit_version", lambda: {**kit, "sources": "0" * 64})
-    assert cache_key(graph, base) != key
+    assert cache_key(captured, base) != key
 
 
 # -- bad entries --------------------------------------------------------------------------------
