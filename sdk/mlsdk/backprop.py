@@ -48,8 +48,8 @@ def global_step_input(name: str, group: int) -> str:
     return f"{name}@{group}@mncore_global_step"
 
 
-_TWINS: tuple[tuple[type[torch.optim.Optimizer], type[torch.optim.Optimizer], tuple[str, ...]],
-              ...] = (
+_TWINS: tuple[tuple[type[torch.optim.Optimizer], Callable[[Any], torch.optim.Optimizer],
+                    tuple[str, ...]], ...] = (
     (torch.optim.AdamW, MNCoreAdamW, ("lr", "betas", "eps", "weight_decay", "amsgrad",
                                       "maximize")),
     (torch.optim.Adam, MNCoreAdam, ("lr", "betas", "eps", "weight_decay", "amsgrad",
