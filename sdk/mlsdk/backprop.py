@@ -106,7 +106,8 @@ class _BackpropStep:
         self._twins = [twin for _, twin in optimizers]
         # The user's modules and tensors, for capture's constant names (self.<variable>).
         for var, obj in closure_objects(inspect.unwrap(fn)).items():
-            if isinstance(obj, (torch.nn.Module, torch.Tensor)) and var.isidentifier():
+            if (isinstance(obj, (torch.nn.Module, torch.Tensor)) and var.isidentifier()
+                    and not hasattr(self, var)):
                 setattr(self, var, obj)
 
     def __call__(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
