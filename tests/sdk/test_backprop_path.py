@@ -240,3 +240,32 @@ def test_inference_and_unregistered_models_are_left_alone(context, tmp_path):
     with pytest.raises(CaptureError, match=r"not registered state"):
         context.compile(lambda d: {"y": other(d["images"])}, {"images": _sample()["images"]},
                         storage.path(tmp_path / "o"))
+
+
+def test_the_backprop_path_with_adam_follows_torch(context, tmp_path):
+    model, reference = _cnn(), _cnn()
+    context.registry.register("model0", model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    context.registry.register("optimizer0", optimizer)
+    loss_fn = nn.CrossEntropyLoss()
+    step = context.compile(lambda d: {"loss": loss_fn(model(d["images"]), d["labels"])},
+                           _sample(), storage.path(tmp_path / "adam"), optimizers=[optimizer],
+                           options={"backprop": True})
+    losses = []
+    for global_step in range(STEPS):
+        inputs = {**_sample(), "optimizer0@0@mncore_learning_rate": torch.tensor(0.01),
+                  "optimizer0@0@mncore_global_step": torch.tensor(global_step),
+                  "mncore_grad_scale_factor": torch.tensor(2)}
+        losses.append(step(inputs)["loss"].cpu())
+    context.synchronize()
+    eager = torch.optim.Adam(reference.parameters(), lr=0.01)
+    want = []
+    for _ in range(STEPS):
+        eager.zero_grad()
+        loss = loss_fn(reference(_sample()["images"]), _sample()["labels"])
+        loss.backward()
+        eager.step()
+        want.append(loss.detach())
+    torch.testing.assert_close(torch.stack(losses), torch.stack(want), rtol=1e-4, atol=1e-5)
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
