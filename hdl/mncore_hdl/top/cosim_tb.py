@@ -10,7 +10,7 @@ parts that keep Python off the per-cycle path:
   beat-by-beat loop does: requests of at most one DRAM row, write beats as soon as the port
   takes them, every Group in parallel, read data accepted while any Group is still busy. So a
   host write or read is one round trip with the same cycles as the beat path
-  (``sim/test_cosim_dma.py`` compares them).
+  (``sim/sdk/test_cosim_dma.py`` compares them).
 - **bulk back door**: a toggle of ``mem_go`` loads or dumps a range of any backing store or
   staging memory through one file, with no clock edge (raw words on Verilator, hex lines on
   Icarus: ``mem_binary``); ``mem_ack`` toggles when it is done.
