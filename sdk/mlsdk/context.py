@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import torch
 from mncore_compiler.layouts import ConstraintError
 from mncore_compiler.program import DeviceProgram
-from mncore_hdl.layout import Layout, host_layout
+from mncore_hdl.layout import Layout, dtype_name, host_layout
 
 from . import trace as _trace
 from .cache import CacheOptions, compile_program
@@ -412,7 +412,7 @@ def _carried_layout(output: str, source: str, inputs: list[str], layouts: dict[s
     if not isinstance(sample, torch.Tensor):
         raise TypeError(f"Sample input {source!r} must be a torch.Tensor, not "
                         f"{type(sample).__name__}")
-    return host_layout(tuple(sample.shape), str(sample.dtype).removeprefix("torch."))
+    return host_layout(tuple(sample.shape), dtype_name(sample.dtype))
 
 
 def _check_carried(program: DeviceProgram, carried: Mapping[str, str]) -> None:

@@ -23,7 +23,6 @@ Typical launcher::
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -34,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from mncore_hdl.tooling.files import build_lock
 from mncore_hdl.tooling.icarus import icarus_vcd_runner
 
 __all__ = ["BUILD_ROOT", "REPO_ROOT", "SIMULATORS", "require_icarus", "require_simulator",
@@ -150,8 +150,7 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
     else:
         runner, test_args = icarus_vcd_runner(), []
         build_dir.mkdir(parents=True, exist_ok=True)
-        with open(build_dir / ".lock", "w") as lock:  # one compile at a time per build folder
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with build_lock(build_dir / ".lock"):  # one compile at a time per build folder
             runner.build(sources=[verilog], hdl_toplevel=toplevel, build_dir=build_dir,
                          waves=True, timescale=("1ns", "1ps"))
     pythonpath = os.pathsep.join([str(SIM_DIR), str(REPO_ROOT / "hdl"),

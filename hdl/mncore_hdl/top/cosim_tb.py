@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 
 from ..arch import LW_BYTES, ArchConfig
@@ -70,6 +69,7 @@ from ..contracts.cosim import (
 )
 from ..contracts.counters import COUNTER_BITS
 from ..contracts.memctrl import addr_bits, max_burst
+from ..tooling.files import atomic_write
 
 __all__ = ["TB_MODULE", "MEMFILE_DEFAULT", "RESET_EDGES", "STROBE_BITS", "TbPort", "top_ports",
            "cosim_tb_verilog", "write_cosim_tb", "export_cosim_tb", "public_signals"]
@@ -379,10 +379,7 @@ def write_cosim_tb(top_verilog: Path, config: ArchConfig) -> Path:
     path = top_verilog.with_name(f"{TB_MODULE}.v")
     text = cosim_tb_verilog(top_verilog.read_text(), config)
     if not path.exists() or path.read_text() != text:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        atomic_write(path, text)
     return path
 
 

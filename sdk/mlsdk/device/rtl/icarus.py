@@ -13,7 +13,6 @@ process group, so no simulator outlives its Context.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mncore_hdl.arch import ArchConfig
+from mncore_hdl.tooling.files import build_lock
 from mncore_hdl.tooling.progress import ticking
 from mncore_hdl.top.cosim_tb import TB_MODULE
 
@@ -69,8 +69,7 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
     build_dir = BUILD_ROOT / "icarus" / f"{TB_MODULE}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
     vvp = build_dir / "sim.vvp"
-    with open(build_dir / ".lock", "w") as lock:  # one compile at a time
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with build_lock(build_dir / ".lock"):  # one compile at a time
         if vvp.exists() and not _vvp_complete(vvp):
             say(f"the cached {vvp} is incomplete; rebuilding it")
             vvp.unlink()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
+from mncore_hdl.tooling.files import atomic_output
 
 from ...errors import DeviceError
 
@@ -323,15 +324,14 @@ def repack_fst(fst: str | os.PathLike[str], level: int = REPACK_LEVEL) -> bool:
     naming the file when the repacked copy cannot be written (the file is then left as it was).
     """
     fst = Path(fst)
-    tmp = fst.with_name(fst.name + ".tmp")
     with open(fst, "rb") as src:
         if src.read(1) == bytes([_ZWRAPPER]):
             return False
         size = os.fstat(src.fileno()).st_size
         src.seek(0)
-        write_or_remove(tmp, lambda path: _write_zwrapper(src, path, size, level),
-                        f"{tmp}, the waveform file {fst} repacked")
-    os.replace(tmp, fst)
+        with atomic_output(fst, mode=None) as tmp:
+            write_or_remove(tmp, lambda path: _write_zwrapper(src, path, size, level),
+                            f"{tmp}, the waveform file {fst} repacked")
     return True
 
 
