@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from mncore_hdl.settings import HDL
 from mncore_hdl.tooling.files import build_lock
 from mncore_hdl.tooling.icarus import icarus_vcd_runner
 
@@ -53,10 +54,7 @@ SIMULATORS = ("icarus", "verilator")
 
 def simulator() -> str:
     """``$SIM``, checked: the simulator :func:`run_cocotb` uses."""
-    sim = os.environ.get("SIM", "icarus").lower()
-    if sim not in SIMULATORS:
-        raise ValueError(f"SIM must be one of {', '.join(SIMULATORS)}, not {sim!r}")
-    return sim
+    return HDL["SIM"].get()  # a SettingError (a ValueError) names the simulators
 
 
 def require_simulator() -> None:
@@ -86,9 +84,9 @@ def require_icarus() -> None:
 
 def test_seed(name: str) -> int:
     """The seed of test ``name``: ``$SIM_SEED`` if set, else a stable hash of the name."""
-    env = os.environ.get("SIM_SEED")
-    if env:
-        return int(env, 0)
+    seed = HDL["SIM_SEED"].get()
+    if seed is not None:
+        return seed
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
 
 

@@ -35,6 +35,7 @@ from mncore_hdl.tooling.progress import ticking
 from mncore_hdl.top.cosim_tb import TB_MODULE
 
 from ...errors import DeviceNotAvailableError
+from ...settings import SDK
 from .device import RtlDevice
 from .endpoint import Listener
 from .protocol import Exchange, ProtocolError
@@ -43,7 +44,7 @@ __all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "SERVER_M
            "KEEP_RUNS_ENV", "BUILDS", "BuildMemo", "build_icarus", "answer_limit"]
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
-BUILD_ROOT = Path(os.environ.get("MNCORE_BUILD_DIR", REPO_ROOT / "build")) / "cosim"
+BUILD_ROOT = (SDK["MNCORE_BUILD_DIR"].get() or REPO_ROOT / "build") / "cosim"
 #: Seconds the simulator may take from launch to its first answer.
 START_TIMEOUT = 120.0
 #: The cocotb test module every simulator runs.
@@ -198,7 +199,7 @@ def _terminate(proc: subprocess.Popen, sock: socket.socket | None) -> None:
 
 #: Set to 1 to keep every session's run folder (``build/cosim/runs/<sim>-<pid>-<id>/``: the
 #: simulator's log, results and back-door DRAM image); a failed session's is always kept.
-KEEP_RUNS_ENV = "MNCORE_COSIM_KEEP_RUNS"
+KEEP_RUNS_ENV = SDK["MNCORE_COSIM_KEEP_RUNS"].name
 
 
 class _RunFolder:
@@ -213,7 +214,7 @@ class _RunFolder:
 
     def finish(self) -> None:
         """Remove the folder, unless the session failed or the user asked to keep it."""
-        if not self.failed and os.environ.get(KEEP_RUNS_ENV, "") in ("", "0"):
+        if not self.failed and not SDK["MNCORE_COSIM_KEEP_RUNS"].get():
             shutil.rmtree(self.path, ignore_errors=True)
 
 
