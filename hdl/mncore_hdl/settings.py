@@ -126,6 +126,9 @@ class Settings(Mapping[str, Setting]):
 
 
 HDL = Settings("mncore_hdl", [
+    Setting("MNCORE_BUILD_DIR", "path", None, "Where every build product goes: Verilog, "
+            "simulator builds, bench and RTL-device run folders (unset: `build/` in the "
+            "checkout, or `~/.cache/mncore-cosim/build` for an installed package)."),
     Setting("SIM", "str", "icarus", "The simulator of the cocotb benches and of a sweep's RTL "
             "points (cocotb's convention).", choices=("icarus", "verilator")),
     Setting("SIM_SEED", "int", None, "The seed of every cocotb bench; unset, each bench's seed "
@@ -168,6 +171,8 @@ HDL = Settings("mncore_hdl", [
             "sets it to the PyPI package's folder.", who="external"),
     Setting("CPATH", "str", None, "Extra C include folders, searched for `lz4.h` (Verilator's "
             "FST writer).", who="external"),
+    Setting("XDG_CACHE_HOME", "path", None, "The user's cache folder (unset: `~/.cache`), "
+            "where an installed package builds.", who="external"),
     Setting("PYTHONPATH", "str", None, "Extended with the kit's source folders for the "
             "simulator processes it starts.", who="external"),
     Setting("RAY_USAGE_STATS_ENABLED", "str", None, "Ray's usage reporting; the sweeps set "

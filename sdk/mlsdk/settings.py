@@ -14,8 +14,6 @@ __all__ = ["HDL", "REGENERATE", "SDK", "TABLES", "TOOLS", "Setting", "SettingErr
 REGENERATE = "./exec_with_env.sh python -m mlsdk.settings > docs/settings.md"
 
 SDK = Settings("mlsdk", [
-    Setting("MNCORE_BUILD_DIR", "path", None, "Where the RTL devices build their Verilog, "
-            "simulators and run folders (unset: `build/` in the checkout)."),
     Setting("MNCORE_COSIM_TIMEOUT", "float", 120.0, "Seconds an RTL device waits for its "
             "simulator before giving up (each command's allowance grows from this base)."),
     Setting("MNCORE_COSIM_DMA", "bool", True, "Whether the RTL devices move host data through "

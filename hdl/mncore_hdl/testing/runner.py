@@ -33,6 +33,8 @@ from typing import Any
 
 import pytest
 
+from mncore_hdl import paths
+from mncore_hdl.paths import CHECKOUT
 from mncore_hdl.settings import HDL
 from mncore_hdl.tooling.files import build_lock
 from mncore_hdl.tooling.icarus import icarus_vcd_runner
@@ -40,12 +42,20 @@ from mncore_hdl.tooling.icarus import icarus_vcd_runner
 __all__ = ["BUILD_ROOT", "REPO_ROOT", "SIMULATORS", "require_icarus", "require_simulator",
            "require_verilator", "run_cocotb", "simulator", "test_seed"]
 
-#: The checkout this module lives in (these helpers run from a source tree, not a wheel).
-REPO_ROOT = Path(__file__).resolve().parents[3]
-#: Every simulation product goes below this ignored folder.
-BUILD_ROOT = REPO_ROOT / "build" / "sim"
+#: The checkout the benches run from (their ``tb_*.py`` live in its ``sim/``); None for a wheel.
+REPO_ROOT = CHECKOUT
+#: Every simulation product goes below this folder (``mncore_hdl.paths``).
+BUILD_ROOT = paths.BUILD_ROOT / "sim"
 #: The cocotb coroutine modules (``tb_*.py``), put on the bench's ``PYTHONPATH``.
-SIM_DIR = REPO_ROOT / "sim"
+SIM_DIR = None if CHECKOUT is None else CHECKOUT / "sim"
+
+
+def sim_dir() -> Path:
+    """The checkout's ``sim/``; RuntimeError for an installed package, which has no benches."""
+    if SIM_DIR is None:
+        raise RuntimeError("the cocotb benches (sim/tb_*.py) live in a source checkout of the "
+                           f"kit; {paths.SOURCE_ROOT} is an installed package")
+    return SIM_DIR
 
 
 #: The simulator of the HDL benches: ``$SIM`` (cocotb's convention), ``icarus`` by default.
@@ -151,7 +161,7 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
         with build_lock(build_dir / ".lock"):  # one compile at a time per build folder
             runner.build(sources=[verilog], hdl_toplevel=toplevel, build_dir=build_dir,
                          waves=True, timescale=("1ns", "1ps"))
-    pythonpath = os.pathsep.join([str(SIM_DIR), str(REPO_ROOT / "hdl"),
+    pythonpath = os.pathsep.join([str(sim_dir()), str(paths.SOURCE_ROOT),
                                   os.environ.get("PYTHONPATH", "")])
     env["PYTHONPATH"] = pythonpath
     results = runner.test(

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..paths import CHECKOUT, SOURCE_ROOT
 from ..settings import HDL
 
 __all__ = ["COVERAGE_ENV", "coverage_dir", "wants_src", "line_data_path", "functional_path",
@@ -32,7 +33,7 @@ __all__ = ["COVERAGE_ENV", "coverage_dir", "wants_src", "line_data_path", "funct
 
 #: The environment variable that turns coverage on and names its output folder.
 COVERAGE_ENV = HDL["MNCORE_COVERAGE"].name
-_REPO = Path(__file__).resolve().parents[3]
+_REPO = CHECKOUT or SOURCE_ROOT.parent
 
 
 def coverage_dir() -> Path | None:

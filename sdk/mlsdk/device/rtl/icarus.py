@@ -34,7 +34,9 @@ from mncore_hdl.tooling.files import build_lock
 from mncore_hdl.tooling.progress import ticking
 from mncore_hdl.top.cosim_tb import TB_MODULE
 
+from ... import paths
 from ...errors import DeviceNotAvailableError
+from ...paths import CHECKOUT
 from ...settings import SDK
 from .device import RtlDevice
 from .endpoint import Listener
@@ -43,8 +45,8 @@ from .protocol import Exchange, ProtocolError
 __all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "SERVER_MODULE",
            "KEEP_RUNS_ENV", "BUILDS", "BuildMemo", "build_icarus", "answer_limit"]
 
-REPO_ROOT = Path(__file__).resolve().parents[4]
-BUILD_ROOT = (SDK["MNCORE_BUILD_DIR"].get() or REPO_ROOT / "build") / "cosim"
+REPO_ROOT = CHECKOUT
+BUILD_ROOT = paths.BUILD_ROOT / "cosim"
 #: Seconds the simulator may take from launch to its first answer.
 START_TIMEOUT = 120.0
 #: The cocotb test module every simulator runs.
@@ -275,9 +277,8 @@ class IcarusSession:
         self.log_path = self.test_dir / "simulator.log"
         listener = Listener(self.test_dir)
         env = {**SIMULATOR_ENV, **os.environ}
-        sdk_root, hdl_root = REPO_ROOT / "sdk", REPO_ROOT / "hdl"
         env["PYTHONPATH"] = os.pathsep.join(
-            [str(sdk_root), str(hdl_root), env.get("PYTHONPATH", "")])
+            [*map(str, paths.source_roots()), env.get("PYTHONPATH", "")])
         env.update(listener.env())
         env["MNCORE_COSIM_CONFIG"] = config.to_json()
         argv, extra = self._command(build_dir, Path(vcd).resolve() if vcd else None)

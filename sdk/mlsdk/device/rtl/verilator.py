@@ -184,7 +184,7 @@ def fix_vcd_scope_names(vcd: Path) -> None:
     """
     with atomic_output(vcd, mode=None) as tmp:
         write_or_remove(tmp, lambda path: _copy_renamed(vcd, path),
-                        f"{tmp}, the waveform file {vcd} with its header's names renamed")
+                        f"the waveform file {vcd} with its header's names renamed (through {tmp.name})")
 
 
 def _copy_renamed(vcd: Path, tmp: Path) -> None:

@@ -332,7 +332,7 @@ def repack_fst(fst: str | os.PathLike[str], level: int = REPACK_LEVEL) -> bool:
         src.seek(0)
         with atomic_output(fst, mode=None) as tmp:
             write_or_remove(tmp, lambda path: _write_zwrapper(src, path, size, level),
-                            f"{tmp}, the waveform file {fst} repacked")
+                            f"the waveform file {fst} repacked (through {tmp.name})")
     return True
 
 
