@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "sim"))
 from coverage_points import UNREACHABLE  # noqa: E402  (sim/ is not a package)
 
-BENCHES = ("sim/test_memctrl.py", "sim/test_converter.py", "sim/test_coverage.py")
+BENCHES = ("sim/hdl/test_memctrl.py", "sim/hdl/test_converter.py", "sim/hdl/test_coverage.py")
 BLOCKS = ("hdl/mncore_hdl/memctrl/", "hdl/mncore_hdl/converter/")
 
 

@@ -1,6 +1,6 @@
 """Directed cocotb benches that reach what the other benches leave to chance (coverage gaps).
 
-Run by ``sim/test_coverage.py``; never imported by pytest. Each is checked like every bench
+Run by ``sim/hdl/test_coverage.py``; never imported by pytest. Each is checked like every bench
 (golden model, timing checker), and is meaningful with coverage off too.
 """
 

@@ -1,4 +1,4 @@
-"""cocotb tests of the Group memory controller; launched one by one from sim/test_memctrl.py."""
+"""cocotb tests of the Group memory controller; launched one by one from sim/hdl/test_memctrl.py."""
 
 from __future__ import annotations
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
+from mlsdk.settings import TOOLS
 
-SEED = int(os.environ.get("MNCORE_TEST_SEED", "1234"))
+SEED = TOOLS["MNCORE_TEST_SEED"].get()
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ import io
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ import numpy as np
 import torch
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import Layout, from_bits, to_bits
+from mncore_hdl.tooling.files import STALE_SECONDS, atomic_write, canonical_json, is_stale_temporary
 
 from .errors import CodegenError, CompilerError
 from .ir import Graph, TensorType
@@ -43,7 +43,6 @@ PROGRAM_FORMAT = "mncore-cosim-program"
 PROGRAM_VERSION = 1
 _PROGRAM_FILE = "program.json"
 _TEXT_FILE = "program.txt"
-_STALE_SECONDS = 3600.0  # an unreferenced file this old belongs to a writer that died
 #: Reads of a codegen directory a concurrent recompile changed under the reader, before giving up.
 _LOAD_ATTEMPTS = 5
 # What a hostile program.json can make the parsers raise; reported as a corrupt program.
@@ -166,7 +165,7 @@ class DeviceProgram:
             raw = stream.getvalue()
             sha = hashlib.sha256(raw).hexdigest()
             rel = f"constants/{sha}.npy"
-            _atomic_write(root / rel, raw)
+            atomic_write(root / rel, raw)
             written.add(rel)
             entry = self._io_entry(name, TensorType.of(tensor))
             entry["file"] = rel
@@ -189,8 +188,8 @@ class DeviceProgram:
         }
         body["sha256"] = body_checksum(body)
         path = root / _PROGRAM_FILE
-        _atomic_write(root / _TEXT_FILE, (self.describe() + "\n").encode())
-        _atomic_write(path, (json.dumps(body, indent=1) + "\n").encode())
+        atomic_write(root / _TEXT_FILE, (self.describe() + "\n").encode())
+        atomic_write(path, (json.dumps(body, indent=1) + "\n").encode())
         written.update((_TEXT_FILE, _PROGRAM_FILE))
         return path
 
@@ -379,7 +378,7 @@ def _constants_dir(root: Path) -> Path:
 
 
 def _tidy(root: Path, drop: set[str], keep: set[str]) -> None:
-    limit = time.time() - _STALE_SECONDS
+    limit = time.time() - STALE_SECONDS
     for rel in drop:
         with contextlib.suppress(OSError):
             (root / rel).unlink()
@@ -399,45 +398,14 @@ def _stale(item: os.DirEntry[str], limit: float, orphan: bool) -> bool:
     constant file nothing names for an hour (left by a kill between constants and
     program.json)."""
     if item.name.startswith(".") and item.name.endswith(".tmp"):
-        match = re.fullmatch(r"\..+\.(\d+)\.[^.]+\.tmp", item.name)
-        if match and not _alive(int(match.group(1))):
-            return True
-        return item.stat().st_mtime < limit
+        return is_stale_temporary(Path(item.path)) or item.stat().st_mtime < limit
     return orphan and item.name.endswith(".npy") and item.stat().st_mtime < limit
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename
-    (atomic on POSIX): the old content stays whole until the new one is complete. The pid in
-    the temporary's name lets a later save remove it when this process was killed."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                               dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the program from other users
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def body_checksum(body: dict[str, Any]) -> str:
     """The ``sha256`` that ``program.json`` stores: the SHA-256 of the rest of its body as
     canonical JSON (keys sorted, no spaces). ``body`` must not hold ``"sha256"`` itself."""
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-                          ).hexdigest()
+    return hashlib.sha256(canonical_json(body)).hexdigest()
 
 
 def _safe_rel(rel: str) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
+from mncore_hdl.layout import dtype_name
 from torch import fx
 
 from .errors import CaptureError, TraceError, UnsupportedOperationError
@@ -144,7 +145,7 @@ def state_writes(graph: Graph, written: Mapping[str, str], tensors: Mapping[str,
 
 
 def _describe(constant: str, tensor: torch.Tensor) -> str:
-    dtype = str(tensor.dtype).removeprefix("torch.")
+    dtype = dtype_name(tensor.dtype)
     return f"{constant!r} (a {dtype} tensor of shape {tuple(tensor.shape)})"
 
 

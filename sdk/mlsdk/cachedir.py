@@ -37,6 +37,7 @@ from typing import Any
 
 from mncore_compiler.program import DeviceProgram, codegen_files, replacing_program
 from mncore_hdl.arch import ArchConfig
+from mncore_hdl.tooling.files import STALE_SECONDS, atomic_output
 
 from .errors import CodegenError
 
@@ -49,7 +50,6 @@ CACHE_FORMAT = "mncore-cosim-compile-cache"
 CACHE_VERSION = 1
 _ENTRY_FILE = "entry.json"
 _TMP_PREFIX = ".tmp-"
-_STALE_SECONDS = 3600.0  # a temporary entry this old belongs to a writer that died
 #: Renames an installing writer tries while competitors replace a bad entry.
 _INSTALL_ATTEMPTS = 10
 
@@ -253,7 +253,7 @@ class CacheDir:
 
     def _sweep(self) -> None:
         """Remove temporaries of writers that died (older than an hour)."""
-        limit = time.time() - _STALE_SECONDS
+        limit = time.time() - STALE_SECONDS
         with contextlib.suppress(OSError), os.scandir(self.root) as entries:
             for item in entries:
                 if item.name.startswith(_TMP_PREFIX) and item.stat().st_mtime < limit:
@@ -411,20 +411,15 @@ def _place(source: Path, target: Path) -> None:
         if os.path.samefile(source, target):
             return  # already linked by an earlier hit
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
+    # atomic_output removes tmp when the rename fails, or does nothing (target was already a
+    # link to the same file: rename(2) then leaves tmp in place).
+    with atomic_output(target, mode=None) as tmp:
         try:
             os.link(source, tmp)  # entries are never modified in place, so sharing is safe
         except OSError as exc:
             if isinstance(exc, FileNotFoundError) and not source.exists():
                 raise
             shutil.copyfile(source, tmp)
-        os.replace(tmp, target)
-    finally:
-        # Gone after a rename, except when target was already a link to the same file (then
-        # rename(2) does nothing and leaves tmp) or the rename failed.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
 
 
 def _codegen_error(codegen_dir: Path, exc: OSError) -> CodegenError:

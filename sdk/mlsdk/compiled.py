@@ -15,7 +15,7 @@ import torch
 from mncore_compiler.interpreter import interpret
 from mncore_compiler.program import DeviceProgram
 from mncore_hdl.converter.program import ProgramError, compile_program
-from mncore_hdl.layout import LayoutError, conversion, to_device
+from mncore_hdl.layout import LayoutError, conversion, dtype_name, to_device
 
 from . import trace as _trace
 from ._values import check_input_values, check_output_values
@@ -399,7 +399,7 @@ class CompiledFunction:
         if tuple(value.shape) != spec.shape or value.dtype != spec.dtype:
             raise InputError(
                 f"Input {spec.name!r} of {self.name} must be a {spec.dtype_name} tensor of "
-                f"shape {spec.shape}, not {str(value.dtype).removeprefix('torch.')} of shape "
+                f"shape {spec.shape}, not {dtype_name(value.dtype)} of shape "
                 f"{tuple(value.shape)}"
             )
         check_input_values(self.name, spec.name, value)

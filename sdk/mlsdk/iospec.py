@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from mncore_hdl.layout import Layout
+from mncore_hdl.layout import Layout, dtype_name
 
 __all__ = ["IOSpec"]
 
@@ -68,7 +68,7 @@ class IOSpec:
 
     @property
     def dtype_name(self) -> str:
-        return str(self.dtype).removeprefix("torch.")
+        return dtype_name(self.dtype)
 
     def is_memcopyable_to(self, other: IOSpec) -> bool:
         """True when a buffer written in this spec can be read as ``other`` with no data movement.

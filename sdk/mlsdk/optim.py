@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
+from mncore_hdl.layout import dtype_name
 
 from .naming import RegistrationError, get_tensor_name, set_tensor_name
 
@@ -431,7 +432,7 @@ def register_optimizer_buffers(registry: Registry,
             named = get_tensor_name(p)
             what = f"{named!r}" if named is not None else f"#{index}"
             raise RegistrationError(
-                f"The optimizer's parameter {what} (a {str(p.dtype).removeprefix('torch.')} "
+                f"The optimizer's parameter {what} (a {dtype_name(p.dtype)} "
                 f"tensor of shape {tuple(p.shape)}) is not registered in this Context; "
                 "register its model first (context.registry.register('model', model)), then "
                 "the optimizer's buffers")

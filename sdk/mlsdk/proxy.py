@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from mncore_hdl.layout import from_device, to_device
+from mncore_hdl.layout import dtype_name, from_device, to_device
 
 from . import trace as _trace
 from .device.commands import Buffer, HostRead, HostWrite
@@ -189,7 +189,7 @@ class TensorProxy:
                             f"{type(tensor).__name__}")
         spec = self.spec
         if tuple(tensor.shape) != spec.shape or tensor.dtype != spec.dtype:
-            given = str(tensor.dtype).removeprefix("torch.")
+            given = dtype_name(tensor.dtype)
             raise InputError(
                 f"{self!r}.load_from() takes a {spec.dtype_name} tensor of shape {spec.shape}, "
                 f"not {given} of shape {tuple(tensor.shape)}; its data is unchanged")

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from mncore_compiler.ir import TensorType
-from mncore_hdl.layout import Layout, LayoutError, from_device, native_layout, to_device
+from mncore_hdl.layout import (
+    Layout,
+    LayoutError,
+    dtype_name,
+    from_device,
+    native_layout,
+    to_device,
+)
 
 from .device.commands import Buffer, HostRead, HostWrite
 from .errors import DeviceError
@@ -42,7 +49,7 @@ __all__ = ["Registry"]
 
 
 def _describe(tensor: torch.Tensor) -> str:
-    dtype = str(tensor.dtype).removeprefix("torch.")
+    dtype = dtype_name(tensor.dtype)
     return f"a {dtype} tensor of shape {tuple(tensor.shape)}"
 
 

@@ -11,6 +11,7 @@ from mncore_compiler.capture import capture
 from mncore_compiler.interpreter import interpret
 from mncore_compiler.ir import Graph, TensorType
 from mncore_compiler.passes import Compilation, run_pipeline
+from mncore_hdl.layout import dtype_name
 from torch import nn
 
 SEED = 1234
@@ -254,7 +255,7 @@ def test_identity_ops_leave_no_nodes() -> None:
 def test_inputs_of_reduced_precision(dtype: torch.dtype) -> None:
     inputs = {"x": randn(SEED, 4, 8, dtype=dtype), "w": randn(SEED + 1, 8, 3, dtype=dtype)}
     graph = assert_matches_eager(lambda d: {"y": torch.relu(d["x"] @ d["w"]) + 1}, inputs)
-    assert graph.inputs["x"] == TensorType((4, 8), str(dtype).removeprefix("torch."))
+    assert graph.inputs["x"] == TensorType((4, 8), dtype_name(dtype))
 
 
 def test_casts_between_float_dtypes() -> None:

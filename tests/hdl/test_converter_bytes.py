@@ -2,7 +2,7 @@
 
 The figure every backend reports is the LWs the layout converter moves (beats read plus beats
 written) times the LW's bytes; the RTL backends read it off the converter's counters
-(``bench/soak.py``, run by ``sim/test_soak_icarus.py``, compares the two per call), the
+(``bench/soak.py``, run by ``sim/sdk/test_soak_icarus.py``, compares the two per call), the
 functional model counts it from the program. Here the functional figure is checked against
 the program walked step by step the way the read engine and the writer run it.
 """

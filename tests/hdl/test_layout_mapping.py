@@ -11,6 +11,7 @@ from mncore_hdl.layout import (
     LayoutError,
     UnsupportedConversion,
     conversion,
+    dtype_name,
     from_device,
     host_layout,
     native_layout,
@@ -22,7 +23,7 @@ SHAPES = [(32, 64), (33, 65), (2, 33, 65), (5,), (), (1, 7), (9, 1), (3, 4, 5, 6
 
 
 def _families(shape, dtype):
-    name = str(dtype).removeprefix("torch.")
+    name = dtype_name(dtype)
     layouts = [host_layout(shape, name), native_layout(shape, name)]
     if len(shape) == 2:
         rows, cols = shape

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import warnings
 from pathlib import Path
@@ -18,13 +17,14 @@ from mlsdk import CacheOptions, CacheWarning, CodegenError, Context, IOSpec, MND
 from mlsdk.cachedir import CacheDir
 from mlsdk.compiling import compile_program
 from mlsdk.options import read_option_json
+from mlsdk.settings import TOOLS
 from mncore_compiler.driver import CompileRequest, function_name
 from mncore_compiler.program import DeviceProgram, body_checksum
 from mncore_hdl.arch import MNCORE2
 from mncore_hdl.layout import Layout, LayoutError
 
 #: ``MNCORE_FUZZ_EXAMPLES=5000`` for a long run; the default keeps each test to about a second.
-FUZZ = settings(max_examples=int(os.environ.get("MNCORE_FUZZ_EXAMPLES", "120")),
+FUZZ = settings(max_examples=TOOLS["MNCORE_FUZZ_EXAMPLES"].get(),
                 deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
 WEIGHT = torch.linspace(-1.0, 1.0, 16)

@@ -98,7 +98,7 @@ def chunk_bound_cycles(config: ArchConfig, ports: int) -> int:
 
     A chunk is *eligible* when it is its port's oldest queued chunk and legal (its write
     beats all received, or its read's reorder-buffer slot free). Three proofs combine, each
-    a test of ``sim/test_formal_starvation.py``:
+    a test of ``sim/formal/test_formal_starvation.py``:
 
     1. the frontend alone (:class:`~.reorder.ReorderCapProof`): an eligible oldest chunk stays
        eligible until it issues and keeps its port's ``head_eligible`` up (which, once up,

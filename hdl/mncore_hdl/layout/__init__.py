@@ -9,6 +9,7 @@ from .dtypes import (
     ElementRangeError,
     ElementType,
     check_representable,
+    dtype_name,
     element_type,
     from_bits,
     to_bits,
@@ -19,6 +20,7 @@ from .notation import Layout, LayoutError, SubAxis, image_shape, slots
 from .reference import from_device_reference, to_device_reference
 
 __all__ = [
+    "dtype_name",
     "ConversionDescriptor", "Loop", "UnsupportedConversion", "conversion",
     "DTYPES", "ElementRangeError", "ElementType", "check_representable", "element_type",
     "from_bits", "to_bits",

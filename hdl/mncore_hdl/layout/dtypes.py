@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["ElementType", "ElementRangeError", "element_type", "DTYPES", "to_bits", "from_bits",
-           "check_representable", "stored_tensor"]
+           "check_representable", "stored_tensor", "dtype_name"]
 
 LW_BITS = 64
 
@@ -98,8 +98,14 @@ def element_type(dtype: Any) -> ElementType:
 _RESOLVED: dict[Any, ElementType] = {}
 
 
+def dtype_name(dtype: Any) -> str:
+    """The kit's name of a dtype: ``torch.float32`` -> ``"float32"``; a string is returned as it
+    is, and anything else by its ``str`` with any ``torch.`` prefix dropped."""
+    return dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+
+
 def _resolve(dtype: Any) -> ElementType:
-    name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    name = dtype_name(dtype)
     name = _ALIASES.get(name, name)
     if name not in DTYPES:
         raise TypeError(

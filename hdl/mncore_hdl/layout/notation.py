@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 
 from .dtypes import DTYPES, ElementType, element_type
+
+_T = TypeVar("_T")
 
 __all__ = ["SubAxis", "Layout", "LayoutError", "ADDRESS", "GROUP", "LEVELS", "axis_coordinates",
            "slots", "image_shape"]
@@ -105,6 +109,19 @@ class Layout:
         object.__setattr__(self, "axes", tuple(tuple(a) for a in self.axes))
         object.__setattr__(self, "dtype", element_type(self.dtype).name)
         self._validate()
+
+    def memo(self, key: str, make: Callable[[Layout], _T]) -> _T:
+        """``make(self)``, computed once per layout and kept on it under ``key``: the one place
+        modules above the notation (the strided plan, a device's layout numbers) cache what
+        they derive from a layout. A layout is immutable, so what is derived from it stays
+        true; the memo is left out of equality and hashing."""
+        memos = self.__dict__.get("_memos")
+        if memos is None:
+            memos = {}
+            object.__setattr__(self, "_memos", memos)
+        if key not in memos:
+            memos[key] = make(self)
+        return memos[key]
 
     # -- parse and print --------------------------------------------------------------------
 

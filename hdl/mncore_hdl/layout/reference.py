@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import from_bits, to_bits
+from .dtypes import dtype_name, from_bits, to_bits
 from .notation import Layout, LayoutError, image_shape, slots
 
 __all__ = ["to_device_reference", "from_device_reference", "check_tensor", "check_image"]
@@ -47,7 +47,7 @@ def check_tensor(tensor: Any, layout: Layout, *, raise_error: bool = True) -> bo
     """Whether ``tensor`` has the shape and dtype ``layout`` holds; raises LayoutError
     instead of returning False unless ``raise_error`` is False."""
     shape = tuple(getattr(tensor, "shape", ()))
-    dtype = str(getattr(tensor, "dtype", "?")).removeprefix("torch.")
+    dtype = dtype_name(getattr(tensor, "dtype", "?"))
     if shape == layout.shape and dtype == layout.dtype:
         return True
     if raise_error:

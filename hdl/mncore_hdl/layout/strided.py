@@ -129,13 +129,9 @@ class StridedPlan:
 
 
 def strided_plan(layout: Layout) -> StridedPlan:
-    """The strided copies of ``layout``, kept on the (frozen, immutable) layout itself: looking
-    it up costs no hash of the layout's nested tuples on every call."""
-    plan = layout.__dict__.get("_strided_plan")
-    if plan is None:
-        plan = _make_plan(layout)
-        object.__setattr__(layout, "_strided_plan", plan)
-    return plan
+    """The strided copies of ``layout``, kept on the (frozen, immutable) layout itself
+    (:meth:`Layout.memo`): looking it up costs no hash of the layout's nested tuples."""
+    return layout.memo("strided_plan", _make_plan)
 
 
 def _make_plan(layout: Layout) -> StridedPlan:

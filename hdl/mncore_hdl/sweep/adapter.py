@@ -53,7 +53,9 @@ def bench_sources(workload: Workload, backend: str) -> list[Path]:
     """Files outside ``mncore_hdl`` that a point runs (the cocotb side of an RTL bench)."""
     if backend == "model":
         return []
-    sim = Path(__file__).resolve().parents[3] / "sim"
+    from ..testing.runner import sim_dir
+
+    sim = sim_dir()
     if workload.kind == "convert":
         return [sim / "tb_converter_bench.py", sim / "converter_agents.py"]
     return [sim / "tb_memctrl_bench.py"]

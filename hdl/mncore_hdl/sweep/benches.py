@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from ..tooling.files import build_lock
 
 __all__ = ["export_once", "run_bench"]
 
@@ -22,8 +23,7 @@ def export_once(factory: Callable[[], Any], name: str, meta: dict[str, Any], des
     out = build_root / "verilog"
     out.mkdir(parents=True, exist_ok=True)
     tag = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
-    with open(out / f".{name}-{tag}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with build_lock(out / f".{name}-{tag}.lock"):
         return export_verilog(factory, name, meta, out, design=design)
 
 

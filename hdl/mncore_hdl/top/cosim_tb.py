@@ -10,7 +10,7 @@ parts that keep Python off the per-cycle path:
   beat-by-beat loop does: requests of at most one DRAM row, write beats as soon as the port
   takes them, every Group in parallel, read data accepted while any Group is still busy. So a
   host write or read is one round trip with the same cycles as the beat path
-  (``sim/test_cosim_dma.py`` compares them).
+  (``sim/sdk/test_cosim_dma.py`` compares them).
 - **bulk back door**: a toggle of ``mem_go`` loads or dumps a range of any backing store or
   staging memory through one file, with no clock edge (raw words on Verilator, hex lines on
   Icarus: ``mem_binary``); ``mem_ack`` toggles when it is done.
@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 
 from ..arch import LW_BYTES, ArchConfig
@@ -70,6 +69,7 @@ from ..contracts.cosim import (
 )
 from ..contracts.counters import COUNTER_BITS
 from ..contracts.memctrl import addr_bits, max_burst
+from ..tooling.files import atomic_write
 
 __all__ = ["TB_MODULE", "MEMFILE_DEFAULT", "RESET_EDGES", "STROBE_BITS", "TbPort", "top_ports",
            "cosim_tb_verilog", "write_cosim_tb", "export_cosim_tb", "public_signals"]
@@ -379,10 +379,7 @@ def write_cosim_tb(top_verilog: Path, config: ArchConfig) -> Path:
     path = top_verilog.with_name(f"{TB_MODULE}.v")
     text = cosim_tb_verilog(top_verilog.read_text(), config)
     if not path.exists() or path.read_text() != text:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        atomic_write(path, text)
     return path
 
 

@@ -184,13 +184,14 @@ class LayoutNumbers:
     def key(self, layout: Layout) -> int:
         """The number of ``layout``. A number kept on a layout by another table, or by another
         process (a layout copied or unpickled), is not trusted: it is looked up again."""
-        kept = layout.__dict__.get("_cache_key")
-        if kept is not None and kept[1] is self._mark:
-            return kept[0]
+        cell: list[tuple[int, object] | None] = [None]  # filled by the first table to ask
+        kept = layout.memo("layout_number", lambda _: cell)
+        if kept[0] is not None and kept[0][1] is self._mark:
+            return kept[0][0]
         if len(self._numbers) >= self.limit:
             self._numbers.clear()  # bounded for long sessions
         number = self._numbers.setdefault(layout, next(self._next))
-        object.__setattr__(layout, "_cache_key", (number, self._mark))
+        kept[0] = (number, self._mark)
         return number
 
 

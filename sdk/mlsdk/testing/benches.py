@@ -19,6 +19,9 @@ def load_bench(name: str) -> ModuleType:
     """
     if name in sys.modules:
         return sys.modules[name]
+    if ROOT is None:
+        raise FileNotFoundError(f"No bench script {name}.py: bench/ lives in a source "
+                                "checkout of the kit, and these packages are installed")
     path = ROOT / "bench" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

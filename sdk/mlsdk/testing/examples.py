@@ -9,10 +9,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..paths import CHECKOUT, source_roots
+
 __all__ = ["ROOT", "run_example"]
 
 #: The checkout: examples/, sdk/, compiler/, hdl/ sit here.
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = CHECKOUT
 
 
 def run_example(name: str, *args: str, cwd: Path, env: Mapping[str, str] | None = None,
@@ -23,7 +25,10 @@ def run_example(name: str, *args: str, cwd: Path, env: Mapping[str, str] | None 
     ``env`` adds to (or overrides) the environment. Raises AssertionError, carrying the
     program's standard error, when it exits with a non-zero status.
     """
-    path = os.pathsep.join(str(ROOT / part) for part in ("sdk", "compiler", "hdl"))
+    if ROOT is None:
+        raise RuntimeError("examples/ lives in a source checkout of the kit, and these "
+                           "packages are installed from a wheel")
+    path = os.pathsep.join(map(str, source_roots()))
     run = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=cwd,
                          env={**os.environ, "PYTHONPATH": path, **(env or {})},
                          capture_output=True, text=True, timeout=timeout)

@@ -1,6 +1,6 @@
 """Producer -> consumer flows on any device, and a VCD reader, for the relocation proof.
 
-Plain Python (no cocotb coroutines): ``sim/test_relocation.py`` and ``bench/bench_cosim.py``
+Plain Python (no cocotb coroutines): ``sim/sdk/test_relocation.py`` and ``bench/bench_cosim.py``
 call :func:`run_flow` with a device string and get back everything the checks look at;
 :func:`staged_conversion` runs one conversion alone, its source staged by back door.
 """

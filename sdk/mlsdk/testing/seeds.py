@@ -5,14 +5,15 @@ The folder is ``$MNCORE_SHARED_DIR/seeds`` (by default ``shared/seeds`` beside t
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from ..paths import CHECKOUT
+from ..settings import SDK
 
 __all__ = ["SHARED", "SUCCESS", "extract_sample_program", "seed_documents"]
 
 #: The folder holding ``seeds/``.
-SHARED = Path(os.environ.get("MNCORE_SHARED_DIR",
-                             Path(__file__).resolve().parents[3].parent / "shared"))
+SHARED = SDK["MNCORE_SHARED_DIR"].get() or (CHECKOUT or Path.cwd()).parent / "shared"
 #: The last line the sample program prints when it succeeds.
 SUCCESS = "producer -> consumer direct-use succeeded"
 

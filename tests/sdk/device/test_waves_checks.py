@@ -102,8 +102,8 @@ def test_a_verilator_header_rewrite_that_cannot_be_written_names_the_file(tmp_pa
     vcd.write_text(text)
     out = subprocess.run([sys.executable, "-c", RENAME_CHILD, str(vcd)], capture_output=True,
                          text=True, timeout=120, check=True)
-    assert f"Could not write {vcd}.tmp, the waveform file {vcd}" in out.stdout, out.stderr
-    assert vcd.read_text() == text and not Path(f"{vcd}.tmp").exists()
+    assert f"Could not write the waveform file {vcd} with" in out.stdout, out.stderr
+    assert vcd.read_text() == text and [p.name for p in tmp_path.iterdir()] == [vcd.name]
 
 
 def test_an_fst_is_repacked_whole_into_one_gzip_block_once(tmp_path):
@@ -118,7 +118,7 @@ def test_an_fst_is_repacked_whole_into_one_gzip_block_once(tmp_path):
     assert gzip.decompress(packed[17:]) == data
     assert len(packed) < len(data)
     assert not repack_fst(fst) and fst.read_bytes() == packed
-    assert not Path(f"{fst}.tmp").exists()
+    assert [p.name for p in tmp_path.iterdir()] == [fst.name]
 
 
 REPACK_CHILD = textwrap.dedent("""
@@ -141,6 +141,6 @@ def test_a_repack_that_cannot_be_written_names_the_file(tmp_path):
     fst.write_bytes(data)
     out = subprocess.run([sys.executable, "-c", REPACK_CHILD, str(fst)], capture_output=True,
                          text=True, timeout=120, check=True)
-    assert f"Could not write {fst}.tmp, the waveform file {fst} repacked" in out.stdout, (
+    assert f"Could not write the waveform file {fst} repacked" in out.stdout, (
         out.stderr)
-    assert fst.read_bytes() == data and not Path(f"{fst}.tmp").exists()
+    assert fst.read_bytes() == data and [p.name for p in tmp_path.iterdir()] == [fst.name]

@@ -12,7 +12,6 @@ so simulated time does not advance between commands. EOF or ``stop`` ends the te
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ from mncore_hdl.top.cosim_tb import MEMFILE_DEFAULT, RESET_EDGES, TB_MODULE
 
 from mlsdk.device.rtl.driver import Driver
 from mlsdk.device.rtl.endpoint import connect_to_runtime
+from mlsdk.settings import SDK
 
 
 class CocotbBus:
@@ -46,7 +46,7 @@ class CocotbBus:
         self._handles: dict[str, object] = {}
         self._mem_handles: list | None = None
         self._settled = False  # woken by the back door, not by a clock edge
-        bulk = os.environ.get("MNCORE_COSIM_DMA", "1") != "0" and self.has(tb.MEM_GO)
+        bulk = SDK["MNCORE_COSIM_DMA"].get() and self.has(tb.MEM_GO)
         # cosim_tb's default back-door file, relative to the simulator's working folder
         self.memfile = Path.cwd() / MEMFILE_DEFAULT if bulk else None
         self.mem_binary = bulk and self.get(tb.MEM_BINARY) == 1
@@ -166,7 +166,7 @@ async def _reset(dut, config: ArchConfig) -> None:
 @cocotb.test()
 async def serve(dut):
     """Serve operations until the runtime says ``stop`` or goes away."""
-    config = ArchConfig.from_dict(json.loads(os.environ["MNCORE_COSIM_CONFIG"]))
+    config = ArchConfig.from_dict(json.loads(SDK["MNCORE_COSIM_CONFIG"].raw() or "null"))
     period_ns = 2  # simulated time is only a clock here; cycles are what the runtime reads
     sock = connect_to_runtime()
     stream = sock.makefile("rwb")
@@ -184,7 +184,7 @@ async def serve(dut):
             last[0] = now
             send({"progress": [cycle, ops], "seq": current[0]})
 
-    if os.environ.get("MNCORE_COSIM_CLOCK") != "simulator":  # Verilator's loop has its own
+    if SDK["MNCORE_COSIM_CLOCK"].get() != "simulator":  # Verilator's loop has its own
         Clock(dut.clk, period_ns, unit="ns", impl="gpi").start()
     await _reset(dut, config)
     driver = Driver(CocotbBus(dut, config, period_ns), config, progress)

@@ -28,6 +28,7 @@ from mncore_hdl.descriptors import SlotTable
 from mncore_hdl.layout import ConversionDescriptor
 
 from ...errors import DeviceError
+from ...settings import SDK
 from ..base import PAGE_LW, Device, DramDevice, DramSnapshot
 from ..commands import Bind, Buffer, Command, CommandResult, Convert, HostRead, HostWrite, Launch
 from .driver import pack_words, unpack_words
@@ -47,7 +48,7 @@ __all__ = ["RtlDevice", "RtlSession", "Progress"]
 Progress = Callable[[int, int], None]
 
 #: Wall seconds allowed per operation: a base plus a generous per-cycle budget.
-TIMEOUT_BASE = float(os.environ.get("MNCORE_COSIM_TIMEOUT", "120"))
+TIMEOUT_BASE = SDK["MNCORE_COSIM_TIMEOUT"].get()
 TIMEOUT_PER_LW = 0.05
 
 
@@ -72,13 +73,13 @@ class RtlSession(Protocol):
 
 #: Set to 1 to print the progress lines (builds, simulated cycles) on stderr even when it is
 #: not a terminal (a CI log); 0 to silence them on a terminal.
-PROGRESS_ENV = "MNCORE_PROGRESS"
+PROGRESS_ENV = SDK["MNCORE_PROGRESS"].name
 
 
 def show_progress() -> bool:
     """Whether progress lines go to stderr: ``$MNCORE_PROGRESS`` if set, else a terminal."""
-    value = os.environ.get(PROGRESS_ENV, "")
-    return value not in ("", "0") if value else sys.stderr.isatty()
+    value = SDK["MNCORE_PROGRESS"].get()
+    return sys.stderr.isatty() if value is None else value
 
 
 def _progress_printer() -> Progress | None:

@@ -16,7 +16,6 @@ wait for a signal to change.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Protocol, TypeGuard
 
 import numpy as np
 from mncore_hdl.contracts import testbench as tb
+from mncore_hdl.tooling.files import atomic_write
 
 __all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "dma_transfer", "write_word_file",
            "read_word_file"]
@@ -61,12 +61,8 @@ def has_dma(bus: object) -> TypeGuard[BulkBus]:
 def write_word_file(path: Path, words: np.ndarray, binary: bool) -> None:
     """The back-door file for a load: raw big-endian words (``$fread``) or hex lines."""
     data = np.ascontiguousarray(words, dtype=">u8").tobytes()
-    tmp = path.with_name(path.name + ".tmp")
-    if binary:
-        tmp.write_bytes(data)
-    else:  # one 16-digit word per line
-        tmp.write_text(data.hex("\n", 8) + "\n")
-    os.replace(tmp, path)
+    # one 16-digit word per line when not binary
+    atomic_write(path, data if binary else data.hex("\n", 8) + "\n", mode=None)
 
 
 def read_word_file(path: Path, count: int, binary: bool) -> np.ndarray:

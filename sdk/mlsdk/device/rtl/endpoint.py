@@ -23,11 +23,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ...settings import SDK
+
 __all__ = ["Listener", "connect_to_runtime", "SOCKET_ENV", "TOKEN_ENV"]
 
 #: Environment variables that carry the socket's path and the session's secret to the simulator.
-SOCKET_ENV = "MNCORE_COSIM_SOCKET"
-TOKEN_ENV = "MNCORE_COSIM_TOKEN"
+SOCKET_ENV = SDK["MNCORE_COSIM_SOCKET"].name
+TOKEN_ENV = SDK["MNCORE_COSIM_TOKEN"].name
 #: Seconds a connection that passed the peer check may take to present the secret.
 HELLO_TIMEOUT = 10.0
 #: Longest socket path bound in the run folder (``sun_path`` holds 108 bytes on Linux, 104 on

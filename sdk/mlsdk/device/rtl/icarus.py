@@ -13,7 +13,6 @@ process group, so no simulator outlives its Context.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -31,10 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from mncore_hdl.arch import ArchConfig
+from mncore_hdl.tooling.files import build_lock
 from mncore_hdl.tooling.progress import ticking
 from mncore_hdl.top.cosim_tb import TB_MODULE
 
+from ... import paths
 from ...errors import DeviceNotAvailableError
+from ...paths import CHECKOUT
+from ...settings import SDK
 from .device import RtlDevice
 from .endpoint import Listener
 from .protocol import Exchange, ProtocolError
@@ -42,8 +45,8 @@ from .protocol import Exchange, ProtocolError
 __all__ = ["IcarusDevice", "IcarusSession", "REPO_ROOT", "BUILD_ROOT", "SERVER_MODULE",
            "KEEP_RUNS_ENV", "BUILDS", "BuildMemo", "build_icarus", "answer_limit"]
 
-REPO_ROOT = Path(__file__).resolve().parents[4]
-BUILD_ROOT = Path(os.environ.get("MNCORE_BUILD_DIR", REPO_ROOT / "build")) / "cosim"
+REPO_ROOT = CHECKOUT
+BUILD_ROOT = paths.BUILD_ROOT / "cosim"
 #: Seconds the simulator may take from launch to its first answer.
 START_TIMEOUT = 120.0
 #: The cocotb test module every simulator runs.
@@ -69,8 +72,7 @@ def build_icarus(config: ArchConfig, say: Callable[[str], None] = lambda s: None
     build_dir = BUILD_ROOT / "icarus" / f"{TB_MODULE}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
     vvp = build_dir / "sim.vvp"
-    with open(build_dir / ".lock", "w") as lock:  # one compile at a time
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with build_lock(build_dir / ".lock"):  # one compile at a time
         if vvp.exists() and not _vvp_complete(vvp):
             say(f"the cached {vvp} is incomplete; rebuilding it")
             vvp.unlink()
@@ -199,7 +201,7 @@ def _terminate(proc: subprocess.Popen, sock: socket.socket | None) -> None:
 
 #: Set to 1 to keep every session's run folder (``build/cosim/runs/<sim>-<pid>-<id>/``: the
 #: simulator's log, results and back-door DRAM image); a failed session's is always kept.
-KEEP_RUNS_ENV = "MNCORE_COSIM_KEEP_RUNS"
+KEEP_RUNS_ENV = SDK["MNCORE_COSIM_KEEP_RUNS"].name
 
 
 class _RunFolder:
@@ -214,7 +216,7 @@ class _RunFolder:
 
     def finish(self) -> None:
         """Remove the folder, unless the session failed or the user asked to keep it."""
-        if not self.failed and os.environ.get(KEEP_RUNS_ENV, "") in ("", "0"):
+        if not self.failed and not SDK["MNCORE_COSIM_KEEP_RUNS"].get():
             shutil.rmtree(self.path, ignore_errors=True)
 
 
@@ -275,9 +277,8 @@ class IcarusSession:
         self.log_path = self.test_dir / "simulator.log"
         listener = Listener(self.test_dir)
         env = {**SIMULATOR_ENV, **os.environ}
-        sdk_root, hdl_root = REPO_ROOT / "sdk", REPO_ROOT / "hdl"
         env["PYTHONPATH"] = os.pathsep.join(
-            [str(sdk_root), str(hdl_root), env.get("PYTHONPATH", "")])
+            [*map(str, paths.source_roots()), env.get("PYTHONPATH", "")])
         env.update(listener.env())
         env["MNCORE_COSIM_CONFIG"] = config.to_json()
         argv, extra = self._command(build_dir, Path(vcd).resolve() if vcd else None)

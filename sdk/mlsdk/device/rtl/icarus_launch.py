@@ -12,9 +12,11 @@ import sys
 
 from mncore_hdl.tooling.icarus import icarus_vcd_runner
 
+from mlsdk.settings import SDK
+
 
 def main() -> int:
-    args = json.loads(os.environ["MNCORE_COSIM_LAUNCH"])
+    args = json.loads(SDK["MNCORE_COSIM_LAUNCH"].raw() or "{}")
     runner = icarus_vcd_runner()
     vcd = args.get("vcd")
     runner.test(hdl_toplevel=args["toplevel"], hdl_toplevel_lang="verilog",

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mncore_hdl.arch import ArchConfig
+from mncore_hdl.tooling.files import atomic_output
 
 from ...errors import DeviceNotAvailableError
 from .device import RtlDevice
@@ -181,10 +182,10 @@ def fix_vcd_scope_names(vcd: Path) -> None:
     Only the header changes; the value changes are copied as they are. Raises DeviceError
     naming the file when the copy cannot be written (the VCD is then left as it was).
     """
-    tmp = vcd.with_name(vcd.name + ".tmp")
-    write_or_remove(tmp, lambda path: _copy_renamed(vcd, path),
-                    f"{tmp}, the waveform file {vcd} with its header's names renamed")
-    os.replace(tmp, vcd)
+    with atomic_output(vcd, mode=None) as tmp:
+        write_or_remove(tmp, lambda path: _copy_renamed(vcd, path),
+                        f"the waveform file {vcd} with its header's names renamed "
+                        f"(through {tmp.name})")
 
 
 def _copy_renamed(vcd: Path, tmp: Path) -> None:

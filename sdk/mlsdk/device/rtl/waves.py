@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
+from mncore_hdl.tooling.files import atomic_output
 
 from ...errors import DeviceError
+from ...settings import SDK
 
 __all__ = ["WAVES_ENV", "FORMAT_ENV", "CALLS_ENV", "FORMATS", "DEFAULT_FORMAT", "Mark",
            "waves_folder", "check_waves_folder", "make_waves_folder", "pick_wave_format",
@@ -33,11 +35,11 @@ __all__ = ["WAVES_ENV", "FORMAT_ENV", "CALLS_ENV", "FORMATS", "DEFAULT_FORMAT", 
            "REPACK_LEVEL"]
 
 #: Environment variable naming a folder: every RTL-device session writes its waves there.
-WAVES_ENV = "MNCORE_WAVES"
+WAVES_ENV = SDK["MNCORE_WAVES"].name
 #: Environment variable choosing the wave file's format (``fst`` or ``vcd``).
-FORMAT_ENV = "MNCORE_WAVES_FORMAT"
+FORMAT_ENV = SDK["MNCORE_WAVES_FORMAT"].name
 #: Environment variable choosing the calls recorded (``2-3``, ``1,4``).
-CALLS_ENV = "MNCORE_WAVES_CALLS"
+CALLS_ENV = SDK["MNCORE_WAVES_CALLS"].name
 FORMATS = ("fst", "vcd")
 #: Each simulator's default format (Verilator: VCD where its FST writer cannot be compiled,
 #: see ``tooling.verilator.fst_writer_missing``). FST is 30-300x smaller than VCD (the seed
@@ -77,7 +79,7 @@ def waves_folder(option: str | None) -> str | None:
     if option is not None:
         check_waves_folder(option, "The ?waves option")
         return option
-    value = os.environ.get(WAVES_ENV) or None
+    value = SDK["MNCORE_WAVES"].raw()
     if value is not None:
         check_waves_folder(value, f"${WAVES_ENV}")
     return value
@@ -140,7 +142,7 @@ def pick_wave_format(option: str | None, simulator: str) -> str:
     default; ValueError naming the source when it is not one the simulator writes."""
     source, value = "The format option", option
     if value is None:
-        source, value = f"${FORMAT_ENV}", os.environ.get(FORMAT_ENV) or None
+        source, value = f"${FORMAT_ENV}", SDK["MNCORE_WAVES_FORMAT"].raw()
     allowed = _ONLY.get(simulator, FORMATS)
     if value is None:
         default = DEFAULT_FORMAT.get(simulator, allowed[0])
@@ -179,7 +181,7 @@ def waves_calls(option: str | None) -> frozenset[int] | None:
     """The calls window: ``option``, else ``$MNCORE_WAVES_CALLS``; None records every call."""
     if option is not None:
         return parse_calls(option)
-    value = os.environ.get(CALLS_ENV) or None
+    value = SDK["MNCORE_WAVES_CALLS"].raw()
     return None if value is None else parse_calls(value, f"${CALLS_ENV}")
 
 
@@ -323,15 +325,14 @@ def repack_fst(fst: str | os.PathLike[str], level: int = REPACK_LEVEL) -> bool:
     naming the file when the repacked copy cannot be written (the file is then left as it was).
     """
     fst = Path(fst)
-    tmp = fst.with_name(fst.name + ".tmp")
     with open(fst, "rb") as src:
         if src.read(1) == bytes([_ZWRAPPER]):
             return False
         size = os.fstat(src.fileno()).st_size
         src.seek(0)
-        write_or_remove(tmp, lambda path: _write_zwrapper(src, path, size, level),
-                        f"{tmp}, the waveform file {fst} repacked")
-    os.replace(tmp, fst)
+        with atomic_output(fst, mode=None) as tmp:
+            write_or_remove(tmp, lambda path: _write_zwrapper(src, path, size, level),
+                            f"the waveform file {fst} repacked (through {tmp.name})")
     return True
 
 

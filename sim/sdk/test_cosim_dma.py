@@ -64,7 +64,7 @@ def test_kernel_bench_moves_the_data_with_no_cocotb(tmp_path):
 
     if shutil.which("iverilog") is None:
         pytest.skip("Icarus Verilog (iverilog) is not on PATH")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     try:
         from icarus_kernel import kernel_transfer_speed
     finally:

@@ -26,7 +26,7 @@ from mlsdk.testing.flows import FLOWS, require_device, run_flow, top_signal_chan
 from mlsdk.testing.seeds import SHARED, SUCCESS, extract_sample_program, seed_documents
 from mncore_hdl.arch import MNCORE2_SIM
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOLERANCE = 0.10
 
 
