@@ -256,12 +256,12 @@ class TensorProxy:
             "function, which runs on the device)")
 
     def __eq__(self, other: object) -> Any:
-        if other is None or isinstance(other, TensorProxy):
+        if not _is_data(other):
             return NotImplemented  # identity, as for any object
         return self._no_host_op("==")
 
     def __ne__(self, other: object) -> Any:
-        if other is None or isinstance(other, TensorProxy):
+        if not _is_data(other):
             return NotImplemented
         return self._no_host_op("!=")
 
@@ -344,6 +344,12 @@ class TensorProxy:
             self._finalizer()
         self._freed = True
         self._host = None
+
+
+def _is_data(value: object) -> bool:
+    """A value ``==`` on a torch tensor compares element-wise: a tensor, array or number."""
+    return (isinstance(value, (torch.Tensor, int, float, complex))
+            or type(value).__module__ == "numpy")
 
 
 def _basic_index(key: Any, shape: torch.Size, name: str) -> tuple[Any, ...]:
