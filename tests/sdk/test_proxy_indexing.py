@@ -125,7 +125,8 @@ def test_bad_indices_are_clear_errors_before_any_read(produced, key, error, mess
     (lambda y, t: y < 1, r"< on TensorProxy 'y'.*proxy\.cpu\(\)"),
     (lambda y, t: y - t, r"- on TensorProxy 'y'.*proxy\.cpu\(\)"),
     (lambda y, t: 2 * y, r"\* on TensorProxy 'y'.*proxy\.cpu\(\)"),
-    (lambda y, t: torch.allclose(y, t), r"torch\.allclose\(\) got a TensorProxy \('y'\).*\.cpu\(\)"),
+    (lambda y, t: torch.allclose(y, t),
+     r"torch\.allclose\(\) got a TensorProxy \('y'\).*\.cpu\(\)"),
     (lambda y, t: t - y, r"TensorProxy.*'y'.*\.cpu\(\)"),
     (lambda y, t: torch.cat([t, y]), r"proxy\.cpu\(\)"),
 ])

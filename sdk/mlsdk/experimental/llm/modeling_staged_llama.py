@@ -103,11 +103,11 @@ def _local_layer(layer: nn.Module, index: int) -> nn.Module:
     of its cache."""
     local = copy.copy(layer)
     local._modules = dict(layer._modules)
-    attention = copy.copy(layer._modules["self_attn"])
+    attention: Any = copy.copy(layer._modules["self_attn"])
     attention.layer_idx = index
     local._modules["self_attn"] = attention
     if hasattr(layer, "layer_idx"):
-        local.layer_idx = index
+        local.__dict__["layer_idx"] = index
     return local
 
 
