@@ -3,6 +3,7 @@ the kit's tests, examples and benches run; ``transformers`` must be installed.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -107,4 +108,12 @@ def save_tiny_llama(path: str | Path, *, chat_template: str | None = None, seed:
     model.generation_config.pad_token_id = 0
     model.save_pretrained(path)
     byte_tokenizer(chat_template).save_pretrained(path)
+    # transformers 5 names the class TokenizersBackend; 4.x reads the name it has there too,
+    # so the directory loads under both (MLSDK's examples pin 4.44).
+    config_file = path / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    if chat_template is not None:  # 5 keeps it in chat_template.jinja, 4.x reads it here
+        config["chat_template"] = chat_template
+    config_file.write_text(json.dumps(config, indent=2))
     return path
