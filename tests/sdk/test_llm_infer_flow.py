@@ -68,6 +68,8 @@ def generate_like_llm_infer(model, tokenizer, text, tmp_path, *, device="mncore2
     """The generated ids ([1, new]) and the largest step difference against eager."""
     inputs = dict(tokenizer(_prompt(tokenizer, text), return_tensors="pt",
                             padding="max_length", max_length=length))
+    # The window holds `length` tokens: beyond, the oldest leave it and generate() differs.
+    assert int(inputs["attention_mask"].sum()) + new <= length, "the prompt does not fit"
     inputs["position_ids"] = inputs["attention_mask"].cumsum(1)
     if mask_on_cpu:
         inputs["attention_mask"] = prepare_mask(inputs["attention_mask"],
@@ -133,7 +135,7 @@ def test_llm_infer_flow_equals_generate(model_dirs, tmp_path, option):
 def test_llm_infer_flow_with_a_chat_template(model_dirs, tmp_path):
     model, tokenizer = _load(model_dirs["chat"])
     assert "<|assistant|>" in _prompt(tokenizer, "Hi")
-    ids, worst = generate_like_llm_infer(model, tokenizer, PROMPT, tmp_path, length=48)
+    ids, worst = generate_like_llm_infer(model, tokenizer, PROMPT, tmp_path, length=64)
     assert torch.equal(ids, _generate(model, tokenizer, PROMPT))
     assert worst <= 1e-4, worst
 
