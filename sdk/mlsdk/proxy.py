@@ -8,6 +8,7 @@ specs, which :meth:`TensorProxy.load_from` fills from the host ahead of the call
 
 from __future__ import annotations
 
+import operator
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -140,6 +141,10 @@ class TensorProxy:
     @_trace.hook("transfer")
     def cpu(self) -> torch.Tensor:
         """Read the data back to a host tensor (a HostRead)."""
+        return self._read(f"{self.spec.name}.cpu()")
+
+    def _read(self, label: str) -> torch.Tensor:
+        """The whole tensor on the host: one HostRead of the buffer, recorded as ``label``."""
         session = self._check_live(None)
         self.check_usable(session)
         if self._host is not None:
@@ -148,7 +153,7 @@ class TensorProxy:
         if self.buffer is None:
             raise StaleTensorError(f"{self!r} holds no data")
         with session.lock:
-            record = session.new_record(f"{self.spec.name}.cpu()", kind="read")
+            record = session.new_record(label, kind="read")
             result = session.execute(HostRead(self.buffer, self.spec.layout), record)
         if result.tensor is not None:
             return result.tensor
@@ -206,6 +211,116 @@ class TensorProxy:
             session.execute(HostWrite(self.buffer, image), record)
         self._empty = False
 
+    # -- indexing and what torch tensors do: read back, or a clear error -------------------
+
+    @_trace.hook("transfer")
+    def __getitem__(self, key: Any) -> torch.Tensor:
+        """``proxy[index]``: the indexed part as a host ``torch.Tensor`` (a HostRead).
+
+        Basic indexing as torch's: integers (negative ones from the end), slices (any step
+        above 0), ``...`` and ``None``, also 0-d integer tensors. The device cannot read part
+        of a buffer, so the whole buffer is read back (one HostRead of ``buffer.nbytes``, the
+        report's ``host`` bytes, recorded as ``name[index]``) and indexed on the host. To
+        index the same result more than once, read it once with :meth:`cpu` and index that.
+
+        Raises
+        ------
+        IndexError
+            An index out of range, or more indices than dimensions.
+        TypeError
+            Another kind of index (a list, a bool or a non-scalar tensor): index ``.cpu()``.
+        """
+        index = _basic_index(key, self.shape, self.spec.name)
+        return self._read(f"{self.spec.name}[{_index_text(key)}]")[index]
+
+    def __len__(self) -> int:
+        """The size of the first dimension (from the spec; no data moves)."""
+        if not self.shape:
+            raise TypeError(f"len() of a 0-d TensorProxy ({self.spec.name!r})")
+        return self.shape[0]
+
+    def __iter__(self) -> Any:
+        raise TypeError(
+            f"iterating over TensorProxy {self.spec.name!r} would read it from the device once "
+            "per element: iterate over proxy.cpu() (one read)")
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            f"the truth value of TensorProxy {self.spec.name!r} needs its data on the host: "
+            "use proxy.cpu() (or proxy.item() for one element)")
+
+    def _no_host_op(self, op: str) -> Any:
+        raise TypeError(
+            f"{op} on TensorProxy {self.spec.name!r}: a proxy is device data, not a "
+            "torch.Tensor; read it first with proxy.cpu() (or pass the proxy to a compiled "
+            "function, which runs on the device)")
+
+    def __eq__(self, other: object) -> Any:
+        if not _is_data(other):
+            return NotImplemented  # identity, as for any object
+        return self._no_host_op("==")
+
+    def __ne__(self, other: object) -> Any:
+        if not _is_data(other):
+            return NotImplemented
+        return self._no_host_op("!=")
+
+    __hash__ = object.__hash__
+
+    def __lt__(self, other: Any) -> Any:
+        return self._no_host_op("<")
+
+    def __le__(self, other: Any) -> Any:
+        return self._no_host_op("<=")
+
+    def __gt__(self, other: Any) -> Any:
+        return self._no_host_op(">")
+
+    def __ge__(self, other: Any) -> Any:
+        return self._no_host_op(">=")
+
+    def __add__(self, other: Any) -> Any:
+        return self._no_host_op("+")
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        return self._no_host_op("-")
+
+    __rsub__ = __sub__
+
+    def __mul__(self, other: Any) -> Any:
+        return self._no_host_op("*")
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> Any:
+        return self._no_host_op("/")
+
+    __rtruediv__ = __truediv__
+
+    def __matmul__(self, other: Any) -> Any:
+        return self._no_host_op("@")
+
+    __rmatmul__ = __matmul__
+
+    def __neg__(self) -> Any:
+        return self._no_host_op("unary -")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._no_host_op("numpy conversion (np.asarray)")
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None,
+                           ) -> Any:
+        name = getattr(func, "__name__", str(func))
+        given = [a for a in [*args, *(kwargs or {}).values()] if isinstance(a, TensorProxy)]
+        which = f" ({given[0].spec.name!r})" if given else ""
+        raise TypeError(
+            f"torch.{name}() got a TensorProxy{which}: a proxy is device data, not a "
+            "torch.Tensor; read it first with proxy.cpu() (or index it, proxy[...], which "
+            "reads it back)")
+
     def item(self) -> bool | int | float:
         """The value of a one-element proxy as a Python number (a HostRead)."""
         count = self.shape.numel()
@@ -229,6 +344,88 @@ class TensorProxy:
             self._finalizer()
         self._freed = True
         self._host = None
+
+
+def _is_data(value: object) -> bool:
+    """A value ``==`` on a torch tensor compares element-wise: a tensor, array or number."""
+    return (isinstance(value, (torch.Tensor, int, float, complex))
+            or type(value).__module__ == "numpy")
+
+
+def _basic_index(key: Any, shape: torch.Size, name: str) -> tuple[Any, ...]:
+    """``key`` as a tuple of ints, slices, ``...`` and ``None``, checked against ``shape``
+    (the checks torch would make on the host, made before any data moves)."""
+    items = key if isinstance(key, tuple) else (key,)
+    out: list[Any] = []
+    for item in items:
+        if item is Ellipsis or item is None:
+            out.append(item)
+        elif isinstance(item, slice):
+            parts = [None if p is None else _as_int(p, name, key) for p in
+                     (item.start, item.stop, item.step)]
+            if parts[2] is not None and parts[2] <= 0:
+                raise ValueError(f"TensorProxy {name!r}[{_index_text(key)}]: a slice step "
+                                 f"must be positive (as in torch), not {parts[2]}")
+            out.append(slice(*parts))
+        else:
+            out.append(_as_int(item, name, key))
+    if sum(item is Ellipsis for item in out) > 1:
+        raise IndexError(f"TensorProxy {name!r}[{_index_text(key)}]: an index can only have "
+                         "a single ellipsis ('...')")
+    indexed = sum(item is not None and item is not Ellipsis for item in out)
+    if indexed > len(shape):
+        raise IndexError(f"TensorProxy {name!r}[{_index_text(key)}]: too many indices for "
+                         f"a tensor of {len(shape)} dimensions (shape {tuple(shape)})")
+    # Integer indices against their dimension's size.
+    at = 0
+    for position, item in enumerate(out):
+        if item is Ellipsis:
+            at += len(shape) - indexed
+            continue
+        if item is None:
+            continue
+        if isinstance(item, int) and not -shape[at] <= item < shape[at]:
+            raise IndexError(
+                f"TensorProxy {name!r}[{_index_text(key)}]: index {item} (position "
+                f"{position}) is out of range for dimension {at} of size {shape[at]}")
+        at += 1
+    return tuple(out)
+
+
+def _as_int(value: Any, name: str, key: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dim() != 0):
+        raise TypeError(
+            f"TensorProxy {name!r}[{_index_text(key)}]: only basic indexing (integers, "
+            "slices, '...', None) reads a proxy; for a boolean or tensor index, index its "
+            "host copy: proxy.cpu()[...]")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"TensorProxy {name!r}[{_index_text(key)}]: only basic indexing (integers, "
+            f"slices, '...', None) reads a proxy, not {type(value).__name__}; for other "
+            "indices, index its host copy: proxy.cpu()[...]") from None
+
+
+def _index_text(key: Any) -> str:
+    """``key`` as written between brackets (``:, -3:``), for the report's record names."""
+    def one(item: Any) -> str:
+        if item is Ellipsis:
+            return "..."
+        if isinstance(item, slice):
+            parts = ["" if p is None else str(_plain(p)) for p in
+                     (item.start, item.stop, item.step)]
+            text = f"{parts[0]}:{parts[1]}"
+            return text + (f":{parts[2]}" if parts[2] else "")
+        return str(_plain(item))
+    items = key if isinstance(key, tuple) else (key,)
+    return ", ".join(one(item) for item in items)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dim() == 0:
+        return value.item()
+    return value
 
 
 def allocate_input_proxies(session: Session, specs: Mapping[str, IOSpec], key: str,

@@ -24,13 +24,13 @@ MIN = torch.finfo(torch.float32).min
 
 
 def _brute_force(mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """Key j visible to query i: a real token whose position among the row's real tokens is
-    at most the query's."""
+    """Key j visible to query i: a real token whose position among the row's real tokens
+    (counted from 1, MLSDK's ``cumsum``) is at most the query's."""
     batch, keys = mask.shape
     out = torch.full((batch, 1, positions.shape[1], keys), MIN)
     for b in range(batch):
         for i in range(positions.shape[1]):
-            seen = -1
+            seen = 0
             for j in range(keys):
                 if mask[b, j]:
                     seen += 1
@@ -46,7 +46,7 @@ def test_mask_of_a_left_padded_batch_property(pads: list[int], real: int, querie
     width = max(pads) + real
     mask = torch.tensor([[0] * p + [1] * (width - p) for p in pads])
     # The queries are each row's last tokens, at their positions among its real tokens.
-    positions = mask.cumsum(-1)[:, -queries:] - 1
+    positions = mask.cumsum(-1)[:, -queries:]
     got = prepare_mask(mask, positions, torch.float32)
     torch.testing.assert_close(got, _brute_force(mask, positions),
                                msg=lambda m: f"pads={pads} real={real} queries={queries}: {m}")
@@ -54,7 +54,7 @@ def test_mask_of_a_left_padded_batch_property(pads: list[int], real: int, querie
 
 def test_mask_traces_into_a_compiled_function(context, tmp_path):
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
-    positions = mask.cumsum(-1)[:, -2:] - 1
+    positions = mask.cumsum(-1)[:, -2:]
     fn = context.compile(lambda d: {"m": prepare_mask(d["a"], d["p"], torch.float32)},
                          {"a": mask, "p": positions}, storage.path(tmp_path / "mask"))
     torch.testing.assert_close(fn({"a": mask, "p": positions})["m"].cpu(),

@@ -72,8 +72,9 @@ def llm_forward(model: Any, cache: str = "shifted",
 
     def forward(inputs: Inputs) -> Inputs:
         ids, past = inputs["input_ids"], inputs["past_key_values"]
+        # The helper counts positions from 1 (MLSDK's); these count from 0 (the model's).
         mask = prepare_4d_causal_attention_mask_with_cache_position(
-            inputs["attention_mask"], inputs["position_ids"], model.dtype)
+            inputs["attention_mask"], inputs["position_ids"] + 1, model.dtype)
         if cache == "static":
             kv = kv_cache_to_static(past, model.config, inputs["cache_position"])
         else:

@@ -3,11 +3,14 @@ the kit's tests, examples and benches run; ``transformers`` must be installed.""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["ATTENTION_IMPLEMENTATIONS", "tiny_bert", "tiny_gpt2", "tiny_llama", "tiny_whisper"]
+__all__ = ["ATTENTION_IMPLEMENTATIONS", "CHAT_TEMPLATE", "byte_tokenizer", "save_tiny_llama",
+           "tiny_bert", "tiny_gpt2", "tiny_llama", "tiny_whisper"]
 
 #: transformers' default (``"sdpa"``) and its explicit softmax (``"eager"``).
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
@@ -65,3 +68,52 @@ def tiny_whisper(attn: str = "sdpa", seed: int = 0, **overrides: Any) -> Any:
               "eos_token_id": 2, "decoder_start_token_id": 1, **overrides}
     config = _transformers().WhisperConfig(attn_implementation=attn, **fields)
     return _build(config, "WhisperForConditionalGeneration", seed)
+
+
+#: A chat template in the common ``<|role|>`` style: each message, then the assistant's turn.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}</s>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+
+_SPECIALS = ("<pad>", "<s>", "</s>")  # ids 0, 1, 2: tiny_llama's pad, bos and eos
+
+
+def byte_tokenizer(chat_template: str | None = None) -> Any:
+    """A byte-level BPE tokenizer built offline (``tokenizers``, no merges): ``<pad>``,
+    ``<s>``, ``</s>`` as ids 0 to 2, then one id per byte (259 ids), any text in, ``<s>``
+    before each text; a ``PreTrainedTokenizerFast`` with ``chat_template`` if given."""
+    transformers = _transformers()
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {token: index for index, token in enumerate(_SPECIALS)}
+    vocab.update({char: len(_SPECIALS) + index for index, char in enumerate(sorted(alphabet))})
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+        chat_template=chat_template)
+
+
+def save_tiny_llama(path: str | Path, *, chat_template: str | None = None, seed: int = 0,
+                    **overrides: Any) -> Path:
+    """Save a random :func:`tiny_llama` (vocabulary 260) and :func:`byte_tokenizer` with
+    ``save_pretrained`` into ``path``: a local model directory ``from_pretrained`` reads
+    offline, as MLSDK's examples take with ``--model_name``. Returns ``path``."""
+    path = Path(path)
+    model = tiny_llama(seed=seed, **{"vocab_size": 260, **overrides})
+    model.generation_config.pad_token_id = 0
+    model.save_pretrained(path)
+    byte_tokenizer(chat_template).save_pretrained(path)
+    # transformers 5 names the class TokenizersBackend; 4.x reads the name it has there too,
+    # so the directory loads under both (MLSDK's examples pin 4.44).
+    config_file = path / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    if chat_template is not None:  # 5 keeps it in chat_template.jinja, 4.x reads it here
+        config["chat_template"] = chat_template
+    config_file.write_text(json.dumps(config, indent=2))
+    return path
