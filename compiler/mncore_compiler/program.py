@@ -35,6 +35,7 @@ from mncore_hdl.layout import Layout, from_bits, to_bits
 from .errors import CodegenError, CompilerError
 from .ir import Graph, TensorType
 from .ops import get_op
+from .program_check import check_body, check_tables
 
 __all__ = ["DeviceProgram", "PROGRAM_FORMAT", "PROGRAM_VERSION", "body_checksum",
            "codegen_files", "graph_flops", "replacing_program"]
@@ -260,7 +261,6 @@ class DeviceProgram:
         except _PARSE_ERRORS as exc:
             raise CodegenError(f"{path} is corrupt ({type(exc).__name__}: {exc}); "
                                "recompile") from None
-        _check_fits(program, path)
         return program
 
     @classmethod
@@ -269,6 +269,7 @@ class DeviceProgram:
         if body_checksum(body) != stored:
             raise CodegenError(f"{root / _PROGRAM_FILE} is corrupt (checksum mismatch); "
                                "recompile")
+        check_body(body, root / _PROGRAM_FILE)  # a resealed edit is caught here, or below
         layouts: dict[str, Layout] = {}
         output_layouts: dict[str, Layout] = {}
         constants: dict[str, torch.Tensor] = {}
@@ -294,13 +295,16 @@ class DeviceProgram:
             output_layouts[entry["name"]] = Layout.parse(entry["layout"], entry["dtype"])
         graph = Graph.from_json(body["graph"], constants)
         graph.verify()
-        return cls(name=body["name"], graph=graph, layouts=layouts,
-                   output_layouts=output_layouts,
-                   inputs=tuple(e["name"] for e in body["inputs"]),
-                   outputs=tuple(e["name"] for e in body["outputs"]),
-                   arch=ArchConfig.from_dict(body["arch"]), options=body["options"],
-                   state=_state_entry(body.get("state", {}), graph),
-                   state_writes=_writes_entry(writes, graph))
+        program = cls(name=body["name"], graph=graph, layouts=layouts,
+                      output_layouts=output_layouts,
+                      inputs=tuple(e["name"] for e in body["inputs"]),
+                      outputs=tuple(e["name"] for e in body["outputs"]),
+                      arch=ArchConfig.from_dict(body["arch"]), options=body["options"],
+                      state=_state_entry(body.get("state", {}), graph),
+                      state_writes=_writes_entry(writes, graph))
+        _check_fits(program, root / _PROGRAM_FILE)
+        check_tables(body, graph, layouts, output_layouts, program.flops, root / _PROGRAM_FILE)
+        return program
 
 
 class _ConstantChanged(CodegenError):
