@@ -25,6 +25,7 @@ from .negotiate import (
     evaluate,
     negotiate,
 )
+from .planfile import check_plan
 
 __all__ = ["Pipeline", "CompiledPipeline", "PLAN_FILE"]
 
@@ -163,6 +164,7 @@ class Pipeline:
             plan["functions"][name]["codegen_dir"] = str(codegen_dir / name)
         _check_compiled(functions, chosen)
         _place(plan, problem, chosen, functions)
+        check_plan(plan)  # what load_plan reads back is what was written
         Path(codegen_dir.path).mkdir(parents=True, exist_ok=True)
         (Path(codegen_dir.path) / PLAN_FILE).write_text(json.dumps(plan, indent=1) + "\n")
         return CompiledPipeline(functions, plan)
@@ -283,7 +285,9 @@ def _check_compiled(functions: Mapping[str, CompiledFunction],
 
 
 def format_plan(plan: Mapping[str, Any]) -> str:
-    """A plan's totals and edges as an aligned text table."""
+    """A plan's totals and edges as an aligned text table (CodegenError, naming the field,
+    for a plan that is not consistent: see :func:`.planfile.check_plan`)."""
+    check_plan(plan)
     t = plan["totals"]
     lines = [f"{'plan':<16} {'cycles':>10} {'converter B':>12}",
              f"{'negotiated':<16} {t['negotiated']['cycles']:>10} "
