@@ -382,7 +382,7 @@ def _check_entry(meta: Any, key: str, name: str, graph: str | None) -> None:
         raise _BadEntry(f"it was stored under another key ({meta['key'][:16]}...)")
     if meta["name"] != name:
         raise _BadEntry(f"it was stored for function {meta['name'][:40]!r}, not {name!r}")
-    if graph is not None and meta["graph"] != graph:
+    if graph is not None and meta.get("graph") != graph:
         raise _BadEntry("it was stored for another captured graph")
 
 
