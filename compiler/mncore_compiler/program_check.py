@@ -19,10 +19,16 @@ from mncore_hdl.layout import Layout
 from .errors import CodegenError
 from .ir import Graph
 
-__all__ = ["MAX_NAME_LENGTH", "check_body", "check_tables"]
+__all__ = ["MAX_GRAPH_NODES", "MAX_NAME_LENGTH", "MAX_PROGRAM_BYTES", "check_body",
+           "check_tables"]
 
 #: The longest function, IO or registered name a program may hold.
 MAX_NAME_LENGTH = 256
+#: The most IR nodes a loaded program may hold (a GPT-2 training step has a few thousand):
+#: loading is linear in them, about 0.1 ms a node, so this bounds a load to seconds.
+MAX_GRAPH_NODES = 100_000
+#: The largest program.json read (constants are files of their own).
+MAX_PROGRAM_BYTES = 256 << 20
 _IO_FIELDS = {"name": str, "shape": list, "dtype": str, "layout": str, "nbytes": int,
               "groups": int, "lw_per_group": int}
 _TOP_FIELDS = {"name": str, "arch": dict, "options": dict, "flops": int, "inputs": list,
@@ -71,6 +77,10 @@ def check_body(body: Mapping[str, Any], path: Path | str) -> None:
     if not body["name"] or len(body["name"]) > MAX_NAME_LENGTH:
         raise _fail(path, "name", f"a non-empty str of at most {MAX_NAME_LENGTH} characters",
                     body["name"])
+    nodes = body["graph"].get("nodes")
+    if isinstance(nodes, list) and len(nodes) > MAX_GRAPH_NODES:
+        raise CodegenError(f"{path} holds a graph of {len(nodes)} nodes, more than "
+                           f"{MAX_GRAPH_NODES} (MAX_GRAPH_NODES); split the function")
     for key in body["options"]:
         _typed(path, "a key of options", key, str)
     for table in ("inputs", "outputs", "constants", "state_writes"):
