@@ -12,7 +12,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
 import torch
 from mlsdk import Context, MNDevice, storage
 from mlsdk.device.rtl import icarus

@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 import torch.compiler as tc
-from mlsdk import Context, MLSDKError, MNDevice, storage
+from mlsdk import MLSDKError, storage
 from mncore_compiler.capture import capture
 from mncore_compiler.errors import CompilerError
 

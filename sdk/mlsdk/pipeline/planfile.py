@@ -36,10 +36,10 @@ def _get(where: str, table: Any, field: str, key: str, kind: type) -> Any:
     if not isinstance(table, dict) or key not in table:
         raise CodegenError(f"{where} is inconsistent: {field} has no {key!r} field; "
                            "recompile the pipeline")
-    value = table[key]
+    value: Any = table[key]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise _fail(where, f"{field}.{key}", f"a JSON {kind.__name__}", value)
-    if kind is int and value < 0:
+    if kind is int and isinstance(value, int) and value < 0:
         raise _fail(where, f"{field}.{key}", "a non-negative int", value)
     return value
 
