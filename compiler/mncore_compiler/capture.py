@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
 from torch import fx
-from torch._export.utils import _compiling_state_context
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from .aten import (
@@ -210,7 +210,46 @@ def _export_state(objects: Mapping[str, object],
     optimizer = any(isinstance(obj, torch.optim.Optimizer) for obj in objects.values())
     if training is True or optimizer:
         return contextlib.nullcontext
-    return _compiling_state_context
+    return _EXPORTING.scope
+
+
+class _ExportingFlags:
+    """``torch.compiler``'s compiling and exporting flags, set while any capture traces.
+
+    The flags are process-wide, not per thread. torch's own context saves and restores them
+    around one trace, so two traces in two threads that end out of order leave them set for
+    the rest of the process (and the later one traced with them cleared). This counts the
+    traces under way: the first sets the flags, the last puts back what they were.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved = (False, False)
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                self._saved = (torch.compiler._is_compiling_flag,
+                               torch.compiler._is_exporting_flag)
+            self._depth += 1
+            torch.compiler._is_compiling_flag = True
+            torch.compiler._is_exporting_flag = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    (torch.compiler._is_compiling_flag,
+                     torch.compiler._is_exporting_flag) = self._saved
+
+
+_EXPORTING = _ExportingFlags()
+#: make_fx is not thread-safe (its tracing modes are process state): one trace at a time, so
+#: that a caller of the compiler's own API from two threads is as safe as Context.compile.
+_TRACE_LOCK = threading.RLock()
 
 
 def _trace(
@@ -235,7 +274,7 @@ def _trace(
     if stack_traces:
         anchor_stack_traces(fn)
     try:
-        with grad, exporting():
+        with _TRACE_LOCK, grad, exporting():
             module = make_fx(flat, decomposition_table=decomposition_table(),
                              tracing_mode="real", record_stack_traces=stack_traces)(*tensors)
         created = snapshot.created_state()

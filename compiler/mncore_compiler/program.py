@@ -35,6 +35,7 @@ from mncore_hdl.tooling.files import STALE_SECONDS, atomic_write, canonical_json
 from .errors import CodegenError, CompilerError
 from .ir import Graph, TensorType
 from .ops import get_op
+from .program_check import MAX_PROGRAM_BYTES, check_body, check_tables
 
 __all__ = ["DeviceProgram", "PROGRAM_FORMAT", "PROGRAM_VERSION", "body_checksum",
            "codegen_files", "graph_flops", "replacing_program"]
@@ -259,12 +260,14 @@ class DeviceProgram:
         except _PARSE_ERRORS as exc:
             raise CodegenError(f"{path} is corrupt ({type(exc).__name__}: {exc}); "
                                "recompile") from None
-        _check_fits(program, path)
         return program
 
     @classmethod
     def _from_body(cls, root: Path, body: dict[str, Any]) -> DeviceProgram:
         stored = body.pop("sha256", None)
+        # Types and sizes first (cheap, and bounds what the checksum hashes); a resealed edit
+        # is caught here or by check_tables below.
+        check_body(body, root / _PROGRAM_FILE)
         if body_checksum(body) != stored:
             raise CodegenError(f"{root / _PROGRAM_FILE} is corrupt (checksum mismatch); "
                                "recompile")
@@ -291,15 +294,17 @@ class DeviceProgram:
         writes = body.get("state_writes", [])
         for entry in body["outputs"] + writes:
             output_layouts[entry["name"]] = Layout.parse(entry["layout"], entry["dtype"])
-        graph = Graph.from_json(body["graph"], constants)
-        graph.verify()
-        return cls(name=body["name"], graph=graph, layouts=layouts,
-                   output_layouts=output_layouts,
-                   inputs=tuple(e["name"] for e in body["inputs"]),
-                   outputs=tuple(e["name"] for e in body["outputs"]),
-                   arch=ArchConfig.from_dict(body["arch"]), options=body["options"],
-                   state=_state_entry(body.get("state", {}), graph),
-                   state_writes=_writes_entry(writes, graph))
+        graph = Graph.from_json(body["graph"], constants)  # verified there
+        program = cls(name=body["name"], graph=graph, layouts=layouts,
+                      output_layouts=output_layouts,
+                      inputs=tuple(e["name"] for e in body["inputs"]),
+                      outputs=tuple(e["name"] for e in body["outputs"]),
+                      arch=ArchConfig.from_dict(body["arch"]), options=body["options"],
+                      state=_state_entry(body.get("state", {}), graph),
+                      state_writes=_writes_entry(writes, graph))
+        _check_fits(program, root / _PROGRAM_FILE)
+        check_tables(body, graph, layouts, output_layouts, program.flops, root / _PROGRAM_FILE)
+        return program
 
 
 class _ConstantChanged(CodegenError):
@@ -308,9 +313,14 @@ class _ConstantChanged(CodegenError):
 
 def _read_program_json(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_PROGRAM_BYTES + 1)
     except OSError as exc:
         raise CodegenError(f"{path} cannot be read ({exc.strerror or exc}); recompile") from None
+    if len(raw) > MAX_PROGRAM_BYTES:
+        raise CodegenError(f"{path} is larger than {MAX_PROGRAM_BYTES} bytes "
+                           "(MAX_PROGRAM_BYTES); it was not written by Context.compile")
+    return raw
 
 
 def _check_fits(program: DeviceProgram, path: Path) -> None:

@@ -169,13 +169,7 @@ class CacheDir:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             why = "nested too deeply" if isinstance(exc, RecursionError) else exc
             raise _BadEntry(f"its {_ENTRY_FILE} is unreadable ({why})") from None
-        if (not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT
-                or meta.get("version") != CACHE_VERSION):
-            raise _BadEntry(f"its {_ENTRY_FILE} is not a {CACHE_FORMAT} v{CACHE_VERSION} entry")
-        if meta.get("key") != key:
-            raise _BadEntry(f"it was stored under another key ({str(meta.get('key'))[:16]}...)")
-        if graph is not None and meta.get("graph") != graph:
-            raise _BadEntry("it was stored for another captured graph")
+        _check_entry(meta, key, name, graph)
         files = codegen_files(path)
         if len(files) > 2:
             _check_plain(path / "constants", "its constants/")
@@ -361,6 +355,35 @@ def program_inputs(program: DeviceProgram) -> Inputs:
     """The inputs a program takes, in order: (name, type as text) pairs."""
     types = program.graph.inputs
     return tuple((name, str(types[name]) if name in types else "?") for name in program.inputs)
+
+
+#: The fields of an entry.json and their JSON types (``created``: seconds since the epoch).
+_ENTRY_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "format": str, "version": int, "key": str, "name": str, "kit": dict, "graph": str,
+    "program": str, "created": (int, float)}
+#: Fields a store may leave out (``CacheDir.store`` with no such ``meta``).
+_ENTRY_OPTIONAL = ("kit", "graph")
+
+
+def _check_entry(meta: Any, key: str, name: str, graph: str | None) -> None:
+    """The consistency check of an ``entry.json``, before anything else of the entry is read:
+    every field present with its type, and bound to this key, function and graph."""
+    if (not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT
+            or meta.get("version") != CACHE_VERSION):
+        raise _BadEntry(f"its {_ENTRY_FILE} is not a {CACHE_FORMAT} v{CACHE_VERSION} entry")
+    for field, kind in _ENTRY_FIELDS.items():
+        value = meta.get(field)
+        if field in _ENTRY_OPTIONAL and field not in meta:
+            continue
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise _BadEntry(f"its {_ENTRY_FILE} field {field!r} must be a JSON "
+                            f"{getattr(kind, '__name__', 'number')}, not {str(value)[:40]!r}")
+    if meta["key"] != key:
+        raise _BadEntry(f"it was stored under another key ({meta['key'][:16]}...)")
+    if meta["name"] != name:
+        raise _BadEntry(f"it was stored for function {meta['name'][:40]!r}, not {name!r}")
+    if graph is not None and meta.get("graph") != graph:
+        raise _BadEntry("it was stored for another captured graph")
 
 
 def _untrusted(info: os.stat_result, what: str) -> str | None:

@@ -40,7 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ap.prog}: {args.spec}: {exc}", file=sys.stderr)
         return 2
     out = args.out or DEFAULT_ROOT / spec.name / "results.jsonl"
-    result = run_sweep(spec, ResultStore(out), ray=args.ray, address=args.address,
+    try:
+        store = ResultStore(out)
+    except (OSError, ValueError) as exc:
+        print(f"{ap.prog}: {out}: {exc}", file=sys.stderr)
+        return 2
+    result = run_sweep(spec, store, ray=args.ray, address=args.address,
                        retry_failed=args.retry_failed, progress=not args.no_progress)
     print(table(result.records, spec.swept, spec.figures))
     where_run = "Ray" if args.ray or args.address else "this process"

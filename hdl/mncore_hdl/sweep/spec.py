@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,15 @@ from ..arch import ArchConfig, DramTiming
 from . import adapter
 from .workload import WORKLOAD_FIELDS, Workload
 
-__all__ = ["BACKENDS", "FIGURES", "SweepSpec", "Point", "load_spec", "resolve", "known_fields"]
+__all__ = ["BACKENDS", "FIGURES", "SweepSpec", "Point", "load_spec", "resolve", "known_fields",
+           "MAX_POINTS", "MAX_SPEC_BYTES"]
+
+#: The most points one spec may ask for (the grid's product); split a larger sweep.
+MAX_POINTS = 100_000
+#: The largest spec file read.
+MAX_SPEC_BYTES = 1 << 20
+#: A spec's name names its results folder: one path component, no hidden or parent names.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 #: Where a point runs: the analytic timing models, or the RTL bench on a simulator.
 BACKENDS = ("model", "icarus", "verilator")
@@ -115,18 +125,37 @@ class SweepSpec:
     timeout_s: float | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"Sweep name must be a non-empty string, not {self.name!r}")
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise ValueError(f"Sweep name must be 1 to 128 letters, digits, '_', '.' or '-' "
+                             f"(not starting with '.' or '-': it names a folder), not "
+                             f"{self.name!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"Sweep backend must be one of {', '.join(BACKENDS)}, "
                              f"not {self.backend!r}")
         if self.base_config not in adapter.BASE_CONFIGS:
             raise ValueError(f"base_config must be one of {', '.join(adapter.BASE_CONFIGS)}, "
                              f"not {self.base_config!r}")
+        if not isinstance(self.grid, dict) or not isinstance(self.fixed, dict):
+            raise ValueError("Sweep grid and fixed must be objects of parameter values, not "
+                             f"{type(self.grid).__name__} and {type(self.fixed).__name__}")
         for name, values in self.grid.items():
             if not isinstance(values, list | tuple) or not values:
                 raise ValueError(f"Grid parameter {name!r} must list at least one value, "
                                  f"not {values!r}")
+        count = math.prod(len(v) for v in self.grid.values())
+        if count > MAX_POINTS:
+            raise ValueError(f"The sweep's grid has {count} points "
+                             f"({' x '.join(str(len(v)) for v in self.grid.values())}); at most "
+                             f"{MAX_POINTS} (MAX_POINTS) are run by one spec. Split it")
+        timeout = self.timeout_s
+        if timeout is not None and (not isinstance(timeout, int | float)
+                                    or isinstance(timeout, bool)
+                                    or not 0 < timeout <= 86400):
+            raise ValueError(f"timeout_s must be None or a number of seconds in (0, 86400], "
+                             f"not {timeout!r}")
+        if isinstance(self.figures, str) or not isinstance(self.figures, list | tuple):
+            raise ValueError(f"figures must be a list of names among {', '.join(FIGURES)}, "
+                             f"not {self.figures!r}")
         check_names([*self.grid, *self.fixed])
         bad = [f for f in self.figures if f not in FIGURES]
         if bad:
@@ -158,23 +187,38 @@ class SweepSpec:
         bad = sorted(set(data) - allowed)
         if bad:
             raise ValueError(f"Unknown sweep spec key(s) {bad}; expected {sorted(allowed)}")
+        if not isinstance(data, dict):
+            raise ValueError(f"A sweep spec must be an object, not {type(data).__name__}")
         data = dict(data)
-        data["grid"] = {k: list(v) for k, v in data.get("grid", {}).items()}
+        grid = data.get("grid", {})
+        if not isinstance(grid, dict):
+            raise ValueError(f"Sweep grid must be an object, not {type(grid).__name__}")
+        data["grid"] = {k: list(v) if isinstance(v, list | tuple) else v
+                        for k, v in grid.items()}
         return cls(**data)
 
 
 def load_spec(path: str | Path) -> SweepSpec:
     """Read a spec from a ``.json`` or ``.toml`` file."""
     path = Path(path)
+    if path.is_file() and path.stat().st_size > MAX_SPEC_BYTES:
+        raise ValueError(f"Sweep spec {path} holds {path.stat().st_size} bytes, more than "
+                         f"{MAX_SPEC_BYTES} (MAX_SPEC_BYTES)")
     if path.suffix == ".json":
-        data = json.loads(path.read_text())
+        try:
+            data = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise ValueError(f"Sweep spec {path} is not valid JSON ({exc})") from None
     elif path.suffix == ".toml":
         try:
             import tomllib
         except ModuleNotFoundError:  # Python 3.10
             raise ValueError(f"Reading {path} needs Python 3.11's tomllib; "
                              "write the spec as JSON instead") from None
-        data = tomllib.loads(path.read_text())
+        try:
+            data = tomllib.loads(path.read_text())
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"Sweep spec {path} is not valid TOML ({exc})") from None
     else:
         raise ValueError(f"Sweep spec must be a .json or .toml file, not {path.name!r}")
     return SweepSpec.from_dict(data)

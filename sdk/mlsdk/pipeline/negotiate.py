@@ -23,10 +23,13 @@ from mncore_hdl.layout import Layout
 from ..costs import HandoffCost, buffer_cycles, handoff_cost, launch_cycles, memcopyable
 
 __all__ = ["Port", "Edge", "Problem", "Costed", "evaluate", "negotiate", "consumer_first",
-           "defaults", "EXHAUSTIVE_LIMIT"]
+           "defaults", "EXHAUSTIVE_LIMIT", "MAX_COMPONENT_PORTS"]
 
 #: Assignments of one component tried one by one, at most; beyond, coordinate descent.
 EXHAUSTIVE_LIMIT = 4096
+#: The most IOs one component may join (coordinate descent, and each edge's alternatives,
+#: cost a power of this): past it, negotiation is refused rather than left to run for hours.
+MAX_COMPONENT_PORTS = 64
 
 
 @dataclass(frozen=True, order=True)
@@ -242,6 +245,12 @@ def components(problem: Problem) -> list[_Component]:
     groups: dict[Port, list[Port]] = {}
     for port in list(parent):
         groups.setdefault(find(port), []).append(port)
+    for root, ports in groups.items():
+        if len(ports) > MAX_COMPONENT_PORTS:
+            raise ValueError(f"The pipeline's hand-offs join {len(ports)} IOs into one group "
+                             f"(around {root}); negotiation handles at most "
+                             f"{MAX_COMPONENT_PORTS} (MAX_COMPONENT_PORTS). Pin some layouts "
+                             "with io_spec_constraints and connect fewer IOs to one tensor")
     return [_Component(problem, sorted(ports),
                        [e for e in problem.edges if find(e.src) == root])
             for root, ports in sorted(groups.items())]

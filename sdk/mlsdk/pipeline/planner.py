@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +18,7 @@ from ..compiled import CompiledFunction
 from ..errors import MLSDKError
 from ..iospec import IOSpec
 from ..storage import StoragePath
+from ..storage import path as storage_path
 from .negotiate import (
     Costed,
     Edge,
@@ -25,8 +29,14 @@ from .negotiate import (
     evaluate,
     negotiate,
 )
+from .planfile import check_plan
 
-__all__ = ["Pipeline", "CompiledPipeline", "PLAN_FILE"]
+__all__ = ["Pipeline", "CompiledPipeline", "PLAN_FILE", "MAX_PIPELINE_FUNCTIONS",
+           "MAX_PIPELINE_EDGES"]
+
+#: The most functions and hand-offs one pipeline may have (each function is compiled twice).
+MAX_PIPELINE_FUNCTIONS = 256
+MAX_PIPELINE_EDGES = 4096
 
 #: The plan's file, beside the functions' codegen directories.
 PLAN_FILE = "pipeline_plan.json"
@@ -121,11 +131,17 @@ class Pipeline:
         ``Context.compile``; layouts given in ``io_spec_constraints`` are pinned: the
         negotiation keeps them.
         """
-        if not isinstance(name, str) or not name or "." in name:
-            raise ValueError(f"A pipeline function's name must be a non-empty str without "
-                             f"'.', not {name!r}")
+        if not isinstance(name, str) or not name or len(name) > 128 \
+                or any(c in name for c in "./\\\0") or not name.isprintable():
+            raise ValueError(f"A pipeline function's name must be 1 to 128 printable "
+                             f"characters without '.', '/' or '\\' (it names the folder "
+                             f"codegen_dir / name), not {name!r}")
         if name in self._entries:
             raise ValueError(f"The pipeline already has a function named {name!r}")
+        if len(self._entries) >= MAX_PIPELINE_FUNCTIONS:
+            raise ValueError(f"A pipeline holds at most {MAX_PIPELINE_FUNCTIONS} functions "
+                             f"(MAX_PIPELINE_FUNCTIONS); {name!r} would be one more. Split it "
+                             "into pipelines joined by io_spec_constraints")
         if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
             raise ValueError(f"calls must be a positive int, not {calls!r}")
         self._entries[name] = _Entry(fn, sample_inputs, calls, dict(compile_kwargs))
@@ -138,6 +154,9 @@ class Pipeline:
         if count is not None and (isinstance(count, bool) or not isinstance(count, int)
                                   or count < 1):
             raise ValueError(f"count must be a positive int or None, not {count!r}")
+        if len(self._edges) >= MAX_PIPELINE_EDGES:
+            raise ValueError(f"A pipeline holds at most {MAX_PIPELINE_EDGES} hand-offs "
+                             f"(MAX_PIPELINE_EDGES); {src} -> {dst} would be one more")
         self._edges.append((sf, so, df, di, count))
 
     # -- planning and compiling -------------------------------------------------------------
@@ -148,14 +167,22 @@ class Pipeline:
         if not isinstance(codegen_dir, StoragePath):
             raise TypeError("The codegen directory must be given as storage.path(...), not "
                             f"{type(codegen_dir).__name__}")
-        probes = {name: self._compile(name, codegen_dir / "probes" / name, {})
-                  for name in self._entries}
+        # The probes (each function compiled with defaults, to learn its IOs) go to a folder
+        # of this compile's own, made here and removed after: a planted probes/ (a symlink
+        # elsewhere, another user's) is never written through, and none is left behind.
+        root = Path(codegen_dir.path)
+        root.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".probes-", dir=root))
+        probes: dict[str, CompiledFunction] = {}
         try:
+            for name in self._entries:
+                probes[name] = self._compile(name, storage_path(scratch) / name, {})
             problem = self._problem(probes)
             plan, chosen = _plan(problem)
         finally:
             for probe in probes.values():
                 probe.unload()
+            shutil.rmtree(scratch, ignore_errors=True)
         functions = {}
         for name in self._entries:
             constraints = _constraints(problem, chosen, name)
@@ -163,8 +190,14 @@ class Pipeline:
             plan["functions"][name]["codegen_dir"] = str(codegen_dir / name)
         _check_compiled(functions, chosen)
         _place(plan, problem, chosen, functions)
-        Path(codegen_dir.path).mkdir(parents=True, exist_ok=True)
-        (Path(codegen_dir.path) / PLAN_FILE).write_text(json.dumps(plan, indent=1) + "\n")
+        check_plan(plan)  # what load_plan reads back is what was written
+        # A temporary and a rename: a planted symlink at the plan's name is replaced, never
+        # written through, and a reader sees the old plan or the new one.
+        fd, tmp = tempfile.mkstemp(prefix=f".{PLAN_FILE}.", suffix=".tmp", dir=root)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps(plan, indent=1) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, root / PLAN_FILE)
         return CompiledPipeline(functions, plan)
 
     def _compile(self, name: str, where: StoragePath,
@@ -283,7 +316,9 @@ def _check_compiled(functions: Mapping[str, CompiledFunction],
 
 
 def format_plan(plan: Mapping[str, Any]) -> str:
-    """A plan's totals and edges as an aligned text table."""
+    """A plan's totals and edges as an aligned text table (CodegenError, naming the field,
+    for a plan that is not consistent: see :func:`.planfile.check_plan`)."""
+    check_plan(plan)
     t = plan["totals"]
     lines = [f"{'plan':<16} {'cycles':>10} {'converter B':>12}",
              f"{'negotiated':<16} {t['negotiated']['cycles']:>10} "

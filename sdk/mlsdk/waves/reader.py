@@ -28,7 +28,11 @@ from mncore_hdl.contracts.cosim import (
 )
 from mncore_hdl.tooling.gtkw import top_scope
 
-__all__ = ["Waves", "WaveCommand", "Span"]
+__all__ = ["Waves", "WaveCommand", "Span", "MAX_WAVE_BYTES"]
+
+#: The largest wave file read (pywellen holds its signals in memory); a longer run records a
+#: window of its calls (``?calls=``).
+MAX_WAVE_BYTES = 4 << 30
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,10 @@ class Waves:
         self.config = config
         if not self.path.is_file():
             raise FileNotFoundError(f"No wave file {self.path}")
+        size = self.path.stat().st_size
+        if size > MAX_WAVE_BYTES:
+            raise ValueError(f"{self.path} holds {size} bytes, more than {MAX_WAVE_BYTES} "
+                             "(MAX_WAVE_BYTES); record a window of calls (?calls=) instead")
         try:
             self._wave = pywellen.Waveform(str(self.path))
         except (KeyboardInterrupt, SystemExit):

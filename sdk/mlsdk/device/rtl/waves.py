@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import resource
 import shutil
 import stat
@@ -158,21 +159,32 @@ def pick_wave_format(option: str | None, simulator: str) -> str:
     return value
 
 
+#: The most calls one window may name (``?calls=1-100000``), and the highest call number.
+MAX_WINDOW_CALLS = 100_000
+MAX_CALL = 2 ** 31 - 1
+_CALLS_PART = re.compile(r"([0-9]{1,10})(?:-([0-9]{1,10}))?")
+
+
 def parse_calls(text: str, source: str = "The calls option") -> frozenset[int]:
     """The calls a window names: ``"2"``, ``"2-3"``, ``"1,4-5"`` (calls count from 1).
 
-    Raises ValueError naming ``source`` for anything else.
+    Raises ValueError naming ``source`` for anything else, for a call past :data:`MAX_CALL`,
+    and for a window of more than :data:`MAX_WINDOW_CALLS` calls.
     """
     calls: set[int] = set()
+    if not isinstance(text, str) or len(text) > 4096:
+        raise ValueError(f"{source} must be a short str of calls like 2, 2-3 or 1,4-5, not "
+                         f"{str(text)[:40]!r}...")
     for part in text.split(","):
-        first, _, last = part.strip().partition("-")
-        try:
-            lo, hi = int(first), int(last) if last else int(first)
-        except ValueError:
-            lo = hi = 0
-        if not 1 <= lo <= hi:
-            raise ValueError(f"{source} must be calls like 2, 2-3 or 1,4-5 (counting from 1), "
-                             f"not {text!r}")
+        match = _CALLS_PART.fullmatch(part.strip())
+        lo = int(match.group(1)) if match else 0
+        hi = int(match.group(2) or match.group(1)) if match else 0
+        if not 1 <= lo <= hi <= MAX_CALL:
+            raise ValueError(f"{source} must be calls like 2, 2-3 or 1,4-5 (counting from 1, "
+                             f"at most {MAX_CALL}), not {text[:80]!r}")
+        if len(calls) + hi - lo + 1 > MAX_WINDOW_CALLS:
+            raise ValueError(f"{source} names more than {MAX_WINDOW_CALLS} calls "
+                             f"(MAX_WINDOW_CALLS) in {text[:80]!r}; record a narrower window")
         calls.update(range(lo, hi + 1))
     return frozenset(calls)
 
