@@ -15,10 +15,17 @@ anything observes or partly overwrites the range, the store's ``flush`` callback
 tensor out (exactly what an eager store would have written), and a dirty entry is never
 forgotten without it, except when a write covers its whole range (which an eager model would
 have overwritten anyway). Freeing the buffer keeps a dirty entry: freed DRAM keeps its bytes.
+
+Every DRAM write and observation asks which entries overlap a range, so the entries are
+indexed by where they start: the distinct start addresses in a sorted list, each with the keys
+starting there. An entry overlapping ``[address, address + count)`` starts before its end and
+less than the longest entry's LW count before its start, so a lookup bisects that window and
+tests the few entries in it (O(log n + k) with k the entries in the window, not O(n)).
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -66,6 +73,11 @@ class DecodedCache:
         #: Dirty entries held (a quick "nothing owed" check on every DRAM access).
         self.dirty = 0
         self._entries: collections.OrderedDict[Hashable, _Entry] = collections.OrderedDict()
+        # The overlap index (module docstring): sorted distinct start addresses, the keys
+        # starting at each, and the most LWs an entry held since the cache was last empty.
+        self._starts: list[int] = []
+        self._at: dict[int, dict[Hashable, None]] = {}
+        self._longest = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -103,6 +115,7 @@ class DecodedCache:
         while self.nbytes + nbytes > self.limit_bytes:
             self._drop(next(iter(self._entries)), flush=True)
         self._entries[key] = _Entry(value, value._version, nbytes, span, owner, dirty, layout)
+        self._index(key, span)
         self.nbytes += nbytes
         self.dirty += dirty
         return True
@@ -134,12 +147,43 @@ class DecodedCache:
 
     def _overlapping(self, group: int, groups: int, address: int,
                      count: int) -> list[tuple[Hashable, _Entry]]:
-        """The entries whose LW range overlaps the range (the test written out: this runs on
-        every DRAM write and observation, over every entry)."""
-        top, end = group + groups, address + count
-        return [(key, e) for key, e in self._entries.items()
-                if e.span[0] < top and group < e.span[0] + e.span[1]
-                and e.span[2] < end and address < e.span[2] + e.span[3]]
+        """The entries whose LW range overlaps the range: those starting in the index's window
+        (the module docstring), tested one by one."""
+        starts = self._starts
+        end = address + count
+        lo = bisect.bisect_right(starts, address - self._longest)
+        hi = bisect.bisect_left(starts, end, lo)
+        if lo >= hi:
+            return []
+        top, entries, found = group + groups, self._entries, []
+        for start in starts[lo:hi]:
+            for key in self._at[start]:
+                e = entries[key]
+                span = e.span
+                if (span[0] < top and group < span[0] + span[1]
+                        and address < start + span[3]):
+                    found.append((key, e))
+        return found
+
+    def _index(self, key: Hashable, span: tuple[int, int, int, int]) -> None:
+        start = span[2]
+        keys = self._at.get(start)
+        if keys is None:
+            bisect.insort(self._starts, start)
+            keys = self._at[start] = {}
+        keys[key] = None
+        if span[3] > self._longest:
+            self._longest = span[3]
+
+    def _unindex(self, key: Hashable, span: tuple[int, int, int, int]) -> None:
+        start = span[2]
+        keys = self._at[start]
+        del keys[key]
+        if not keys:
+            del self._at[start]
+            del self._starts[bisect.bisect_left(self._starts, start)]
+        if not self._entries:
+            self._longest = 0
 
     def drop_owners(self, keep: Callable[[Any], bool]) -> None:
         """Forget every clean tensor whose owner ``keep`` rejects (say, a freed buffer); a
@@ -153,6 +197,9 @@ class DecodedCache:
             if entry.dirty:
                 self._flush(entry)
         self._entries.clear()
+        self._starts.clear()
+        self._at.clear()
+        self._longest = 0
         self.nbytes = 0
 
     def _flush(self, entry: _Entry) -> None:
@@ -172,6 +219,7 @@ class DecodedCache:
             else:
                 self.dirty -= 1
         del self._entries[key]
+        self._unindex(key, entry.span)
         self.nbytes -= entry.nbytes
 
 
