@@ -17,24 +17,28 @@ forgotten without it, except when a write covers its whole range (which an eager
 have overwritten anyway). Freeing the buffer keeps a dirty entry: freed DRAM keeps its bytes.
 
 Every DRAM write and observation asks which entries overlap a range, so the entries are
-indexed by where they start: the distinct start addresses in a sorted list, each with the keys
-starting there. An entry overlapping ``[address, address + count)`` starts before its end and
-less than the longest entry's LW count before its start, so a lookup bisects that window and
-tests the few entries in it (O(log n + k) with k the entries in the window, not O(n)).
+indexed by address: the LW addresses are cut into blocks of :data:`BLOCK_LW`, and each block
+lists the keys of the entries over it. A lookup visits the blocks its range covers and tests
+the entries listed there, so a write costs the blocks it spans and the few entries near it,
+not a test of every entry (an entry costs one index row per block it spans, a small share of
+the tensor it holds).
 """
 
 from __future__ import annotations
 
-import bisect
 import collections
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DecodedCache", "DEFAULT_LIMIT_BYTES"]
+__all__ = ["BLOCK_LW", "DecodedCache", "DEFAULT_LIMIT_BYTES"]
 
 #: Bytes of decoded tensors a device keeps by default (a few large models' parameters).
 DEFAULT_LIMIT_BYTES = 256 << 20
+
+#: LWs per block of the overlap index (a power of two; see the module docstring).
+BLOCK_LW = 256
+_SHIFT = BLOCK_LW.bit_length() - 1
 
 
 @dataclass
@@ -73,11 +77,8 @@ class DecodedCache:
         #: Dirty entries held (a quick "nothing owed" check on every DRAM access).
         self.dirty = 0
         self._entries: collections.OrderedDict[Hashable, _Entry] = collections.OrderedDict()
-        # The overlap index (module docstring): sorted distinct start addresses, the keys
-        # starting at each, and the most LWs an entry held since the cache was last empty.
-        self._starts: list[int] = []
-        self._at: dict[int, dict[Hashable, None]] = {}
-        self._longest = 0
+        # The overlap index (module docstring): block number -> the keys of entries over it.
+        self._blocks: dict[int, dict[Hashable, None]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -147,43 +148,47 @@ class DecodedCache:
 
     def _overlapping(self, group: int, groups: int, address: int,
                      count: int) -> list[tuple[Hashable, _Entry]]:
-        """The entries whose LW range overlaps the range: those starting in the index's window
-        (the module docstring), tested one by one."""
-        starts = self._starts
-        end = address + count
-        lo = bisect.bisect_right(starts, address - self._longest)
-        hi = bisect.bisect_left(starts, end, lo)
-        if lo >= hi:
+        """The entries whose LW range overlaps the range: those listed in the blocks it
+        covers (the module docstring), tested one by one."""
+        if count <= 0:
             return []
-        top, entries, found = group + groups, self._entries, []
-        for start in starts[lo:hi]:
-            for key in self._at[start]:
+        blocks, entries = self._blocks, self._entries
+        top, end = group + groups, address + count
+        found: dict[Hashable, _Entry] = {}
+        for block in range(address >> _SHIFT, ((end - 1) >> _SHIFT) + 1):
+            keys = blocks.get(block)
+            if keys is None:
+                continue
+            for key in keys:
+                if key in found:
+                    continue
                 e = entries[key]
                 span = e.span
                 if (span[0] < top and group < span[0] + span[1]
-                        and address < start + span[3]):
-                    found.append((key, e))
-        return found
+                        and span[2] < end and address < span[2] + span[3]):
+                    found[key] = e
+        return list(found.items())
 
     def _index(self, key: Hashable, span: tuple[int, int, int, int]) -> None:
-        start = span[2]
-        keys = self._at.get(start)
-        if keys is None:
-            bisect.insort(self._starts, start)
-            keys = self._at[start] = {}
-        keys[key] = None
-        if span[3] > self._longest:
-            self._longest = span[3]
+        if span[3] <= 0:
+            return
+        blocks = self._blocks
+        for block in range(span[2] >> _SHIFT, ((span[2] + span[3] - 1) >> _SHIFT) + 1):
+            keys = blocks.get(block)
+            if keys is None:
+                blocks[block] = {key: None}
+            else:
+                keys[key] = None
 
     def _unindex(self, key: Hashable, span: tuple[int, int, int, int]) -> None:
-        start = span[2]
-        keys = self._at[start]
-        del keys[key]
-        if not keys:
-            del self._at[start]
-            del self._starts[bisect.bisect_left(self._starts, start)]
-        if not self._entries:
-            self._longest = 0
+        if span[3] <= 0:
+            return
+        blocks = self._blocks
+        for block in range(span[2] >> _SHIFT, ((span[2] + span[3] - 1) >> _SHIFT) + 1):
+            keys = blocks[block]
+            del keys[key]
+            if not keys:
+                del blocks[block]
 
     def drop_owners(self, keep: Callable[[Any], bool]) -> None:
         """Forget every clean tensor whose owner ``keep`` rejects (say, a freed buffer); a
@@ -197,9 +202,7 @@ class DecodedCache:
             if entry.dirty:
                 self._flush(entry)
         self._entries.clear()
-        self._starts.clear()
-        self._at.clear()
-        self._longest = 0
+        self._blocks.clear()
         self.nbytes = 0
 
     def _flush(self, entry: _Entry) -> None:

@@ -237,7 +237,7 @@ def test_call_results_and_report_do_not_depend_on_write_back(tmp_path):
     assert _session(tmp_path, 1 << 30) == _session(tmp_path, 0)  # write-back vs eager
 
 
-class _Pair(torch.nn.Module):
+class _TwoBuffers(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.register_buffer("a", torch.arange(64.0))
@@ -248,7 +248,7 @@ def test_state_swapped_through_dram_views_keeps_both_values(tmp_path):
     """A step that swaps two registered buffers stores each one's update as the other's old
     value: a view of DRAM (row-major layouts decode as views) that the first store overwrites
     unless the device copies it first (``_own_outputs``); the front end copies nothing."""
-    pair = _Pair()
+    pair = _TwoBuffers()
 
     def swap(d):
         old = pair.a.clone()
