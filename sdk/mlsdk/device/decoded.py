@@ -154,8 +154,16 @@ class DecodedCache:
             return []
         blocks, entries = self._blocks, self._entries
         top, end = group + groups, address + count
+        first, last = address >> _SHIFT, (end - 1) >> _SHIFT
+        if first == last:  # most writes: one block, whose keys are distinct
+            keys = blocks.get(first)
+            if keys is None:
+                return []
+            return [(key, e) for key, e in ((k, entries[k]) for k in keys)
+                    if e.span[0] < top and group < e.span[0] + e.span[1]
+                    and e.span[2] < end and address < e.span[2] + e.span[3]]
         found: dict[Hashable, _Entry] = {}
-        for block in range(address >> _SHIFT, ((end - 1) >> _SHIFT) + 1):
+        for block in range(first, last + 1):
             keys = blocks.get(block)
             if keys is None:
                 continue
