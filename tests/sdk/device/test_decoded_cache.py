@@ -167,15 +167,15 @@ def test_invalidate_forgets_exactly_the_overlapping_entries():
     for step in range(3000):
         if rng.random() < 0.6 or not spans:
             group = int(rng.integers(0, 4))
-            span = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 64)) * 8,
-                    int(rng.choice([1, 8, 16, 100, 300])))
+            span = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 640)) * 8,
+                    int(rng.choice([1, 8, 16, 100, 300, 5000])))
             key = int(rng.integers(0, 40))
             cache.put(key, torch.zeros(1), span)
             spans[key] = span
         else:
             group = int(rng.integers(0, 4))
-            write = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 600)),
-                     int(rng.integers(1, 50)))
+            write = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 6000)),
+                     int(rng.choice([1, 50, 3000, 9000])))
             cache.invalidate(*write)
             spans = {k: s for k, s in spans.items() if not overlaps(s, *write)}
         held = {k for k in range(40) if cache.get(k) is not None}
