@@ -26,11 +26,12 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from call_split import ROLES, CallSplit
 from mlsdk import (
     Context,
     MLSDKError,
@@ -40,7 +41,7 @@ from mlsdk import (
     set_buffer_name_in_optimizer,
     storage,
 )
-from mlsdk.testing.cnn import Block
+from mlsdk.testing.cnn import CNN, Block
 from mlsdk.testing.gpt import GPT
 from mncore_compiler.errors import CompilerError, UnsupportedOperationError
 from torch import nn
@@ -110,10 +111,40 @@ def make_case(name: str, size: str) -> Case:
         attention = "sdpa" if sdpa else "masked softmax"
         return Case(f"GPT {layers} layers d={d} T={T} batch {batch}, {attention}",
                     GPT(vocab, d, heads, layers, T, sdpa), data, "adamw", _xent)
-    raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODELS)}")
+    if name == "gpt-small":
+        tokens = torch.randint(0, 64, (8, 17))
+        data = {"x": tokens[:, :-1].contiguous(), "y": tokens[:, 1:].contiguous()}
+        return Case("GPT 2 layers d=64 T=16 batch 8, 4 heads, vocabulary 64, masked softmax",
+                    GPT(64, 64, 4, 2, 16), data, "adamw", _xent)
+    if name == "cnn-small":
+        data = {"x": torch.randn(32, 1, 8, 8), "y": torch.randint(0, 10, (32,))}
+        return Case("CNN width 8 (stem, 2 residual blocks), batch 32 of 1x8x8", CNN(8), data,
+                    "sgd", _xent)
+    if name == "recsys":
+        users, items = torch.randint(0, 1000, (64,)), torch.randint(0, 500, (64,))
+        data = {"x": torch.stack([users, items], 1), "y": torch.randint(0, 2, (64,))}
+        return Case("embedding+MLP recommender: 1000 users, 500 items, 32-dim, MLP 64-64-2 "
+                    "(click or not), batch 64", Recommender(1000, 500, 32), data, "adamw", _xent)
+    raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODELS + SMALL)}")
+
+
+class Recommender(nn.Module):
+    """A user and an item embedding, concatenated, through an MLP to two logits (click or
+    not)."""
+
+    def __init__(self, users: int, items: int, dim: int):
+        super().__init__()
+        self.user, self.item = nn.Embedding(users, dim), nn.Embedding(items, dim)
+        self.mlp = nn.Sequential(nn.Linear(2 * dim, 64), nn.ReLU(), nn.Linear(64, 64),
+                                 nn.ReLU(), nn.Linear(64, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(torch.cat([self.user(x[:, 0]), self.item(x[:, 1])], 1))
 
 
 MODELS = ("mlp", "cnn", "gpt", "gpt-sdpa")
+#: The models ``--small`` runs: those people try first, where per-call overhead dominates.
+SMALL = ("gpt-small", "cnn-small", "recsys")
 MODES = ("infer", "train")
 
 # -- the functions compiled and timed -----------------------------------------------------------
@@ -141,13 +172,19 @@ def _functions(case: Case, model: nn.Module, opt: torch.optim.Optimizer | None
     return train_step
 
 
+#: The clock calls are timed by: ``time.perf_counter`` (wall) or ``time.process_time`` (this
+#: process' CPU time, what a shared machine's neighbours disturb least; torch runs on
+#: ``--threads`` threads, 1 by default, so it is the call's own work). Set by ``--clock``.
+CLOCK: Callable[[], float] = time.perf_counter
+
+
 def _median_seconds(call: Callable[[], object], repeat: int) -> float:
     call()  # warm
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = CLOCK()
         call()
-        times.append(time.perf_counter() - start)
+        times.append(CLOCK() - start)
     return statistics.median(times)
 
 
@@ -166,11 +203,14 @@ class Compiled:
     seconds: float = 0.0
     cycles: float = 0.0
     error: str = ""
+    #: Milliseconds per call by role (:mod:`call_split`), from instrumented calls of their own.
+    split: dict[str, float] = field(default_factory=dict)
 
 
-def time_compiled(case: Case, mode: str, repeat: int, device: str, outdir: Path) -> Compiled:
+def time_compiled(case: Case, mode: str, repeat: int, device: str, outdir: Path,
+                  split: bool = False) -> Compiled:
     """One compiled call's wall time (outputs read back) and modeled cycles, or why the model
-    does not compile."""
+    does not compile; with ``split``, also where the call's time goes (:mod:`call_split`)."""
     model = copy.deepcopy(case.model)
     model.train(mode == "train")
     with Context(MNDevice(device)) as context:
@@ -199,7 +239,22 @@ def time_compiled(case: Case, mode: str, repeat: int, device: str, outdir: Path)
             return Compiled(error=f"does not run: {type(exc).__name__}: {exc}")
         calls = context.report().calls(fn.name)
         cycles = statistics.median(record.cycles for record in calls)
-    return Compiled(seconds, cycles)
+        got = Compiled(seconds, cycles)
+        if split and hasattr(context.device, "dram"):
+            got.split = _split(context.device, call, seconds, repeat)
+    return got
+
+
+def _split(device, call: Callable[[], None], seconds: float, repeat: int) -> dict[str, float]:
+    """Milliseconds per call by role over ``repeat`` instrumented calls; ``front end`` is what
+    the uninstrumented call's ``seconds`` leave over."""
+    timer = CallSplit(CLOCK)
+    timer.install(device)
+    for _ in range(repeat):
+        call()
+    got = {role: timer.seconds[role] / repeat * 1e3 for role in ROLES}
+    got["front end"] = max(0.0, seconds * 1e3 - sum(got.values()))
+    return got
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -207,8 +262,12 @@ def time_compiled(case: Case, mode: str, repeat: int, device: str, outdir: Path)
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(MODELS),
-                        help=f"comma-separated, of {', '.join(MODELS)} (default: all)")
+    parser.add_argument("--models", default=None,
+                        help=f"comma-separated, of {', '.join(MODELS + SMALL)} (default: "
+                             f"{', '.join(MODELS)}; with --small, {', '.join(SMALL)})")
+    parser.add_argument("--small", action="store_true",
+                        help="the small models users try first, with where each call's time "
+                             "goes (interpreter, DRAM model, cycle model, host copies)")
     parser.add_argument("--modes", default=",".join(MODES),
                         help="comma-separated, of infer, train (default: both)")
     parser.add_argument("--size", choices=("full", "small"), default="full",
@@ -217,9 +276,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="mncore2:auto")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for both paths (default 1)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall: elapsed time; cpu: this process' CPU time (steadier on a "
+                             "loaded machine)")
     args = parser.parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    if args.models is None:
+        args.models = ",".join(SMALL if args.small else MODELS)
     models, modes = args.models.split(","), args.modes.split(",")
-    for value, known, what in ((models, MODELS, "--models"), (modes, MODES, "--modes")):
+    for value, known, what in ((models, MODELS + SMALL, "--models"), (modes, MODES, "--modes")):
         unknown = [v for v in value if v not in known]
         if unknown:
             parser.error(f"{what}: unknown {', '.join(unknown)}; expected {', '.join(known)}")
@@ -228,9 +294,12 @@ def main(argv: list[str] | None = None) -> None:
                      f"{args.threads}")
     torch.set_num_threads(args.threads)
     print(f"{args.device} vs torch eager; torch threads {torch.get_num_threads()} "
-          f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}); median of {args.repeat}")
+          f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}); median of {args.repeat} "
+          f"calls, {args.clock} clock")
+    roles = (*ROLES, "front end")
     print(f"{'model':<10}{'mode':<7}{'eager ms':>10}{'compiled ms':>13}{'ratio':>8}"
-          f"{'modeled cycles':>16}")
+          f"{'modeled cycles':>16}"
+          + ("  per call ms: " + " / ".join(roles) if args.small else ""))
     with tempfile.TemporaryDirectory(prefix="mncore_bench_models_") as tmp:
         for name in models:
             case = make_case(name, args.size)
@@ -238,13 +307,15 @@ def main(argv: list[str] | None = None) -> None:
             for mode in modes:
                 eager = time_eager(case, mode, args.repeat)
                 got = time_compiled(case, mode, args.repeat, args.device,
-                                    Path(tmp) / name)
+                                    Path(tmp) / name, split=args.small)
                 head = f"{name:<10}{mode:<7}{eager * 1e3:>10.2f}"
                 if got.error:
                     print(f"{head}  {got.error}")
                 else:
-                    print(f"{head}{got.seconds * 1e3:>13.2f}{got.seconds / eager:>7.1f}x"
-                          f"{got.cycles:>16.0f}")
+                    split = "  " + " / ".join(f"{got.split[r]:.2f}" for r in roles
+                                              ) if got.split else ""
+                    print(f"{head}{got.seconds * 1e3:>13.2f}{got.seconds / eager:>7.2f}x"
+                          f"{got.cycles:>16.0f}{split}")
 
 
 if __name__ == "__main__":

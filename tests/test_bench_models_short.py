@@ -32,3 +32,14 @@ def test_small_run_times_the_mlp_and_the_gpt():
         assert re.search(rf"^mlp\s+{mode}{timed}", out, re.M), out
         # The GPT compiles (issue 23's ops): its row is timed like the MLP's.
         assert re.search(rf"^gpt\s+{mode}{timed}", out, re.M), out
+
+
+def test_small_models_print_where_each_call_goes():
+    done = run_bench("--small", "--models", "recsys", "--repeat", "1", "--clock", "cpu")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "interpreter / DRAM model / cycle model / host copies / front end" in out, out
+    split = r"\s+" + r" / ".join([r"[\d.]+"] * 5) + "$"
+    for mode in ("infer", "train"):
+        assert re.search(rf"^recsys\s+{mode}\s+[\d.]+\s+[\d.]+\s+[\d.]+x\s+\d+{split}", out,
+                         re.M), out

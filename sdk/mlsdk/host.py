@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import torch
-from mncore_compiler.interpreter import interpret
+from mncore_compiler.interpreter import PreparedGraph
 
 from ._values import check_output_values
 from .compiled import CompiledFunction
@@ -40,6 +40,7 @@ class HostFunction(CompiledFunction):
         where = self.torch_device
         self._graph = replace(graph, constants={n: t.to(where)
                                                 for n, t in graph.constants.items()})
+        self._prepared = PreparedGraph(self._graph)
 
     def _unload_on_collect(self) -> weakref.finalize | None:
         """Nothing was loaded on a device: nothing to unload."""
@@ -68,11 +69,11 @@ class HostFunction(CompiledFunction):
             values[name] = value.to(where)
         self.session.new_record(self.name)
         graph = self._graph
+        constants = None
         if self.program.state:  # registered constants: the registry's host copies
             state = self.registry.host_values(self.program)
             constants = {**graph.constants, **{n: t.to(where) for n, t in state.items()}}
-            graph = replace(graph, constants=constants)
-        results = interpret(graph, values)
+        results = self._prepared(values, constants=constants)
         check_output_values(self.name, results)
         if self.program.state_writes:  # a training step: its updates become the host copies
             self.registry.commit_writes(self.program, results)

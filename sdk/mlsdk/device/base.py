@@ -328,7 +328,7 @@ class DramDevice(Device, ABC):
             values[name], cycles = self._load_input(buf, program.layouts[name])
             result.cycles += cycles
             result.bytes["compute"] += buf.nbytes
-        outputs = program.run(values)
+        outputs = self._own_outputs(program.run(values))
         result.cycles += self._compute_cycles(program)
         for name in program.outputs:
             buf = command.outputs[name]
@@ -360,6 +360,14 @@ class DramDevice(Device, ABC):
         the tensor may be a view of the image."""
         image, cycles = self._dram_read("compute", buf)
         return from_device(image, layout, copy=False), cycles
+
+    def _own_outputs(self, outputs: dict[str, Any]) -> dict[str, Any]:
+        """A Launch's outputs as the program computed them, made safe to store one after
+        another (default hook: as they are). An output may be a view of an input the Launch
+        read (a state update equal to another state's old value); a backend whose loaded
+        inputs are views of its live DRAM copies such outputs here, before a store overwrites
+        what they view."""
+        return outputs
 
     def _dram_store(self, path: str, buf: Buffer, tensor: Any, layout: Layout) -> int:
         """Lay ``tensor`` out in ``layout`` into ``buf`` through ``path``; return the cycles

@@ -15,6 +15,13 @@ anything observes or partly overwrites the range, the store's ``flush`` callback
 tensor out (exactly what an eager store would have written), and a dirty entry is never
 forgotten without it, except when a write covers its whole range (which an eager model would
 have overwritten anyway). Freeing the buffer keeps a dirty entry: freed DRAM keeps its bytes.
+
+Every DRAM write and observation asks which entries overlap a range, so the entries are
+indexed by address: the LW addresses are cut into blocks of :data:`BLOCK_LW`, and each block
+lists the keys of the entries over it; an entry over 16 blocks or more (a few large tensors)
+is listed once, among the long entries every lookup tests. A lookup tests the long entries and
+those listed in the blocks its range covers, or, for a range over more blocks than there are
+entries, every entry: a write costs the few entries near it, not a test of every entry.
 """
 
 from __future__ import annotations
@@ -24,10 +31,17 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DecodedCache", "DEFAULT_LIMIT_BYTES"]
+__all__ = ["BLOCK_LW", "DecodedCache", "DEFAULT_LIMIT_BYTES"]
 
 #: Bytes of decoded tensors a device keeps by default (a few large models' parameters).
 DEFAULT_LIMIT_BYTES = 256 << 20
+
+#: LWs per block of the overlap index (a power of two; see the module docstring).
+BLOCK_LW = 256
+_SHIFT = BLOCK_LW.bit_length() - 1
+#: Entries over this many blocks or more are kept in a list of their own, tested on every
+#: lookup, instead of one index row per block.
+_LONG_BLOCKS = 16
 
 
 @dataclass
@@ -66,6 +80,10 @@ class DecodedCache:
         #: Dirty entries held (a quick "nothing owed" check on every DRAM access).
         self.dirty = 0
         self._entries: collections.OrderedDict[Hashable, _Entry] = collections.OrderedDict()
+        # The overlap index (module docstring): block number -> the keys of entries over it,
+        # and the keys of entries too long to list by block.
+        self._blocks: dict[int, dict[Hashable, None]] = {}
+        self._long: dict[Hashable, None] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -103,6 +121,7 @@ class DecodedCache:
         while self.nbytes + nbytes > self.limit_bytes:
             self._drop(next(iter(self._entries)), flush=True)
         self._entries[key] = _Entry(value, value._version, nbytes, span, owner, dirty, layout)
+        self._index(key, span)
         self.nbytes += nbytes
         self.dirty += dirty
         return True
@@ -134,12 +153,60 @@ class DecodedCache:
 
     def _overlapping(self, group: int, groups: int, address: int,
                      count: int) -> list[tuple[Hashable, _Entry]]:
-        """The entries whose LW range overlaps the range (the test written out: this runs on
-        every DRAM write and observation, over every entry)."""
+        """The entries whose LW range overlaps the range (the module docstring): the long
+        entries, and those listed in the blocks it covers, tested one by one; a range over
+        more blocks than there are entries tests every entry instead."""
+        if count <= 0:
+            return []
+        blocks, entries = self._blocks, self._entries
         top, end = group + groups, address + count
-        return [(key, e) for key, e in self._entries.items()
-                if e.span[0] < top and group < e.span[0] + e.span[1]
-                and e.span[2] < end and address < e.span[2] + e.span[3]]
+
+        def hit(e: _Entry) -> bool:
+            span = e.span
+            return (span[0] < top and group < span[0] + span[1]
+                    and span[2] < end and address < span[2] + span[3])
+
+        first, last = address >> _SHIFT, (end - 1) >> _SHIFT
+        if last - first >= len(entries):
+            return [(key, e) for key, e in entries.items() if hit(e)]
+        found = {key: entries[key] for key in self._long if hit(entries[key])}
+        for block in range(first, last + 1):
+            keys = blocks.get(block)
+            if keys is not None:
+                for key in keys:
+                    e = entries[key]
+                    if hit(e):
+                        found[key] = e
+        return list(found.items())
+
+    def _index(self, key: Hashable, span: tuple[int, int, int, int]) -> None:
+        if span[3] <= 0:
+            return
+        first, last = span[2] >> _SHIFT, (span[2] + span[3] - 1) >> _SHIFT
+        if last - first >= _LONG_BLOCKS:
+            self._long[key] = None
+            return
+        blocks = self._blocks
+        for block in range(first, last + 1):
+            keys = blocks.get(block)
+            if keys is None:
+                blocks[block] = {key: None}
+            else:
+                keys[key] = None
+
+    def _unindex(self, key: Hashable, span: tuple[int, int, int, int]) -> None:
+        if span[3] <= 0:
+            return
+        first, last = span[2] >> _SHIFT, (span[2] + span[3] - 1) >> _SHIFT
+        if last - first >= _LONG_BLOCKS:
+            del self._long[key]
+            return
+        blocks = self._blocks
+        for block in range(first, last + 1):
+            keys = blocks[block]
+            del keys[key]
+            if not keys:
+                del blocks[block]
 
     def drop_owners(self, keep: Callable[[Any], bool]) -> None:
         """Forget every clean tensor whose owner ``keep`` rejects (say, a freed buffer); a
@@ -153,6 +220,8 @@ class DecodedCache:
             if entry.dirty:
                 self._flush(entry)
         self._entries.clear()
+        self._blocks.clear()
+        self._long.clear()
         self.nbytes = 0
 
     def _flush(self, entry: _Entry) -> None:
@@ -172,6 +241,7 @@ class DecodedCache:
             else:
                 self.dirty -= 1
         del self._entries[key]
+        self._unindex(key, entry.span)
         self.nbytes -= entry.nbytes
 
 

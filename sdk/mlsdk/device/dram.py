@@ -150,9 +150,16 @@ class DramStore:
         write_image(dst, entry.value, entry.layout)
 
     def _touch(self, group: int, groups: int, address: int, count: int) -> None:
+        if count <= 0:
+            return
         first, last = address // PAGE_LW, (address + count - 1) // PAGE_LW
+        touched = self.touched
+        if first == last:  # most writes: one page
+            for g in range(group, group + groups):
+                touched[g].add(first)
+            return
         for g in range(group, group + groups):
-            self.touched[g].update(range(first, last + 1))
+            touched[g].update(range(first, last + 1))
 
     def write(self, group: int, address: int, image: np.ndarray) -> None:
         """Store ``image`` (``(groups, count)`` uint64) from ``address`` in Groups ``group ..``."""

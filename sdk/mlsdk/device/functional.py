@@ -90,6 +90,16 @@ class FunctionalDevice(DramDevice):
         self.dram.write(buf.group, buf.address, image)
         return self._stream_cycles(buf.lw_per_group, write=True)
 
+    def _own_outputs(self, outputs: dict[str, Any]) -> dict[str, Any]:
+        # Only an output that is a view of DRAM (of an input decoded as a view) can be changed
+        # by the stores of this Launch: copied. Every other output is the program's own
+        # tensor or a view of a kept decoded tensor, which no DRAM write changes.
+        holds = self.dram.holds
+        for name, tensor in outputs.items():
+            if holds(tensor):
+                outputs[name] = tensor.clone()
+        return outputs
+
     def _dram_store(self, path: str, buf: Buffer, tensor, layout) -> int:
         cycles = self._stream_cycles(buf.lw_per_group, write=True)
         span = (buf.group, buf.groups, buf.address, buf.lw_per_group)

@@ -151,3 +151,37 @@ def test_registered_parameters_are_decoded_once_and_see_a_poke(tmp_path):
         zero = np.zeros_like(context.device.peek(proxy.buffer))
         context.device.poke(proxy.buffer, zero)
         assert torch.allclose(f({"x": x})["y"].cpu(), model.bias.detach().expand(8, 64))
+
+
+def test_invalidate_forgets_exactly_the_overlapping_entries():
+    """The overlap index against the overlap test written out, over random spans (nested,
+    equal, adjacent, over several Groups) and random writes."""
+    rng = np.random.default_rng(7)
+    cache = DecodedCache(limit_bytes=1 << 30)
+    spans: dict[int, tuple[int, int, int, int]] = {}
+
+    def overlaps(span, group, groups, address, count):
+        return (span[0] < group + groups and group < span[0] + span[1]
+                and span[2] < address + count and address < span[2] + span[3])
+
+    for step in range(3000):
+        if rng.random() < 0.6 or not spans:
+            group = int(rng.integers(0, 4))
+            span = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 640)) * 8,
+                    int(rng.choice([1, 8, 16, 100, 300, 5000])))
+            key = int(rng.integers(0, 40))
+            cache.put(key, torch.zeros(1), span)
+            spans[key] = span
+        else:
+            group = int(rng.integers(0, 4))
+            write = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 6000)),
+                     int(rng.choice([1, 50, 3000, 9000])))
+            cache.invalidate(*write)
+            spans = {k: s for k, s in spans.items() if not overlaps(s, *write)}
+        held = {k for k in range(40) if cache.get(k) is not None}
+        assert held == set(spans), f"step {step}"
+    cache.clear()
+    assert len(cache) == 0 and cache.nbytes == 0
+    cache.put("again", torch.zeros(1), (0, 1, 0, 1))
+    cache.invalidate(0, 1, 0, 1)
+    assert cache.get("again") is None

@@ -235,3 +235,33 @@ def _session(tmp_path, limit: int) -> list[dict]:
 
 def test_call_results_and_report_do_not_depend_on_write_back(tmp_path):
     assert _session(tmp_path, 1 << 30) == _session(tmp_path, 0)  # write-back vs eager
+
+
+class _TwoBuffers(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("a", torch.arange(64.0))
+        self.register_buffer("b", -torch.arange(64.0))
+
+
+def test_state_swapped_through_dram_views_keeps_both_values(tmp_path):
+    """A step that swaps two registered buffers stores each one's update as the other's old
+    value: a view of DRAM (row-major layouts decode as views) that the first store overwrites
+    unless the device copies it first (``_own_outputs``); the front end copies nothing."""
+    pair = _TwoBuffers()
+
+    def swap(d):
+        old = pair.a.clone()
+        pair.a.copy_(pair.b)
+        pair.b.copy_(old)
+        return {"y": d["x"] + 1}
+
+    with Context(MNDevice("mncore2:auto")) as ctx:
+        ctx.registry.register("pair", pair)
+        fn = ctx.compile(swap, {"x": torch.zeros(4)}, storage.path(tmp_path / "swap"))
+        for step in range(3):
+            fn({"x": torch.zeros(4)})
+            ctx.synchronize()
+            sign = -1.0 if step % 2 == 0 else 1.0
+            torch.testing.assert_close(pair.a, sign * torch.arange(64.0))
+            torch.testing.assert_close(pair.b, -sign * torch.arange(64.0))
