@@ -16,11 +16,19 @@ element ``offset + sum(i_k * stride_k)`` of that for every index ``i``. That is 
   (overlapping windows, steps).
 
 A read past x's own elements (into a larger tensor x is a view of) is a clear error.
+
+Autograd's backward of ``as_strided`` writes the gradient through another ``as_strided`` view
+of a fresh ``new_empty_strided``/``new_zeros`` tensor: :func:`reshape_view_of` tells capture
+when such a view is a plain reshape of all of its tensor, so the write goes through it, and
+``new_empty_strided`` / ``empty_strided`` are fresh tensors here (zeros: torch leaves their
+values unspecified).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 from torch import fx
@@ -28,7 +36,7 @@ from torch import fx
 from .args import tensor_arg, unsupported
 from .registry import Builder, on
 
-__all__: list[str] = []
+__all__ = ["reshape_view_of"]
 
 
 def _dense_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -44,6 +52,31 @@ def _dense_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int,
     for d in range(len(shape)):
         order.append(d if shape[d] <= 1 else next(it))
     return tuple(order)
+
+
+def _row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """True when these strides lay the elements out in row-major order (unit dims aside)."""
+    order = _dense_order(shape, strides)
+    return order is not None and [d for d in order if shape[d] > 1] == sorted(
+        d for d in range(len(shape)) if shape[d] > 1)
+
+
+def reshape_view_of(view: fx.Node) -> tuple[int, ...] | None:
+    """For an ``as_strided`` node that views all of a row-major dense tensor in row-major
+    order (a reshape, whatever strides it names for unit dims): that tensor's shape; else
+    None."""
+    if str(view.target) != "aten.as_strided.default" or not isinstance(view.args[0], fx.Node):
+        return None
+    val = view.args[0].meta.get("val")
+    if not isinstance(val, torch.Tensor) or int(val.storage_offset()) != 0:
+        return None
+    shape, strides = tuple(int(s) for s in val.shape), tuple(int(s) for s in val.stride())
+    size = tuple(int(s) for s in cast(Sequence[int], view.args[1]))
+    stride = tuple(int(s) for s in cast(Sequence[int], view.args[2]))
+    offset = view.args[3] if len(view.args) > 3 else view.kwargs.get("storage_offset")
+    if offset not in (None, 0) or math.prod(size) != math.prod(shape):
+        return None
+    return shape if _row_major(shape, strides) and _row_major(size, stride) else None
 
 
 def _reshape(b: Builder, x: str, shape: tuple[int, ...]) -> str:
@@ -104,3 +137,11 @@ def _as_strided(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
         positions = positions - start
     index = b.constant(positions.to(torch.int32), f"{n.name}_positions")
     return _reshape(b, b.emit("index_select", [flat, index], dim=0), size)
+
+
+@on("new_empty_strided.default", "empty_strided.default")
+def _empty_strided(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    val = n.meta["val"]
+    if val.numel() == 0:
+        raise unsupported(n, "an empty size")
+    return b.constant(torch.zeros(tuple(val.shape), dtype=val.dtype), n.name)
