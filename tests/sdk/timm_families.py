@@ -284,3 +284,14 @@ FAMILIES = {
     "deit": DeiT,
 }
 """The reproduced families by the name the tests use."""
+
+
+def without_running_stats(model: nn.Module) -> nn.Module:
+    """``model`` with every BatchNorm as ``track_running_stats=False`` (batch statistics in
+    training and eval, no running buffers): the form the parameters-only training path runs
+    until BatchNorm's unregistered running statistics are device state (issue 35, item 4)."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.track_running_stats = False
+            m.running_mean = m.running_var = m.num_batches_tracked = None
+    return model
