@@ -45,7 +45,6 @@ from mlsdk import (
 )
 from mlsdk.testing.training import sgd_with_momentum
 from mncore_compiler.errors import CaptureError, UnsupportedOperationError
-
 from timm_families import FAMILIES, NUM_CLASSES, without_running_stats
 
 RTOL, ATOL = 1e-5, 1e-5
