@@ -12,9 +12,14 @@ ViT attention's ``qkv`` reshape/permute/unbind with ``F.scaled_dot_product_atten
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+__all__ = ["FAMILIES", "NUM_CLASSES", "PATHS", "ConvNeXt", "DeiT", "EfficientNet", "MobileNetV3",
+           "optimizers", "train_step", "without_running_stats"]
 
 NUM_CLASSES = 1000
 
@@ -275,6 +280,61 @@ class DeiT(nn.Module):
         if self.head_dist is None:
             return self.head(x[:, 0])
         return (self.head(x[:, 0]) + self.head_dist(x[:, 1])) / 2
+
+
+def train_step(model: nn.Module, opt: torch.optim.Optimizer) -> Any:
+    """run_timm's training step: zero_grad, cross-entropy of ``images`` and ``labels``,
+    backward, step; returns ``{"loss": ...}``."""
+
+    def step(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        opt.zero_grad()
+        loss = F.cross_entropy(model(d["images"]), d["labels"])
+        loss.backward()
+        opt.step()
+        return {"loss": loss}
+
+    return step
+
+
+def optimizers(path: str, context: Any, model: nn.Module,
+               reference: nn.Module) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer]:
+    """The device step's optimizer over ``model``, registered in ``context`` (an
+    :class:`mlsdk.Context`) as ``path`` (one of :data:`PATHS`) does, and the torch optimizer of
+    the same settings over ``reference``."""
+    from mlsdk import (
+        MNCoreAdamW,
+        MNCoreSGD,
+        set_buffer_name_in_optimizer,
+        set_tensor_name_in_module,
+    )
+
+    from .training import sgd_with_momentum
+
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {', '.join(PATHS)}, not {path!r}")
+    if path == "registry-sgd":
+        context.registry.register("model", model)
+        return (sgd_with_momentum(model, context, lr=0.1),
+                torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9))
+    if path == "params-mncoresgd":
+        set_tensor_name_in_module(model, "model0")
+        for p in model.parameters():
+            context.register_param(p)
+        opt = MNCoreSGD(model.parameters(), 0.1, 0.9, 0.0)
+        set_buffer_name_in_optimizer(opt, "optimizer0")
+        context.register_optimizer_buffers(opt)
+        return opt, torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    context.registry.register("model", model)
+    opt = MNCoreAdamW(model.parameters(), lr=2e-3, foreach=False)
+    set_buffer_name_in_optimizer(opt, "opt")
+    context.register_optimizer_buffers(opt)
+    return opt, torch.optim.AdamW(reference.parameters(), lr=2e-3, foreach=False)
+
+
+PATHS = ("registry-sgd", "params-mncoresgd", "adamw")
+"""The training paths: the module registered with ``torch.optim.SGD`` (momentum buffers
+registered); ``run_timm.py``'s fx2onnx path without ``export_kwargs`` (``register_param`` per
+parameter, ``MNCoreSGD``); the module registered with ``MNCoreAdamW``."""
 
 
 FAMILIES = {
