@@ -320,15 +320,15 @@ def optimizers(path: str, context: Any, model: nn.Module,
         set_tensor_name_in_module(model, "model0")
         for p in model.parameters():
             context.register_param(p)
-        opt = MNCoreSGD(model.parameters(), 0.1, 0.9, 0.0)
-        set_buffer_name_in_optimizer(opt, "optimizer0")
-        context.register_optimizer_buffers(opt)
-        return opt, torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+        sgd = MNCoreSGD(model.parameters(), 0.1, 0.9, 0.0)
+        set_buffer_name_in_optimizer(sgd, "optimizer0")
+        context.register_optimizer_buffers(sgd)
+        return sgd, torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
     context.registry.register("model", model)
-    opt = MNCoreAdamW(model.parameters(), lr=2e-3, foreach=False)
-    set_buffer_name_in_optimizer(opt, "opt")
-    context.register_optimizer_buffers(opt)
-    return opt, torch.optim.AdamW(reference.parameters(), lr=2e-3, foreach=False)
+    adamw = MNCoreAdamW(model.parameters(), lr=2e-3, foreach=False)
+    set_buffer_name_in_optimizer(adamw, "opt")
+    context.register_optimizer_buffers(adamw)
+    return adamw, torch.optim.AdamW(reference.parameters(), lr=2e-3, foreach=False)
 
 
 PATHS = ("registry-sgd", "params-mncoresgd", "adamw")
