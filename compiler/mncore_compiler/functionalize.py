@@ -30,6 +30,7 @@ from typing import Any, cast
 import torch
 from torch import fx
 
+from .aten.strided import reshape_view_of
 from .errors import CaptureError, UnsupportedOperationError
 
 __all__ = ["Functionalizer", "OptimizerRecord", "StateSnapshot", "closure_objects",
@@ -317,7 +318,7 @@ def undo_view(view: fx.Node) -> tuple[str, dict[str, Any]] | None:
     shape = tuple(source.meta["val"].shape)
     rank = len(shape)
     key = str(view.target)
-    if key in _RESHAPE_VIEWS:
+    if key in _RESHAPE_VIEWS or reshape_view_of(view) is not None:
         return "reshape", {"shape": shape}
     if key not in _PERMUTE_VIEWS:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from mncore_compiler.interpreter import check_inputs, interpret
 from mncore_compiler.ir import Graph, Node, TensorType
 from mncore_compiler.ops import OPS
@@ -213,6 +214,45 @@ CASES.update({
     "index_copy": ([(2, 5, 3), torch.tensor([4, 1]), (2, 2, 3)], {"dim": 1},
                    lambda x, i, v: x.index_copy(1, i, v)),
 })  # fmt: skip
+
+# timm's activations and adaptive max pooling (ops/activations.py, ops/adaptive_pooling.py),
+# against their formulas; operands shifted to cross the activations' breakpoints.
+_ACT = torch.tensor([[-4.0, -3.0, -1.0, 0.0], [0.5, 2.0, 3.0, 5.0]])
+_GRAD = torch.tensor([[1.0, -2.0, 0.5, 3.0], [-1.0, 2.0, 4.0, 0.25]])
+_POOL_IDX = torch.tensor([[[[2], [4]]]])  # each row's maximum of a 2x3 plane
+CASES.update({
+    "hardswish": ([_ACT], {}, lambda x: x * (x + 3).clamp(0, 6) / 6),
+    "hardsigmoid": ([_ACT], {}, lambda x: (x + 3).clamp(0, 6) / 6),
+    "mish": ([_ACT], {}, lambda x: x * torch.tanh(torch.log1p(torch.exp(x)))),
+    "leaky_relu": ([_ACT], {"negative_slope": 0.1}, lambda x: torch.where(x > 0, x, 0.1 * x)),
+    "elu": ([_ACT], {"alpha": 0.5, "scale": 2.0, "input_scale": 1.5},
+            lambda x: 2.0 * torch.where(x > 0, x, 0.5 * torch.expm1(1.5 * x))),
+    "hardswish_backward": ([_GRAD, _ACT], {}, lambda g, x: g * torch.where(
+        x <= -3, 0.0, torch.where(x < 3, x / 3 + 0.5, 1.0))),  # torch's kernel: open at +-3
+    "hardsigmoid_backward": ([_GRAD, _ACT], {}, lambda g, x: torch.where(
+        (x > -3) & (x < 3), g / 6, 0.0)),
+    "mish_backward": ([_GRAD, _ACT], {}, lambda g, x: g * (
+        torch.tanh(F.softplus(x)) + x * torch.sigmoid(x) * (1 - torch.tanh(F.softplus(x)) ** 2))),
+    "hardtanh_backward": ([_GRAD, _ACT], {"min": -3.0, "max": 2.0},
+                          lambda g, x: torch.where((x > -3) & (x < 2), g, 0.0)),
+    "leaky_relu_backward": ([_GRAD, _ACT], {"negative_slope": 0.1, "self_is_result": False},
+                            lambda g, x: torch.where(x > 0, g, 0.1 * g)),
+    "elu_backward": ([_GRAD, _ACT], {"alpha": 0.5, "scale": 2.0, "input_scale": 1.5,
+                                      "is_result": False},
+                     lambda g, x: torch.where(x > 0, 2.0 * g,
+                                              g * 2.0 * 0.5 * 1.5 * torch.exp(1.5 * x))),
+    "adaptive_max_pool": ([(2, 3, 5, 7)], {"output_size": (2, 3)},
+                          lambda x: torch.stack([torch.stack([
+                              x[..., (i * 5) // 2:-(-(i + 1) * 5 // 2),
+                                (j * 7) // 3:-(-(j + 1) * 7 // 3)].amax((-2, -1))
+                              for j in range(3)], -1) for i in range(2)], -2)),
+    "adaptive_max_pool_indices": ([torch.tensor([[[[1.0, 5.0], [7.0, 2.0]]]])],
+                                  {"output_size": (1, 1)}, lambda x: torch.tensor([[[[2]]]])),
+    "adaptive_max_pool_backward": ([(1, 1, 2, 1), (1, 1, 2, 3), _POOL_IDX], {},
+                                   lambda g, x, i: torch.zeros(1, 1, 6).index_add(
+                                       2, i.flatten(), g.reshape(1, 1, 2)).reshape(1, 1, 2, 3)),
+})  # fmt: skip
+
 
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_single_op_graph(op: str) -> None:

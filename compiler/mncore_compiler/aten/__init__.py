@@ -9,6 +9,8 @@ complete.
 from __future__ import annotations
 
 from . import (
+    activations,
+    adaptive_pooling,
     advanced_indexing,
     attention,
     backward,
@@ -27,6 +29,7 @@ from . import (
     pooling,
     reductions,
     shape,
+    strided,
 )
 from .normalization import cumulative_batch_norms
 from .registry import (
@@ -48,6 +51,8 @@ __all__ = [
     "Deferred",
     "Handler",
     "Unavailable",
+    "activations",
+    "adaptive_pooling",
     "advanced_indexing",
     "attention",
     "backward",
@@ -70,4 +75,5 @@ __all__ = [
     "pooling",
     "reductions",
     "shape",
+    "strided",
 ]

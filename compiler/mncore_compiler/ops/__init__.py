@@ -8,6 +8,8 @@ its ops when imported; importing this package imports them all, so :data:`OPS` i
 from __future__ import annotations
 
 from . import (
+    activations,
+    adaptive_pooling,
     advanced_indexing,
     conv,
     elementwise,
@@ -32,6 +34,8 @@ __all__ = [
     "OPS",
     "OpDef",
     "OpTypeError",
+    "activations",
+    "adaptive_pooling",
     "advanced_indexing",
     "conv",
     "elementwise",

@@ -1,0 +1,164 @@
+"""``run_timm``-style flows on timm's model families, rebuilt from ``torch.nn`` layers
+(``mlsdk.testing.timm``: MobileNetV3, EfficientNet, ConvNeXt, DeiT), on
+``mncore2:auto`` against torch eager.
+
+- Inference as ``run_timm.py`` runs it: the model registered, ``infer`` under ``no_grad``,
+  a batch of images, contiguous and ``channels_last`` (model and images, as
+  ``model.to(memory_format=torch.channels_last)``); DropPath is built with a rate and is the
+  identity at eval. The device's logits equal torch's and so do the top-5 classes.
+- Training as ``run_timm.py``'s loop: the same batch every step, the loss must fall (its
+  validation), and here every step's loss also matches eager, on three paths:
+  ``registry-sgd`` (the module registered, ``torch.optim.SGD`` with momentum buffers
+  registered, as the repo's ResNet-style CNN test), ``params-mncoresgd`` (``run_timm.py``'s
+  fx2onnx path without its ``export_kwargs``: ``set_tensor_name_in_module``,
+  ``register_param`` per parameter, ``MNCoreSGD(params, 0.1, 0.9, 0.0)``,
+  ``set_buffer_name_in_optimizer``, ``register_optimizer_buffers``), and ``adamw``
+  (``MNCoreAdamW`` against ``torch.optim.AdamW``). On the parameters-only path BatchNorm's
+  running statistics are unregistered state, which this branch does not yet keep on the
+  device (issue 35, item 4), so the BatchNorm families run it with
+  ``track_running_stats=False``.
+
+Tolerance: float32 throughout. Convolution, pooling and the activations are torch's own kernels
+(bit-equal); matmuls, the attention and the layer/batch-norm reductions may associate
+differently, an ulp or so per op. Inference logits: ``rtol=1e-5, atol=1e-5``. Losses: every step
+within ``rel=1e-5, abs=1e-6`` (measured by ``bench/bench_timm.py``, 8 steps: at most 3.1e-6
+relative, ConvNeXt's, whose loss nears 0). Parameters after the loop: ``rtol=1e-4,
+atol=1e-5`` (measured: at most 3.6e-7 apart after 8 SGD steps and 1.4e-5 after 8 AdamW steps,
+within the relative part; AdamW divides by the root of the second moment, which magnifies an
+ulp of a small gradient).
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from mlsdk import (
+    Context,
+    MNDevice,
+    storage,
+)
+from mlsdk.testing.timm import (
+    FAMILIES,
+    NUM_CLASSES,
+    PATHS,
+    optimizers,
+    train_step,
+    without_running_stats,
+)
+from mncore_compiler.errors import CaptureError, UnsupportedOperationError
+
+RTOL, ATOL = 1e-5, 1e-5
+LOSS_REL, LOSS_ABS = 1e-5, 1e-6
+PARAM_RTOL, PARAM_ATOL = 1e-4, 1e-5
+STEPS = 8
+SEED = 35
+
+
+def _images(batch: int, size: int, seed: int = SEED) -> torch.Tensor:
+    return torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+def _randomize_running_stats(model: torch.nn.Module) -> None:
+    # Non-trivial statistics, so that eval-mode batch norm is not the identity.
+    g = torch.Generator().manual_seed(SEED + 1)
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.copy_(torch.rand(m.running_mean.shape, generator=g) - 0.5)
+            m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_inference_matches_torch_with_the_same_top5(tmp_path, family, channels_last):
+    torch.manual_seed(SEED)
+    model = FAMILIES[family](drop=0.1).eval()
+    _randomize_running_stats(model)
+    images = _images(2, 32)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        images = images.contiguous(memory_format=torch.channels_last)
+
+    def infer(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        with torch.no_grad():
+            return {"out": model(d["images"])}
+
+    sample = {"images": images}
+    with Context(MNDevice("mncore2:auto")) as context:
+        context.registry.register("model", model)
+        compiled = context.compile(infer, sample, storage.path(tmp_path) / "infer")
+        result = compiled(sample)["out"].cpu()
+        context.synchronize()
+    expected = infer(sample)["out"]
+    assert result.shape == (2, NUM_CLASSES)
+    torch.testing.assert_close(result, expected, rtol=RTOL, atol=ATOL,
+                               msg=lambda m: f"{family} seed={SEED}: {m}")
+    for row in range(2):
+        assert torch.equal(torch.topk(result[row], 5).indices,
+                           torch.topk(expected[row], 5).indices), f"{family} image {row}"
+
+
+TRAINING = [(f, p) for p in PATHS[:2] for f in sorted(FAMILIES)] + [
+    ("convnext", "adamw"), ("deit", "adamw")]
+
+
+@pytest.mark.parametrize(("family", "path"), TRAINING, ids=[f"{f}-{p}" for f, p in TRAINING])
+def test_training_loss_falls_and_matches_eager(tmp_path, family, path):
+    torch.manual_seed(SEED)
+    size = {"image": 16} if family == "deit" else {}  # ViT's position embedding fixes it
+    model = FAMILIES[family](drop=0.0, **size).train()  # timm's default drop_path_rate is 0
+    if path == "params-mncoresgd":
+        without_running_stats(model)
+    reference = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(SEED + 2)
+    sample = {"images": _images(2, 16),
+              "labels": torch.randint(0, NUM_CLASSES, (2,), generator=g)}
+    with Context(MNDevice("mncore2:auto")) as context:
+        opt, ref_opt = optimizers(path, context, model, reference)
+        step = context.compile(train_step(model, opt), sample, storage.path(tmp_path) / "step")
+        ref_step = train_step(reference, ref_opt)
+        losses = []
+        for index in range(STEPS):
+            loss = step(sample)["loss"].cpu().item()
+            ref_loss = ref_step(sample)["loss"].item()
+            assert loss == pytest.approx(ref_loss, rel=LOSS_REL, abs=LOSS_ABS), (
+                f"{family} {path} step {index}")
+            losses.append(loss)
+        context.synchronize()
+    assert losses[-1] < losses[0], f"{family} {path}: the loss did not fall: {losses}"
+    for (name, p), ref in zip(model.named_parameters(), reference.parameters(), strict=True):
+        got, want = p.detach(), ref.detach()
+        if name.endswith("attn.qkv.bias") and path == "adamw":
+            # The key bias adds one constant to a query's every score, which softmax ignores:
+            # its gradient is rounding noise on both sides, and AdamW scales noise up to lr.
+            width = got.shape[0] // 3
+            keep = torch.ones(3 * width, dtype=torch.bool)
+            keep[width:2 * width] = False
+            got, want = got[keep], want[keep]
+        torch.testing.assert_close(got, want, rtol=PARAM_RTOL, atol=PARAM_ATOL,
+                                   msg=lambda m, name=name: f"{family} {path} {name}: {m}")
+
+
+def test_drop_path_in_training_is_a_clear_error(tmp_path):
+    # timm's drop_path draws a Bernoulli mask per sample in train mode: a random op.
+    model = FAMILIES["deit"](image=16, drop=0.2, depth=1).train()
+    with Context(MNDevice("mncore2:auto")) as context:
+        context.registry.register("model", model)
+        with pytest.raises((CaptureError, UnsupportedOperationError), match=r"bernoulli"):
+            context.compile(lambda d: {"out": model(d["images"])}, {"images": _images(1, 16)},
+                            storage.path(tmp_path) / "f")
+
+
+def test_the_bench_prints_its_table(tmp_path):
+    # The figures the docstring states come from bench/bench_timm.py; its quickest setting.
+    bench = Path(__file__).resolve().parents[2] / "bench" / "bench_timm.py"
+    run = subprocess.run([sys.executable, str(bench), "--families", "deit", "--paths", "adamw",
+                          "--steps", "2"], capture_output=True, text=True, timeout=600,
+                         cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    row = run.stdout.splitlines()[-1].split()
+    assert row[:2] == ["deit", "adamw"] and float(row[4]) <= LOSS_REL
