@@ -61,6 +61,8 @@ ACTIVATIONS = {
     "selu": (F.selu, lambda x: F.selu(x, True),
              lambda g, x: aten.elu_backward(g, 1.6732632423543772, 1.0507009873554805, 1.0,
                                             False, x)),
+    "celu": (lambda x: F.celu(x, 0.6), lambda x: F.celu(x, 0.6, True),
+             lambda g, x: aten.elu_backward(g, 0.6, 1.0, 1 / 0.6, False, x)),
     "mish": (F.mish, lambda x: F.mish(x, inplace=True), lambda g, x: aten.mish_backward(g, x)),
     "silu": (F.silu, lambda x: F.silu(x, inplace=True),
              lambda g, x: aten.silu_backward(g, x)),

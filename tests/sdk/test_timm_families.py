@@ -162,3 +162,41 @@ def test_the_bench_prints_its_table(tmp_path):
     assert run.returncode == 0, run.stderr
     row = run.stdout.splitlines()[-1].split()
     assert row[:2] == ["deit", "adamw"] and float(row[4]) <= LOSS_REL
+
+
+ACTIVATIONS = {
+    "hardswish_": torch.nn.Hardswish(inplace=True),
+    "hardsigmoid_": torch.nn.Hardsigmoid(inplace=True),
+    "hardtanh_": torch.nn.Hardtanh(-2.0, 1.5, inplace=True),
+    "relu6_": torch.nn.ReLU6(inplace=True),
+    "leaky_relu_": torch.nn.LeakyReLU(0.1, inplace=True),
+    "elu_": torch.nn.ELU(0.8, inplace=True),
+    "celu": torch.nn.CELU(0.5),
+    "selu_": torch.nn.SELU(inplace=True),
+    "mish_": torch.nn.Mish(inplace=True),
+    "silu_": torch.nn.SiLU(inplace=True),
+    "relu_": torch.nn.ReLU(inplace=True),
+    "gelu-tanh": torch.nn.GELU(approximate="tanh"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_each_activation_trains_on_the_device(tmp_path, name):
+    # A Linear and the activation (in place on the Linear's output, as timm's blocks do), one
+    # SGD step through Context.compile: the loss and the updated weights as torch's.
+    torch.manual_seed(SEED)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), ACTIVATIONS[name], torch.nn.Linear(8, 3))
+    reference = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(SEED)
+    batch = {"images": 3 * torch.randn(5, 6, generator=g),
+             "labels": torch.randint(0, 3, (5,), generator=g)}
+    with Context(MNDevice("mncore2:auto")) as context:
+        opt, ref_opt = optimizers("registry-sgd", context, model, reference)
+        step = context.compile(train_step(model, opt), batch, storage.path(tmp_path) / "step")
+        for _ in range(2):
+            loss = step(batch)["loss"].cpu().item()
+            assert loss == pytest.approx(train_step(reference, ref_opt)(batch)["loss"].item(),
+                                         rel=LOSS_REL, abs=LOSS_ABS), name
+        context.synchronize()
+    for p, ref in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.detach(), ref.detach(), rtol=RTOL, atol=ATOL)

@@ -1,7 +1,7 @@
 """Handlers of the activations timm's model families use, and of the backward ops autograd
 emits for them: ``hardswish``, ``hardsigmoid``, ``hardtanh`` (and ``relu6``, which traces
 to it), ``leaky_relu``, ``elu``, ``mish``, each onto the IR op of the same kernel
-(``hardtanh`` onto ``clamp``).
+(``hardtanh`` onto ``clamp``; ``celu`` onto ``elu``, as torch computes it).
 
 In-place forms (``hardswish_``, ``elu_``, ...) need no handler here: capture translates them
 with the functional form's handler and stores the result back. ``silu_`` is the exception:
@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import fx
 
-from .args import scalar_arg, tensor_arg
+from .args import scalar_arg, tensor_arg, unsupported
 from .registry import Builder, decompose, on
 
 __all__: list[str] = []
@@ -77,3 +77,13 @@ def _elu(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
 def _elu_backward(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     operands = [tensor_arg(n, a["grad_output"]), tensor_arg(n, a["self_or_result"])]
     return b.emit("elu_backward", operands, is_result=bool(a["is_result"]), **_elu_attrs(n, a))
+
+
+@on("celu.default")
+def _celu(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    # torch computes celu as elu(x, alpha, scale=1, input_scale=1/alpha); so does its backward.
+    alpha = scalar_arg(n, a["alpha"])
+    if alpha == 0:
+        raise unsupported(n, "alpha=0 (torch refuses it: ZeroDivisionError)")
+    return b.emit("elu", [tensor_arg(n, a["self"])], alpha=alpha, scale=1.0,
+                  input_scale=1.0 / alpha)
