@@ -12,6 +12,7 @@ from . import (
     advanced_indexing,
     attention,
     backward,
+    binary_losses,
     conv,
     elementwise,
     factories,
@@ -23,10 +24,13 @@ from . import (
     normalization,
     norms,
     optim,
+    padding,
     pointwise,
     pooling,
     reductions,
     shape,
+    sorting,
+    view_writes,
 )
 from .normalization import cumulative_batch_norms
 from .registry import (
@@ -40,6 +44,7 @@ from .registry import (
     decomposition_table,
     on,
 )
+from .view_writes import write_into_view
 
 __all__ = [
     "DECOMPOSED",
@@ -51,6 +56,7 @@ __all__ = [
     "advanced_indexing",
     "attention",
     "backward",
+    "binary_losses",
     "conv",
     "cumulative_batch_norms",
     "decompose",
@@ -66,8 +72,12 @@ __all__ = [
     "norms",
     "on",
     "optim",
+    "padding",
     "pointwise",
     "pooling",
     "reductions",
     "shape",
+    "sorting",
+    "view_writes",
+    "write_into_view",
 ]

@@ -19,6 +19,7 @@ from . import (
     pooling,
     reductions,
     shape,
+    sorting,
 )
 from .elementwise import COMPARISONS
 from .losses import NLL_REDUCTIONS
@@ -46,4 +47,5 @@ __all__ = [
     "reductions",
     "register",
     "shape",
+    "sorting",
 ]
