@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from .args import cast_to, norm_dim, out_shape, scalar_arg, tensor_arg, unsupported
+from .args import cast_to, norm_dim, out_shape, scalar_arg, scalar_for, tensor_arg, unsupported
 from .registry import Builder, Handler, decompose, on
 
 __all__: list[str] = []
@@ -176,6 +176,18 @@ def _scatter(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     if a.get("reduce") is not None:
         raise unsupported(n, f"reduce={a['reduce']!r}")
     x, index, source = (tensor_arg(n, a[k]) for k in ("self", "index", "src"))
+    return b.emit("scatter", [x, index, source], dim=norm_dim(a["dim"], b.type(x).rank))
+
+
+@on("scatter.value")
+def _scatter_value(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    # cumprod's backward: a scalar written at each index along dim.
+    if a.get("reduce") is not None:
+        raise unsupported(n, f"reduce={a['reduce']!r}")
+    x, index = tensor_arg(n, a["self"]), tensor_arg(n, a["index"])
+    fill = torch.full(b.type(index).shape, scalar_for(b, n, x, a["value"]),
+                      dtype=b.type(x).torch_dtype)
+    source = b.constant(fill, f"{n.name}_value")
     return b.emit("scatter", [x, index, source], dim=norm_dim(a["dim"], b.type(x).rank))
 
 

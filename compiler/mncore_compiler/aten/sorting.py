@@ -1,11 +1,12 @@
-"""Handlers of sorting: ``sort``, ``topk`` (``argsort`` through torch's decomposition),
-``histc``, and transformers' grouped expert matmul (``transformers.grouped_mm_fallback``, the
+"""Handlers of sorting and reordering: ``sort``, ``topk`` (``argsort`` through torch's
+decomposition), ``flip``, ``histc``, and transformers' grouped expert matmul (``transformers.grouped_mm_fallback``, the
 custom op its mixture-of-experts layers call when traced) with its backward."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import fx
 
 from .args import norm_dim, scalar_arg, tensor_arg, unsupported
@@ -52,6 +53,18 @@ def _topk(b: Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, str]:
         values = b.emit("slice", [values], dim=dim, start=0, end=k, step=1)
         indices = b.emit("slice", [indices], dim=dim, start=0, end=k, step=1)
     return _scalar_shaped(b, n, (values, indices))
+
+
+@on("flip.default")
+def _flip(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    # One index_select of the reversed positions per flipped dim (cumsum's backward flips).
+    x = tensor_arg(n, a["self"])
+    shape = b.type(x).shape
+    for dim in sorted({norm_dim(int(d), len(shape)) for d in a["dims"]}):
+        if shape[dim] > 1:
+            index = b.constant(torch.arange(shape[dim] - 1, -1, -1), f"{n.name}_index")
+            x = b.emit("index_select", [x, index], dim=dim)
+    return x
 
 
 @on("histc.default")
