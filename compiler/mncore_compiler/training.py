@@ -269,12 +269,12 @@ class Problems:
         (a compiler bug the same trace hit is named after them). Without any, the first
         compiler bug is a :class:`CompilerError` naming the op and the user's line."""
         if not self.found:
-            text, nodes = next(iter(self.bugs.items()))
+            bug, nodes = next(iter(self.bugs.items()))
             where = [line for line in (lines.get(node) for node in nodes) if line is not None]
             at = f"\n  at {where[0]}" if where else ""
-            more = len(self.bugs) - 1
-            also = f"\n(and {more} more internal error(s))" if more else ""
-            return CompilerError(f"{text}{at}{also}\nThis is a bug of the MN-Core compiler: "
+            others = len(self.bugs) - 1
+            also = f"\n(and {others} more internal error(s))" if others else ""
+            return CompilerError(f"{bug}{at}{also}\nThis is a bug of the MN-Core compiler: "
                                  "please report it with the function that hit it")
         problems = []
         entries = []

@@ -13,7 +13,6 @@ from __future__ import annotations
 import torch
 from mlsdk import MNCoreAdam, storage
 from torch import nn
-
 from zoo_steps import assert_parameters_close, train_side_by_side
 
 USERS, ITEMS, WIDTH, BATCH = 12, 20, 8, 16

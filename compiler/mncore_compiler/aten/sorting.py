@@ -1,6 +1,7 @@
 """Handlers of sorting and reordering: ``sort``, ``topk`` (``argsort`` through torch's
-decomposition), ``flip``, ``histc``, and transformers' grouped expert matmul (``transformers.grouped_mm_fallback``, the
-custom op its mixture-of-experts layers call when traced) with its backward."""
+decomposition), ``flip``, ``histc``, and transformers' grouped expert matmul
+(``transformers.grouped_mm_fallback``, the custom op its mixture-of-experts layers call when
+traced) with its backward."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def write_into_view(b: Builder, view: fx.Node, base: str, value: str) -> str | N
     cast to the base's dtype, as an in-place write is."""
     key = str(view.target)
     shape = b.type(base).shape
-    args = list(view.args) + [None] * 5
+    args: list[Any] = list(view.args) + [None] * 5
     if key == "aten.slice.Tensor":
         dim, positions = slice_positions(shape, args[1] if args[1] is not None else 0,
                                          args[2], args[3], args[4] if args[4] is not None else 1)
