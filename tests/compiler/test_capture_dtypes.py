@@ -73,7 +73,9 @@ def _inputs() -> TensorDict:
 def _with_dtype_argument() -> set[str]:
     found = set()
     for key in set(HANDLERS) | DECOMPOSED:
-        _, op, overload = key.split(".", 2)
+        namespace, op, overload = key.split(".", 2)
+        if namespace != "aten":  # another library's custom op: only loaded with its library
+            continue
         schema = getattr(getattr(torch.ops.aten, op), overload)._schema
         if any(argument.name == "dtype" for argument in schema.arguments):
             found.add(key)
