@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 
 from .aten import (
     cumulative_batch_norms,
@@ -168,12 +172,12 @@ def capture_step(
     objects = closure_objects(inspect.unwrap(fn))
     # Also for training=False: a BatchNorm in train() mode updates its buffers under no_grad.
     snapshot = StateSnapshot.take(objects)
-    exporting = _export_state(objects, training)
+    exporting = _traced_like_export
     with cumulative_batch_norms(objects):
         module, out_names = _trace(fn, names, tensors, snapshot, training, exporting)
     converter = Converter(module, names, closure_tensor_names(objects), registered)
     graph = converter.run(out_names)
-    if converter.problems.found:
+    if converter.problems.any:
         # Traced again, recording each node's Python stack (that slows a trace down, so only
         # a failed capture pays for it): the error names the user's line of each problem.
         again = check_sample_inputs(sample_inputs)[1]
@@ -197,20 +201,51 @@ def capture_step(
     return Captured(graph, dict(converter.state), writes, optimizers)
 
 
-def _export_state(objects: Mapping[str, object],
-                  training: bool | None) -> Callable[[], contextlib.AbstractContextManager[None]]:
-    """The state an inference function is traced in: the one ``torch.export`` traces in.
+@contextlib.contextmanager
+def _traced_like_export() -> Iterator[None]:
+    """The state every function is traced in, inference and training steps alike: the one
+    ``torch.export`` traces in.
 
     Libraries branch on ``torch.compiler.is_compiling()`` / ``is_exporting()`` to leave out
     data-dependent Python control flow (``if mask.all():`` in Hugging Face's mask code, which
     a trace cannot evaluate); non-strict ``torch.export`` sets both flags around its make_fx
-    trace, and so does capture. A training step is traced without them: ``torch.optim`` then
-    takes its eager path (a Python-float step count), as it always has here.
+    trace, and so does capture. ``optimizer.step()`` alone runs without them (see
+    :func:`_optimizer_steps_eager`): ``torch.optim`` then takes its eager path (a
+    Python-float step count), as in an eager training step.
     """
-    optimizer = any(isinstance(obj, torch.optim.Optimizer) for obj in objects.values())
-    if training is True or optimizer:
-        return contextlib.nullcontext
-    return _EXPORTING.scope
+    with _EXPORTING.scope(), _optimizer_steps_eager():
+        yield
+
+
+@contextlib.contextmanager
+def _optimizer_steps_eager() -> Iterator[None]:
+    """Every ``torch.optim.Optimizer.step()`` inside runs with the compiling flags cleared.
+
+    Under them, ``torch.optim`` reads its step count as a tensor (``_get_value``) and hands
+    tensors where its eager path passes numbers (``addcdiv_(..., value=-step_size)``); its
+    eager path is what the compiled step records. torch's global step hooks (a public API)
+    clear the flags before each step and set them again after it.
+    """
+    saved: list[tuple[bool, bool]] = []
+
+    def before(*_: object) -> None:
+        saved.append((torch.compiler._is_compiling_flag, torch.compiler._is_exporting_flag))
+        torch.compiler._is_compiling_flag = False
+        torch.compiler._is_exporting_flag = False
+
+    def after(*_: object) -> None:
+        if saved:
+            compiling, exporting = saved.pop()
+            torch.compiler._is_compiling_flag = compiling
+            torch.compiler._is_exporting_flag = exporting
+
+    pre = register_optimizer_step_pre_hook(before)
+    post = register_optimizer_step_post_hook(after)
+    try:
+        yield
+    finally:
+        pre.remove()
+        post.remove()
 
 
 class _ExportingFlags:

@@ -11,7 +11,7 @@ import torch
 from mncore_hdl.layout import ElementRangeError, check_representable
 from torch import fx
 
-from .aten import HANDLERS, Deferred, Handler, Unavailable
+from .aten import HANDLERS, Deferred, Handler, Unavailable, write_into_view
 from .errors import CompilerError, UnsupportedOperationError
 from .functionalize import (
     Functionalizer,
@@ -68,7 +68,7 @@ class Converter:
             elif node.op in ("get_attr", "call_function"):
                 self.convert(node)
             elif node.op == "output":
-                if self.problems.found:
+                if self.problems.any:
                     return self.graph  # incomplete: capture_step reports the problems
                 results = [self.resolve(v) for v in node.args[0]]
                 self.graph.outputs = dict(zip(out_names, results, strict=True))
@@ -97,6 +97,13 @@ class Converter:
                 self.values[node] = self.call(node)
         except UnsupportedOperationError as exc:
             self.problems.add(str(exc), node)
+            self.stand_in(node)
+        except CompilerError as exc:
+            if type(exc) is not CompilerError:  # a user error (CaptureError): as it is
+                raise
+            # A compiler bug (a handler's result disagreeing with torch's): recorded, and the
+            # conversion goes on, so that the unsupported ops are listed whatever else fails.
+            self.problems.bug(str(exc), node)
             self.stand_in(node)
 
     def depends_on_problem(self, node: fx.Node) -> bool:
@@ -185,7 +192,11 @@ class Converter:
         """``value``, a new value of ``view``, as a new value of the tensor it views."""
         undo = undo_view(view)
         if undo is None:
-            return None
+            # Part of the tensor (a slice, a select): written into its current value.
+            source = view.args[0]
+            if not isinstance(source, fx.Node):
+                return None
+            return write_into_view(self, view, self.resolve(source), value)
         op, attrs = undo
         if op == "reshape" and self.type(value).shape == attrs["shape"]:
             return value
@@ -204,6 +215,7 @@ class Converter:
             value = self.fz.read(arg, self.values)
             if isinstance(value, Deferred):
                 value = self.values[arg] = value.value()
+                self.check_against_torch(arg, value)
             if isinstance(value, Unavailable):
                 raise UnsupportedOperationError(value.reason)
             return value
@@ -248,8 +260,7 @@ class Converter:
             self.check_against_torch(node, new)
             self.fz.write(node, target, new)
             return new
-        if isinstance(result, str):
-            self.check_against_torch(node, result)
+        self.check_against_torch(node, result)
         schema = getattr(node.target, "_schema", None)
         first = schema.arguments[0].name if raw and schema is not None else None
         if returns_alias(node.target) and first is not None:
@@ -272,16 +283,29 @@ class Converter:
                     f"{list(want.shape)} tensor") from None
         return value
 
-    def check_against_torch(self, node: fx.Node, name: str) -> None:
+    def check_against_torch(self, node: fx.Node, result: Any) -> None:
+        """A CompilerError (a compiler bug) unless each tensor ``result`` holds (an IR value
+        name, or a tuple of them for an op of several results) has the shape and dtype torch
+        computed for it; a result the IR leaves out (None, a Deferred, an Unavailable) is
+        checked when it is read."""
         val = node.meta.get("val")
-        if isinstance(val, torch.Tensor):
-            expected = (tuple(val.shape), val.dtype)
-            got = self.type(name)
-            if (got.shape, got.torch_dtype) != expected:
-                raise CompilerError(
-                    f"internal error: {node.target} captured as {got}, torch computed "
-                    f"{list(expected[0])} {expected[1]}"
-                )
+        if isinstance(result, str) and isinstance(val, torch.Tensor):
+            self._check_one(node, result, val, "")
+        elif isinstance(result, tuple) and isinstance(val, (tuple, list)):
+            for index, (name, want) in enumerate(zip(result, val, strict=False)):
+                # A result torch leaves empty (batch norm's saved statistics in eval mode)
+                # is one nothing reads; the IR holds no zero-size tensor.
+                if isinstance(name, str) and isinstance(want, torch.Tensor) and want.numel():
+                    self._check_one(node, name, want, f" (result {index})")
+
+    def _check_one(self, node: fx.Node, name: str, val: torch.Tensor, which: str) -> None:
+        expected = (tuple(val.shape), val.dtype)
+        got = self.type(name)
+        if (got.shape, got.torch_dtype) != expected:
+            raise CompilerError(
+                f"internal error: {node.target}{which} captured as {got}, torch computed "
+                f"{list(expected[0])} {str(expected[1]).removeprefix('torch.')}"
+            )
 
 
 def bind_arguments(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

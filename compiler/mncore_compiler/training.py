@@ -19,7 +19,7 @@ import torch
 from mncore_hdl.layout import dtype_name
 from torch import fx
 
-from .errors import CaptureError, TraceError, UnsupportedOperationError
+from .errors import CaptureError, CompilerError, TraceError, UnsupportedOperationError
 from .functionalize import RANDOM_OPS, StateSnapshot
 from .ir import Graph, fresh_name
 from .types import DTYPES, dtype_to_torch
@@ -247,13 +247,36 @@ class Problems:
     def __init__(self) -> None:
         #: Problem -> the names of the traced nodes that hit it, in trace order.
         self.found: dict[str, list[str]] = {}
+        #: Compiler bugs (a captured type disagreeing with torch's) -> their nodes.
+        self.bugs: dict[str, list[str]] = {}
 
     def add(self, problem: str, node: fx.Node) -> None:
         self.found.setdefault(problem, []).append(node.name)
 
-    def error(self, lines: Mapping[str, str | None]) -> UnsupportedOperationError:
+    def bug(self, problem: str, node: fx.Node) -> None:
+        """Record a compiler bug; :meth:`error` raises it once no op is unsupported."""
+        self.bugs.setdefault(problem, []).append(node.name)
+
+    @property
+    def any(self) -> bool:
+        """Whether the capture hit any problem, unsupported op or compiler bug."""
+        return bool(self.found or self.bugs)
+
+    def error(self, lines: Mapping[str, str | None]) -> CompilerError:
         """One error listing every problem once, with the first source line that hit it;
-        ``lines`` maps a traced node's name to its line (:func:`source_line`)."""
+        ``lines`` maps a traced node's name to its line (:func:`source_line`).
+
+        Unsupported ops come first: an :class:`UnsupportedOperationError` listing them all
+        (a compiler bug the same trace hit is named after them). Without any, the first
+        compiler bug is a :class:`CompilerError` naming the op and the user's line."""
+        if not self.found:
+            bug, nodes = next(iter(self.bugs.items()))
+            where = [line for line in (lines.get(node) for node in nodes) if line is not None]
+            at = f"\n  at {where[0]}" if where else ""
+            others = len(self.bugs) - 1
+            also = f"\n(and {others} more internal error(s))" if others else ""
+            return CompilerError(f"{bug}{at}{also}\nThis is a bug of the MN-Core compiler: "
+                                 "please report it with the function that hit it")
         problems = []
         entries = []
         for problem, nodes in self.found.items():
@@ -268,4 +291,7 @@ class Problems:
         else:
             text = (f"{len(entries)} problems stop the MN-Core compiler (all of them listed):\n"
                     + "\n".join(f"  - {entry}" for entry in entries))
+        if self.bugs:
+            text += (f"\n(the trace also hit {len(self.bugs)} internal error(s) of the "
+                     f"compiler, the first: {next(iter(self.bugs))})")
         return UnsupportedOperationError(f"{text}\n{SUPPORTED_HINT}", tuple(problems))

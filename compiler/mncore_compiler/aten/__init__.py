@@ -14,6 +14,7 @@ from . import (
     advanced_indexing,
     attention,
     backward,
+    binary_losses,
     conv,
     elementwise,
     factories,
@@ -25,11 +26,14 @@ from . import (
     normalization,
     norms,
     optim,
+    padding,
     pointwise,
     pooling,
     reductions,
     shape,
+    sorting,
     strided,
+    view_writes,
 )
 from .normalization import cumulative_batch_norms
 from .registry import (
@@ -43,6 +47,7 @@ from .registry import (
     decomposition_table,
     on,
 )
+from .view_writes import write_into_view
 
 __all__ = [
     "DECOMPOSED",
@@ -56,6 +61,7 @@ __all__ = [
     "advanced_indexing",
     "attention",
     "backward",
+    "binary_losses",
     "conv",
     "cumulative_batch_norms",
     "decompose",
@@ -71,9 +77,13 @@ __all__ = [
     "norms",
     "on",
     "optim",
+    "padding",
     "pointwise",
     "pooling",
     "reductions",
     "shape",
+    "sorting",
     "strided",
+    "view_writes",
+    "write_into_view",
 ]

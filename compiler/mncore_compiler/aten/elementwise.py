@@ -21,6 +21,10 @@ for _op in ("neg", "abs", "relu", "sigmoid", "tanh", "exp", "reciprocal", "sqrt"
     on(f"{_op}.default")(_unary(_op))
 
 
+# sgn is sign for the real tensors the IR holds (abs's backward traces to it).
+on("sign.default", "sgn.default")(_unary("sign"))
+
+
 @on("gelu.default")
 def _gelu(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     return b.emit("gelu", [tensor_arg(n, a["self"])], approximate=a["approximate"])

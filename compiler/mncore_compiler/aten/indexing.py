@@ -1,6 +1,6 @@
 """Handlers of indexing: slices and selects, ``index_select``, ``gather``, embeddings (forward
-and backward), ``masked_fill``, ``arange``, ``cumsum``; ``split``, ``unbind``, ``stack``,
-``narrow`` and ``masked_fill`` through torch's decompositions."""
+and backward), ``masked_fill``, ``arange``, the scans ``cumsum`` and ``cumprod``; ``split``,
+``unbind``, ``stack``, ``narrow`` and ``masked_fill`` through torch's decompositions."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from typing import Any
 import torch
 from torch import fx
 
-from .args import cast_to, norm_dim, out_shape, scalar_arg, tensor_arg, unsupported
-from .registry import Builder, decompose, on
+from .args import cast_to, norm_dim, out_shape, scalar_arg, scalar_for, tensor_arg, unsupported
+from .registry import Builder, Handler, decompose, on
 
 __all__: list[str] = []
 
 
 decompose("split.Tensor", "unbind.int", "stack.default", "masked_fill.Scalar",
           "masked_fill.Tensor", "masked_fill_.Scalar", "masked_fill_.Tensor",
-          "_safe_softmax.default")
+          "_safe_softmax.default", "cumprod_backward.default")
 
 
 def _bound(value: Any, size: int, default: int) -> int:
@@ -144,10 +144,22 @@ def _arange(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     return b.constant(torch.arange(start, a["end"], step, dtype=val.dtype), n.name)
 
 
-@on("cumsum.default")
-def _cumsum(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
-    x = cast_to(b, n, tensor_arg(n, a["self"]), a.get("dtype"))
-    return b.emit("cumsum", [x], dim=norm_dim(a["dim"], b.type(x).rank))
+def _scan(op: str) -> Handler:
+    # dtype=: the scan runs in that dtype. The IR's scan of an integer tensor runs in int64
+    # (torch's default), so an int32 one is cast back after: the same values modulo 2**32.
+    def handler(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+        dtype = a.get("dtype")
+        x = cast_to(b, n, tensor_arg(n, a["self"]), dtype)
+        result = b.emit(op, [x], dim=norm_dim(a["dim"], b.type(x).rank))
+        return cast_to(b, n, result, dtype)
+
+    return handler
+
+
+on("cumsum.default")(_scan("cumsum"))
+
+
+on("cumprod.default")(_scan("cumprod"))
 
 
 @on("index_add.default")
@@ -157,6 +169,26 @@ def _index_add(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     if alpha != 1:
         source = b.emit("mul_scalar", [source], scalar=alpha)
     return b.emit("index_add", [x, index, source], dim=norm_dim(a["dim"], b.type(x).rank))
+
+
+@on("scatter.src")
+def _scatter(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    if a.get("reduce") is not None:
+        raise unsupported(n, f"reduce={a['reduce']!r}")
+    x, index, source = (tensor_arg(n, a[k]) for k in ("self", "index", "src"))
+    return b.emit("scatter", [x, index, source], dim=norm_dim(a["dim"], b.type(x).rank))
+
+
+@on("scatter.value")
+def _scatter_value(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    # cumprod's backward: a scalar written at each index along dim.
+    if a.get("reduce") is not None:
+        raise unsupported(n, f"reduce={a['reduce']!r}")
+    x, index = tensor_arg(n, a["self"]), tensor_arg(n, a["index"])
+    fill = torch.full(b.type(index).shape, scalar_for(b, n, x, a["value"]),
+                      dtype=b.type(x).torch_dtype)
+    source = b.constant(fill, f"{n.name}_value")
+    return b.emit("scatter", [x, index, source], dim=norm_dim(a["dim"], b.type(x).rank))
 
 
 @on("scatter_add.default")

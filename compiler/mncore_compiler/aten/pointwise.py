@@ -23,7 +23,7 @@ def _unary(op: str) -> Handler:
     return lambda b, a, n: b.emit(op, [tensor_arg(n, a["self"])])
 
 
-for _op in ("log", "sin", "cos", "erf", "bitwise_not"):
+for _op in ("log", "log1p", "sin", "cos", "erf", "bitwise_not"):
     on(f"{_op}.default")(_unary(_op))
 
 

@@ -14,9 +14,12 @@ __all__: list[str] = []
 
 def _reduction(op: str) -> Handler:
     def handler(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+        # dtype=: computed in that dtype; an integer sum runs in int64 in the IR (torch's
+        # default), so an int32 one is cast back after (the same values modulo 2**32).
         x = cast_to(b, n, tensor_arg(n, a["self"]), a.get("dtype"))
         dims = norm_dims(a.get("dim"), b.type(x).rank)
-        return b.emit(op, [x], dims=dims, keepdim=bool(a.get("keepdim", False)))
+        result = b.emit(op, [x], dims=dims, keepdim=bool(a.get("keepdim", False)))
+        return cast_to(b, n, result, a.get("dtype"))
 
     return handler
 

@@ -19,7 +19,7 @@ from torch import fx
 from ..types import TensorType
 
 __all__ = ["DECOMPOSED", "HANDLERS", "Builder", "Deferred", "Handler", "Unavailable", "decompose",
-           "decomposition_table", "on"]
+           "decompose_as", "decomposition_table", "on"]
 
 
 class Builder(Protocol):
@@ -51,13 +51,16 @@ HANDLERS: dict[str, Handler] = {}
 """Handlers by aten overload name (``str(torch.ops.aten.add.Tensor)``)."""
 
 
-def on(*names: str) -> Callable[[Handler], Handler]:
+def on(*names: str, namespace: str = "aten") -> Callable[[Handler], Handler]:
     """Register the decorated handler for each aten overload, e.g. ``@on("add.Tensor")``.
 
     Parameters
     ----------
     *names : str
         Overload names without the ``aten.`` prefix (``"sum.dim_IntList"``).
+    namespace : str
+        The operator library: ``"aten"``, or another one's custom op (``torch.library``), such
+        as transformers' ``"transformers"`` (``transformers.grouped_mm_fallback.default``).
 
     Raises
     ------
@@ -67,7 +70,7 @@ def on(*names: str) -> Callable[[Handler], Handler]:
 
     def register(handler: Handler) -> Handler:
         for name in names:
-            key = f"aten.{name}"
+            key = f"{namespace}.{name}"
             if key in HANDLERS:
                 raise ValueError(f"{key} already has a handler ({HANDLERS[key].__module__}); "
                                  "an aten overload is translated in one place")
@@ -106,9 +109,37 @@ def decompose(*names: str) -> None:
         DECOMPOSED.add(key)
 
 
+_OWN: dict[str, tuple[Any, Callable[..., Any]]] = {}
+
+
+def decompose_as(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Capture an aten overload (``"reflection_pad2d.default"``) through the decorated
+    function, a decomposition of the kit's own in torch ops that have handlers, for an op
+    torch decomposes into ops the IR has not (or does not decompose at all).
+
+    Raises
+    ------
+    ValueError
+        When the overload already has a handler or a decomposition.
+    """
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        key = f"aten.{name}"
+        if key in HANDLERS or key in DECOMPOSED:
+            raise ValueError(f"{key} is already translated; an aten overload is translated "
+                             "in one place")
+        op, overload = name.split(".")
+        _OWN[key] = (getattr(getattr(torch.ops.aten, op), overload), fn)
+        DECOMPOSED.add(key)
+        return fn
+
+    return register
+
+
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
-    """The decompositions capture traces with: torch's own, for :data:`DECOMPOSED`."""
-    table = _torch_decompositions()
+    """The decompositions capture traces with: torch's own for :data:`DECOMPOSED`, or the
+    kit's own (:func:`decompose_as`)."""
+    table = {**_torch_decompositions(), **_OWN}
     return dict(table[key] for key in sorted(DECOMPOSED))
 
 

@@ -21,6 +21,7 @@ from . import (
     pooling,
     reductions,
     shape,
+    sorting,
 )
 from .elementwise import COMPARISONS
 from .losses import NLL_REDUCTIONS
@@ -50,4 +51,5 @@ __all__ = [
     "reductions",
     "register",
     "shape",
+    "sorting",
 ]

@@ -50,6 +50,7 @@ _UNARY: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], int]] = {
     "neg": (torch.neg, 1),
     "abs": (torch.abs, 1),
     "relu": (torch.relu, 1),
+    "sign": (torch.sign, 1),
 }
 
 

@@ -1,4 +1,5 @@
-"""Indexing IR ops: ``slice``, ``index_select``, ``gather``, ``index_add`` and ``cumsum``."""
+"""Indexing IR ops: ``slice``, ``index_select``, ``gather``, ``index_add``, and the scans
+``cumsum`` and ``cumprod``."""
 
 from __future__ import annotations
 
@@ -103,6 +104,14 @@ register(
 )  # fmt: skip
 
 
+# sort's and topk's backward: each source value replaces base's at its index along dim (an
+# index given twice keeps one of its values, as torch leaves unspecified which).
+register(
+    "scatter", "layout", 3, ("dim",), _scatter_add_rule,
+    lambda x, a: torch.scatter(x[0], a["dim"], x[1], x[2]), no_flops,
+)  # fmt: skip
+
+
 def _cumsum_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     (x,) = types
     check_dim(attrs["dim"], x.rank)
@@ -113,4 +122,10 @@ def _cumsum_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 register(
     "cumsum", "reduction", 1, ("dim",), _cumsum_rule,
     lambda x, a: torch.cumsum(x[0], a["dim"]), per_output(1),
+)  # fmt: skip
+
+
+register(
+    "cumprod", "reduction", 1, ("dim",), _cumsum_rule,
+    lambda x, a: torch.cumprod(x[0], a["dim"]), per_output(1),
 )  # fmt: skip

@@ -29,7 +29,7 @@ def _float_unary_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 for _name, _fn, _cost in (("log", torch.log, 4), ("sin", torch.sin, 4), ("cos", torch.cos, 4),
-                          ("erf", torch.erf, 8)):
+                          ("erf", torch.erf, 8), ("log1p", torch.log1p, 4)):
     register(_name, "elementwise", 1, (), _float_unary_rule, unary_reference(_fn),
              per_output(_cost))
 

@@ -56,7 +56,13 @@ def _arg_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _arg(fn: Callable[..., torch.Tensor]) -> Reference:
-    return lambda x, a: fn(x[0], dim=a["dim"], keepdim=a["keepdim"])
+    # torch's kernels take no bool tensor (cumprod's backward finds its first zero with one):
+    # counted as 0 and 1.
+    def reference(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
+        operand = x[0].to(torch.int32) if x[0].dtype == torch.bool else x[0]
+        return fn(operand, dim=a["dim"], keepdim=a["keepdim"])
+
+    return reference
 
 
 # Ties give the first index, as torch's argmax/argmin and max/min with a dim do.
