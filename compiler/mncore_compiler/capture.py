@@ -15,6 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from .aten import (
     cumulative_batch_norms,
     decomposition_table,
+    rnn_decompositions,
 )
 from .convert import Converter
 from .errors import CaptureError
@@ -235,7 +236,7 @@ def _trace(
     if stack_traces:
         anchor_stack_traces(fn)
     try:
-        with grad, exporting():
+        with grad, exporting(), rnn_decompositions():
             module = make_fx(flat, decomposition_table=decomposition_table(),
                              tracing_mode="real", record_stack_traces=stack_traces)(*tensors)
         created = snapshot.created_state()
