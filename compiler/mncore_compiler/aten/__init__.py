@@ -13,6 +13,7 @@ from . import (
     attention,
     backward,
     conv,
+    conv_transpose,
     elementwise,
     factories,
     group_norm,
@@ -26,9 +27,11 @@ from . import (
     pointwise,
     pooling,
     reductions,
+    rnn,
     shape,
 )
 from .normalization import cumulative_batch_norms
+from .rnn import rnn_decompositions
 from .registry import (
     DECOMPOSED,
     HANDLERS,
@@ -52,6 +55,7 @@ __all__ = [
     "attention",
     "backward",
     "conv",
+    "conv_transpose",
     "cumulative_batch_norms",
     "decompose",
     "decomposition_table",
@@ -69,5 +73,7 @@ __all__ = [
     "pointwise",
     "pooling",
     "reductions",
+    "rnn",
+    "rnn_decompositions",
     "shape",
 ]
