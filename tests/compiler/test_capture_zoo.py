@@ -17,14 +17,15 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from mncore_compiler.capture import capture
 from mncore_compiler.errors import UnsupportedOperationError
 from mncore_compiler.interpreter import interpret
 from mncore_compiler.passes import Compilation, run_pipeline
 
-SETTINGS = settings(max_examples=20, deadline=None, derandomize=True)
+SETTINGS = settings(max_examples=20, deadline=None, derandomize=True,
+                    phases=[Phase.explicit, Phase.generate])  # a failure is printed unshrunk
 RTOL = ATOL = 1e-5
 TensorDict = dict[str, torch.Tensor]
 
@@ -169,3 +170,60 @@ def test_conv_transpose_output_padding_beyond_the_stride_is_refused() -> None:
     with pytest.raises(UnsupportedOperationError, match=r"output_padding=\[1\].*stride=\[1\]"):
         capture(lambda d: {"y": F.conv_transpose1d(d["x"], d["w"], output_padding=1,
                                                    dilation=2)}, inputs)
+
+
+# -- per-pixel cross-entropy --------------------------------------------------------------------
+
+
+@SETTINGS
+@given(shape=st.tuples(st.integers(1, 2), st.integers(1, 4), st.integers(1, 3), st.integers(1, 3)),
+       reduction=st.sampled_from(["mean", "sum", "none"]), ignore=st.booleans(),
+       smoothing=st.sampled_from([0.0, 0.1]), seed=st.integers(0, 2**16))
+def test_cross_entropy_over_pixels(shape: tuple[int, int, int, int], reduction: str,
+                                   ignore: bool, smoothing: float, seed: int) -> None:
+    batch, classes, height, width = shape
+    target = torch.randint(0, classes, (batch, height, width),
+                           generator=torch.Generator().manual_seed(seed))
+    ignore_index = int(target[0, 0, 0]) if ignore else -100
+
+    def forward(d: TensorDict) -> torch.Tensor:
+        return F.cross_entropy(d["x"], d["t"], reduction=reduction, ignore_index=ignore_index,
+                               label_smoothing=smoothing)
+
+    if ignore and bool((target == ignore_index).all()) and reduction == "mean":
+        return  # every pixel ignored: torch's mean is 0 / 0
+    ops = _check(forward, {"x": _randn(seed, *shape), "t": target}, seed)
+    assert "nll_loss" in ops
+
+
+# -- grouped-query attention --------------------------------------------------------------------
+
+
+@SETTINGS
+@given(heads=st.sampled_from([(4, 2), (4, 1), (6, 3), (2, 2)]), causal=st.booleans(),
+       lengths=st.tuples(st.integers(1, 5), st.integers(1, 5)), batch=st.integers(1, 2),
+       seed=st.integers(0, 2**16))
+def test_attention_with_grouped_heads(heads: tuple[int, int], causal: bool,
+                                      lengths: tuple[int, int], batch: int, seed: int) -> None:
+    query_heads, key_heads = heads
+    length, source = lengths
+    if causal:
+        source = length  # torch's causal mask is the top-left triangle: same lengths here
+    # Values as wide as the keys: torch's CPU flash kernel (the op captured) takes only that;
+    # other widths go through its math path (``tril``, ``repeat_interleave``).
+    inputs = {"q": _randn(seed, batch, query_heads, length, 8),
+              "k": _randn(seed + 2, batch, key_heads, source, 8),
+              "v": _randn(seed + 3, batch, key_heads, source, 8)}
+
+    def forward(d: TensorDict) -> torch.Tensor:
+        return F.scaled_dot_product_attention(d["q"], d["k"], d["v"], is_causal=causal,
+                                              enable_gqa=True)
+
+    _check(forward, inputs, seed)
+
+
+def test_attention_heads_that_do_not_group_are_refused() -> None:
+    inputs = {"q": _randn(1, 1, 3, 4, 8), "k": _randn(2, 1, 2, 4, 8), "v": _randn(3, 1, 2, 4, 8)}
+    with pytest.raises((UnsupportedOperationError, RuntimeError), match="head"):
+        capture(lambda d: {"y": F.scaled_dot_product_attention(d["q"], d["k"], d["v"],
+                                                               enable_gqa=True)}, inputs)

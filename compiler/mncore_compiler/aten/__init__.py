@@ -29,6 +29,7 @@ from . import (
     reductions,
     rnn,
     shape,
+    spatial_losses,
 )
 from .normalization import cumulative_batch_norms
 from .rnn import rnn_decompositions
@@ -76,4 +77,5 @@ __all__ = [
     "rnn",
     "rnn_decompositions",
     "shape",
+    "spatial_losses",
 ]
