@@ -210,6 +210,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds a model may take, both modes together (default 240)")
     parser.add_argument("--list", action="store_true", help="print the model names and exit")
     parser.add_argument("--write", type=Path, help="also write the table to this Markdown file")
+    parser.add_argument("--rows", type=Path,
+                        help="append each model's row to this JSON-lines file as it is done")
+    parser.add_argument("--table-from", type=Path, nargs="+", metavar="ROWS",
+                        help="print the table of rows files (runs split with --models)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
@@ -222,6 +226,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.list:
         print("\n".join(names))
         return
+    if args.table_from:
+        found = {}
+        for path in args.table_from:
+            for line in path.read_text().splitlines():
+                row = json.loads(line)
+                found[row["name"]] = row
+        rows = [found[n] for n in names if n in found]
+        _report(rows, args, argv)
+        return
     chosen = [n for n in args.models.split(",") if n] or names
     unknown = sorted(set(chosen) - set(names))
     if unknown:
@@ -231,9 +244,16 @@ def main(argv: list[str] | None = None) -> None:
         start = time.perf_counter()
         rows.append(_run_one(name, modes, args.timeout))
         r = rows[-1]
+        if args.rows:
+            with args.rows.open("a") as out:
+                out.write(json.dumps(r) + "\n")
         print(f"{name}: inference {r['infer']}, training {r['train']} "
               f"({time.perf_counter() - start:.0f} s) {' '.join(r['missing'])}",
               file=sys.stderr, flush=True)
+    _report(rows, args, argv)
+
+
+def _report(rows: list[dict[str, Any]], args: argparse.Namespace, argv: list[str] | None) -> None:
     text = table(rows)
     print(text)
     if args.write:

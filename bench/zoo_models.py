@@ -57,7 +57,8 @@ EXTRA: dict[str, dict[str, Any]] = {
     "regnet": {"hidden_sizes": [8, 16], "depths": [1, 1], "groups_width": 8},
     "resnet": {"hidden_sizes": [8, 16], "depths": [1, 1], "embedding_size": 8},
     "levit": {"hidden_sizes": [16, 32], "num_attention_heads": [2, 2], "depths": [1, 1],
-              "key_dim": [8, 8], "patch_size": 16, "image_size": 64, "down_ops": [["Subsample", 8, 2, 4, 2, 2]]},
+              "key_dim": [8, 8], "patch_size": 16, "image_size": 64,
+              "down_ops": [["Subsample", 8, 2, 4, 2, 2]]},
     "poolformer": {"hidden_sizes": [8, 16], "depths": [1, 1], "num_encoder_blocks": 2,
                    "patch_sizes": [7, 3], "strides": [4, 2], "padding": [2, 1]},
     "funnel": {"block_sizes": [1, 1], "d_head": 16, "d_inner": 64, "n_head": 2},
@@ -135,7 +136,8 @@ def _transformers_entry(model_type: str, family: str, cls: str) -> Entry:
         if family in ("causal-lm", "masked-lm"):
             return model, {"input_ids": _tokens(vocab)}
         if family == "seq2seq":
-            return model, {"input_ids": _tokens(vocab), "decoder_input_ids": _tokens(vocab, (2, 4), 2)}
+            return model, {"input_ids": _tokens(vocab),
+                           "decoder_input_ids": _tokens(vocab, (2, 4), 2)}
         if family == "vision":
             side = int(getattr(config, "image_size", 32) or 32)
             return model, {"pixel_values": torch.randn(2, 3, side, side, generator=g)}

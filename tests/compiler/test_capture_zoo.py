@@ -34,7 +34,9 @@ def _randn(seed: int, *shape: int) -> torch.Tensor:
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
-def _with_grads(forward: Callable[[TensorDict], torch.Tensor]) -> Callable[[TensorDict], TensorDict]:
+def _with_grads(
+    forward: Callable[[TensorDict], torch.Tensor],
+) -> Callable[[TensorDict], TensorDict]:
     """``{"y": forward(d), "d<x>": d(sum(y * r))/d<x>}`` for the float inputs but ``r``."""
 
     def fn(d: TensorDict) -> TensorDict:
@@ -58,11 +60,13 @@ def _check(forward: Callable[[TensorDict], torch.Tensor], inputs: TensorDict, se
         fn = lambda d: {"y": forward(d)}  # noqa: E731
     graph = capture(fn, inputs)
     expected = fn(inputs)
-    for label, candidate in (("captured", graph), ("lowered", run_pipeline(Compilation(graph)).graph)):
+    lowered = run_pipeline(Compilation(graph)).graph
+    for label, candidate in (("captured", graph), ("lowered", lowered)):
         got = interpret(candidate, inputs)
         for name, value in expected.items():
-            torch.testing.assert_close(got[name], value.detach(), rtol=RTOL, atol=ATOL,
-                                       msg=lambda m, n=name, lab=label: f"{lab} {n} seed={seed}: {m}")
+            torch.testing.assert_close(
+                got[name], value.detach(), rtol=RTOL, atol=ATOL,
+                msg=lambda m, n=name, lab=label: f"{lab} {n} seed={seed}: {m}")
     return [node.op for node in graph.nodes]
 
 

@@ -32,7 +32,6 @@ from . import (
     spatial_losses,
 )
 from .normalization import cumulative_batch_norms
-from .rnn import rnn_decompositions
 from .registry import (
     DECOMPOSED,
     HANDLERS,
@@ -44,6 +43,7 @@ from .registry import (
     decomposition_table,
     on,
 )
+from .rnn import rnn_decompositions
 
 __all__ = [
     "DECOMPOSED",
