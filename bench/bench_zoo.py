@@ -186,7 +186,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         why = str(r.get("detail", "")).replace("|", "/")
         lines.append(f"| {r['name']} | {r.get('family', '')} | {r['infer']} | {r['train']} | "
                      f"{', '.join(r['missing'])} | {ratio} | {why} |")
-    built = [r for r in rows if r["infer"] != "not built"]
+    built = [r for r in rows if r["infer"] not in ("not built", "not run")]
     total = len(built)
     counts = {mode: collections.Counter(r[mode] for r in built) for mode in ("infer", "train")}
     need = collections.Counter(op for r in built for op in r["missing"])
@@ -232,7 +232,9 @@ def main(argv: list[str] | None = None) -> None:
             for line in path.read_text().splitlines():
                 row = json.loads(line)
                 found[row["name"]] = row
-        rows = [found[n] for n in names if n in found]
+        # A model the split runs did not reach is listed, outside the totals.
+        rows = [found.get(n, {"name": n, "infer": "not run", "train": "not run",
+                              "missing": [], "ratio": None, "detail": ""}) for n in names]
         _report(rows, args, argv)
         return
     chosen = [n for n in args.models.split(",") if n] or names

@@ -35,9 +35,10 @@ def rnn_decompositions() -> Iterator[None]:
     """
     # Only the one flag: torch.backends.mkldnn.flags() would also reset the TF32 and
     # determinism settings.
-    was = torch.backends.mkldnn.enabled
-    torch.backends.mkldnn.enabled = False
+    # (setattr: torch types the module attribute as its descriptor, not a bool.)
+    was = bool(torch.backends.mkldnn.enabled)
+    setattr(torch.backends.mkldnn, "enabled", False)  # noqa: B010
     try:
         yield
     finally:
-        torch.backends.mkldnn.enabled = was
+        setattr(torch.backends.mkldnn, "enabled", was)  # noqa: B010
