@@ -16,8 +16,8 @@ A model that does not compile is a *refusal* when the kit says why (``Unsupporte
 listing the missing ops, ``TraceError``, ``CaptureError``), an *error* otherwise (an internal
 error, a crash: a bug), *mismatch* when it compiles and disagrees with eager (a wrong number: the
 worst outcome), *timeout* past ``--timeout``. The time ratio is one compiled call (outputs read
-back) over one eager call, median of 3 each. Prints one row a model, the missing ops by how many
-models need them, and the totals.
+back) over one eager call, median of 2 each after a warm-up call. Prints one row a model,
+the missing ops by how many models need them, and the totals.
 
     python bench/bench_zoo.py [--models gpt2,llama,...] [--timeout 240] [--write docs/zoo.md]
 """
@@ -43,7 +43,7 @@ TRAIN_RTOL, TRAIN_ATOL = 1e-4, 1e-5
 FIELDS = ("name", "family", "infer", "train", "missing", "ratio", "detail")
 
 
-def _median_seconds(call: Callable[[], object], repeat: int = 3) -> float:
+def _median_seconds(call: Callable[[], object], repeat: int = 2) -> float:
     call()
     times = []
     for _ in range(repeat):
