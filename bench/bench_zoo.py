@@ -222,7 +222,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     import zoo_models
 
-    names = [e.name for e in zoo_models.entries()]
+    families = {e.name: e.family for e in zoo_models.entries()}
+    names = list(families)
     if args.list:
         print("\n".join(names))
         return
@@ -235,6 +236,8 @@ def main(argv: list[str] | None = None) -> None:
         # A model the split runs did not reach is listed, outside the totals.
         rows = [found.get(n, {"name": n, "infer": "not run", "train": "not run",
                               "missing": [], "ratio": None, "detail": ""}) for n in names]
+        for row in rows:
+            row.setdefault("family", families[row["name"]])
         _report(rows, args, argv)
         return
     chosen = [n for n in args.models.split(",") if n] or names
@@ -244,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for name in chosen:
         start = time.perf_counter()
-        rows.append(_run_one(name, modes, args.timeout))
+        rows.append({"family": families[name], **_run_one(name, modes, args.timeout)})
         r = rows[-1]
         if args.rows:
             with args.rows.open("a") as out:
