@@ -19,6 +19,7 @@ from torch.optim.optimizer import (
 from .aten import (
     cumulative_batch_norms,
     decomposition_table,
+    rnn_decompositions,
 )
 from .convert import Converter
 from .errors import CaptureError
@@ -309,7 +310,7 @@ def _trace(
     if stack_traces:
         anchor_stack_traces(fn)
     try:
-        with _TRACE_LOCK, grad, exporting():
+        with _TRACE_LOCK, grad, exporting(), rnn_decompositions():
             module = make_fx(flat, decomposition_table=decomposition_table(),
                              tracing_mode="real", record_stack_traces=stack_traces)(*tensors)
         created = snapshot.created_state()

@@ -282,10 +282,16 @@ def returns_alias(target: Any) -> bool:
     return info is not None and not info.is_write
 
 
+#: In-place overloads whose functional form has another overload name.
+_FUNCTIONAL_OVERLOADS = {"aten.transpose_.default": "aten.transpose.int"}
+
+
 def functional_name(key: str) -> str:
     """The overload whose handler computes what an in-place or ``out=`` op writes:
     ``aten.mul_.Tensor`` -> ``aten.mul.Tensor``, ``aten.maximum.out`` ->
     ``aten.maximum.default``."""
+    if key in _FUNCTIONAL_OVERLOADS:
+        return _FUNCTIONAL_OVERLOADS[key]
     _, op, overload = key.split(".", 2)
     if overload == "out":
         return f"aten.{op}.default"

@@ -181,13 +181,22 @@ def test_group_norm_module_and_combinations_compile(tmp_path) -> None:
 
 
 
-def test_transposed_convolution_is_refused_by_name(tmp_path) -> None:
+def test_transposed_convolution_compiles(tmp_path) -> None:
+    # Forward and backward sweeps: tests/compiler/test_capture_zoo.py.
+    w = _randn(2, 3, 3, 3, seed=SEED)
+    fn = lambda d: {"y": F.conv_transpose2d(d["x"], w, stride=2, padding=1,  # noqa: E731
+                                            output_padding=1)}
+    _check(tmp_path, fn, {"x": _randn(1, 2, 4, 4, seed=SEED)}, "conv_transpose2d")
+
+
+def test_transposed_convolution_output_padding_past_the_stride_is_refused(tmp_path) -> None:
     from mncore_compiler.errors import UnsupportedOperationError
 
     w = _randn(2, 3, 3, 3, seed=SEED)
     with Context(MNDevice("mncore2:auto")) as context, pytest.raises(
-            UnsupportedOperationError, match=r"transposed=True \(ConvTranspose\)"):
-        context.compile(lambda d: {"y": F.conv_transpose2d(d["x"], w)},
+            UnsupportedOperationError, match=r"output_padding=\[1, 1\] not smaller than stride"):
+        context.compile(lambda d: {"y": F.conv_transpose2d(d["x"], w, output_padding=1,
+                                                           dilation=2)},
                         {"x": _randn(1, 2, 4, 4, seed=SEED)}, storage.path(tmp_path / "fn"))
 
 

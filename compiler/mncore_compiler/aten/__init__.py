@@ -16,6 +16,7 @@ from . import (
     backward,
     binary_losses,
     conv,
+    conv_transpose,
     elementwise,
     factories,
     group_norm,
@@ -30,8 +31,10 @@ from . import (
     pointwise,
     pooling,
     reductions,
+    rnn,
     shape,
     sorting,
+    spatial_losses,
     strided,
     view_writes,
 )
@@ -47,6 +50,7 @@ from .registry import (
     decomposition_table,
     on,
 )
+from .rnn import rnn_decompositions
 from .view_writes import write_into_view
 
 __all__ = [
@@ -63,6 +67,7 @@ __all__ = [
     "backward",
     "binary_losses",
     "conv",
+    "conv_transpose",
     "cumulative_batch_norms",
     "decompose",
     "decomposition_table",
@@ -81,8 +86,11 @@ __all__ = [
     "pointwise",
     "pooling",
     "reductions",
+    "rnn",
+    "rnn_decompositions",
     "shape",
     "sorting",
+    "spatial_losses",
     "strided",
     "view_writes",
     "write_into_view",

@@ -9,6 +9,11 @@ diagonal when ``is_causal`` and where a bool ``attn_mask`` is False (a float mas
 Backward recomputes ``p`` from ``q`` and ``k`` (as flash attention does):
 ``dv = p^T @ dout``, ``dp = dout @ v^T``, ``ds = p * (dp - sum(dout * out))``,
 ``dq = ds @ k * scale``, ``dk = ds^T @ q * scale``. Dropout must be 0.
+
+Grouped-query attention (``enable_gqa=True``: ``k`` and ``v`` with ``H / g`` heads): each key
+and value head serves ``g`` consecutive query heads, so ``k`` and ``v`` are repeated ``g``
+times along the head axis (torch's ``repeat_interleave``) and their gradients summed over the
+``g`` query heads each one served.
 """
 
 from __future__ import annotations
@@ -30,16 +35,38 @@ def _transposed(b: Builder, x: str) -> str:
     return b.emit("permute", [x], dims=(*range(rank - 2), rank - 1, rank - 2))
 
 
-def _check(n: fx.Node, b: Builder, q: str, k: str, a: dict[str, Any]) -> float:
-    """The scale; unsupported for dropout or grouped-query heads."""
+def _check(n: fx.Node, b: Builder, q: str, k: str, a: dict[str, Any]) -> tuple[float, int]:
+    """The scale and the query heads per key head; unsupported for dropout, different batch
+    shapes, or a query head count that is no multiple of the key's."""
     if float(a["dropout_p"]) != 0.0:
         raise unsupported(n, f"dropout_p={a['dropout_p']} (only 0 is supported)")
     qt, kt = b.type(q), b.type(k)
-    if qt.shape[:-2] != kt.shape[:-2]:
+    heads = (qt.shape[-3], kt.shape[-3]) if qt.rank >= 3 else (1, 1)
+    if qt.shape[:-3] != kt.shape[:-3] or heads[0] % heads[1]:
         raise unsupported(n, f"query {list(qt.shape)} and key {list(kt.shape)} with different "
-                             "batch or head counts")
+                             "batch counts, or query heads no multiple of key heads")
     scale = a.get("scale")
-    return 1.0 / math.sqrt(qt.shape[-1]) if scale is None else float(scale)
+    return (1.0 / math.sqrt(qt.shape[-1]) if scale is None else float(scale),
+            heads[0] // heads[1])
+
+
+def _repeat_heads(b: Builder, x: str, groups: int) -> str:
+    """``x [..., Hk, S, E]`` with each head repeated ``groups`` times: ``[..., Hk * g, S, E]``."""
+    if groups == 1:
+        return x
+    *batch, heads, length, width = b.type(x).shape
+    spread = b.emit("reshape", [x], shape=(*batch, heads, 1, length, width))
+    wide = b.emit("expand", [spread], shape=(*batch, heads, groups, length, width))
+    return b.emit("reshape", [wide], shape=(*batch, heads * groups, length, width))
+
+
+def _sum_heads(b: Builder, grad: str, groups: int) -> str:
+    """The gradient of :func:`_repeat_heads`: ``grad`` summed over each head's ``groups``."""
+    if groups == 1:
+        return grad
+    *batch, heads, length, width = b.type(grad).shape
+    split = b.emit("reshape", [grad], shape=(*batch, heads // groups, groups, length, width))
+    return b.emit("sum", [split], dims=(len(batch) + 1,), keepdim=False)
 
 
 def _probabilities(b: Builder, n: fx.Node, q: str, k: str, a: dict[str, Any],
@@ -83,7 +110,9 @@ def _logsumexp(b: Builder, scores: str) -> str:
 @on("_scaled_dot_product_flash_attention_for_cpu.default")
 def _attention(b: Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, Deferred]:
     q, k, v = (tensor_arg(n, a[key]) for key in ("query", "key", "value"))
-    scores, p = _probabilities(b, n, q, k, a, _check(n, b, q, k, a))
+    scale, groups = _check(n, b, q, k, a)
+    k, v = _repeat_heads(b, k, groups), _repeat_heads(b, v, groups)
+    scores, p = _probabilities(b, n, q, k, a, scale)
     return b.emit("matmul", [p, v]), Deferred(lambda: _logsumexp(b, scores))
 
 
@@ -91,7 +120,8 @@ def _attention(b: Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, Deferred
 def _attention_backward(b: Builder, a: dict[str, Any], n: fx.Node) -> tuple[str, str, str]:
     dout, q, k, v, out = (tensor_arg(n, a[key]) for key in
                           ("grad_out", "query", "key", "value", "out"))
-    scale = _check(n, b, q, k, a)
+    scale, groups = _check(n, b, q, k, a)
+    k, v = _repeat_heads(b, k, groups), _repeat_heads(b, v, groups)
     _, p = _probabilities(b, n, q, k, a, scale)
     dv = b.emit("matmul", [_transposed(b, p), dout])
     dp = b.emit("matmul", [dout, _transposed(b, v)])
@@ -100,4 +130,4 @@ def _attention_backward(b: Builder, a: dict[str, Any], n: fx.Node) -> tuple[str,
     ds = b.emit("mul", [p, b.emit("sub", [dp, rowdot])])
     dq = b.emit("mul_scalar", [b.emit("matmul", [ds, k])], scalar=scale)
     dk = b.emit("mul_scalar", [b.emit("matmul", [_transposed(b, ds), q])], scalar=scale)
-    return dq, dk, dv
+    return dq, _sum_heads(b, dk, groups), _sum_heads(b, dv, groups)

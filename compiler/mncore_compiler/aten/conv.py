@@ -1,5 +1,6 @@
 """Handlers of ``aten.convolution`` (1-d and 2-d, any stride, padding, dilation and groups,
-with or without a bias) and ``aten.convolution_backward``; transposed convolution is refused."""
+with or without a bias) and ``aten.convolution_backward``; transposed convolution
+(``transposed=True``) is handed to :mod:`.conv_transpose`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from torch import fx
 
 from .args import tensor_arg, unsupported
+from .conv_transpose import transposed_convolution, transposed_convolution_backward
 from .registry import Builder, Unavailable, on
 
 __all__: list[str] = []
@@ -15,10 +17,8 @@ __all__: list[str] = []
 
 def _attrs(n: fx.Node, a: dict[str, Any], rank: int) -> dict[str, Any]:
     """The IR attributes of a convolution call on a tensor of ``rank``; unsupported forms
-    (transposed, output padding, a rank other than 3 or 4) refused by name."""
-    if a["transposed"]:
-        raise unsupported(n, "transposed=True (ConvTranspose)")
-    if any(int(p) for p in a["output_padding"]):
+    (output padding without ``transposed``, a rank other than 3 or 4) refused by name."""
+    if not a["transposed"] and any(int(p) for p in a["output_padding"]):
         raise unsupported(n, f"output_padding={list(a['output_padding'])}")
     if rank not in (3, 4):
         raise unsupported(n, f"a rank-{rank} input (conv1d [N, C, L] and conv2d [N, C, H, W] "
@@ -37,6 +37,8 @@ def _attrs(n: fx.Node, a: dict[str, Any], rank: int) -> dict[str, Any]:
 def _convolution(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     x, w = tensor_arg(n, a["input"]), tensor_arg(n, a["weight"])
     rank = b.type(x).rank
+    if a["transposed"]:
+        return transposed_convolution(b, a, n, _attrs(n, a, rank))
     out = b.emit("conv", [x, w], **_attrs(n, a, rank))
     if a["bias"] is None:
         return out
@@ -52,6 +54,8 @@ def _convolution_backward(b: Builder, a: dict[str, Any], n: fx.Node) -> tuple[An
     x, w = tensor_arg(n, a["input"]), tensor_arg(n, a["weight"])
     rank = b.type(x).rank
     attrs = _attrs(n, a, rank)
+    if a["transposed"]:
+        return transposed_convolution_backward(b, a, n, attrs)
     mask = [bool(m) for m in a["output_mask"]]
     missing = Unavailable(f"{n.name}: a gradient convolution_backward was not asked for")
     grad_input: Any = missing

@@ -1,0 +1,36 @@
+"""bench/bench_zoo.py: its model list (at least 40 transformers architectures) and its table
+from a rows file, without compiling anything (the bench itself runs for an hour)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers", reason="the zoo is built from transformers configs")
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_zoo.py"
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True,
+                          timeout=300, check=True)
+    return done.stdout
+
+
+def test_lists_the_zoo_and_prints_a_table_from_rows(tmp_path):
+    names = _run("--list").split()
+    assert len(names) >= 40 and {"llama", "bert", "t5", "vit", "whisper"} <= set(names)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("\n".join(json.dumps(r) for r in [
+        {"name": "llama", "infer": "ok", "train": "refused", "missing": ["aten.foo.default"],
+         "ratio": 2.0, "detail": "train: why"},
+        {"name": "bert", "infer": "mismatch", "train": "ok", "missing": [], "ratio": None,
+         "detail": ""}]))
+    text = _run("--table-from", str(rows))
+    assert "| llama | causal-lm | ok | refused | aten.foo.default | 2.0 | train: why |" in text
+    assert "| t5 | seq2seq | not run | not run |" in text
+    assert "| inference | 2 | 1 (50%) | 1 | 0 | 0 | 0 |" in text
+    assert "| aten.foo.default | 1 |" in text
