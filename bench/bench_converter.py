@@ -4,6 +4,7 @@ analytic model's cycles (``mncore_hdl.converter.timing``) next to the RTL's.
     ./exec_with_env.sh python bench/bench_converter.py             # a few minutes
     ./exec_with_env.sh python bench/bench_converter.py --max-kib 64  # quicker
     ./exec_with_env.sh python bench/bench_converter.py --pairs transpose,native --max-kib 16
+    ./exec_with_env.sh python bench/bench_converter.py --breakdown --sizes 16  # idle bus cycles
 
 Two efficiencies per row, both over the RTL cycles (the converter's ``busy_cycles``, start to
 done):
@@ -23,6 +24,7 @@ Conversions up to 64 KiB are also checked word for word against the golden model
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import tempfile
@@ -90,6 +92,84 @@ def busiest_bus_lw(src: Layout, dst: Layout, src_group: int, dst_group: int) -> 
     return max(per_group)
 
 
+#: Classes of ``--breakdown``, in print order (see :func:`bus_state`).
+BUS_CLASSES = ("beat", "refresh", "dram wait", "writes elsewhere", "halves held", "no work")
+
+
+def bus_state(get, g: int, conv, mc) -> str:
+    """What Group ``g``'s data bus does this cycle, as the converter and controller show it.
+
+    ``beat``: a beat moves. ``refresh``: a refresh is due or running. ``dram wait``: the
+    converter has work at ``g`` (a request shown, read bursts outstanding, write beats
+    offered) that the controller has not yet reached (row change, CAS latency, turnaround).
+    ``writes elsewhere``: nothing for ``g``, while the one write stream serves another Group.
+    ``halves held``: nothing for ``g``, no writes anywhere, both buffer halves taken (the
+    reader waits for the gather). ``no work``: none of these (start, end, walk gaps).
+    """
+    reader, _, writer = conv.engines
+    if get(mc.engine.active):
+        return "beat"
+    sched = mc.scheduler
+    if get(sched.refresh_want) or not get(sched.refresh_ready):
+        return "refresh"
+    port = conv.ports[g]
+    if get(port.req.valid) or get(reader.rdata_ready[g]) or get(port.wdata.valid):
+        return "dram wait"
+    if get(writer.req_valid) or any(get(v) for v in writer.wdata_valid):
+        return "writes elsewhere"
+    if get(reader.claimed) == 0b11:
+        return "halves held"
+    return "no work"
+
+
+def run_breakdown(case: dict) -> list[collections.Counter]:
+    """One conversion in Amaranth's simulator: per Group, cycles of each :data:`BUS_CLASSES`."""
+    from amaranth.sim import Simulator
+    from mncore_hdl.contracts.converter import CTRL_START, Reg
+    from mncore_hdl.converter import compile_program, registers
+    from mncore_hdl.top.system import MemorySystem
+
+    src, dst = Layout.parse(case["src"], case["dtype"]), Layout.parse(case["dst"], case["dtype"])
+    prog = compile_program(conversion(src, dst), CONFIG)
+    regs = registers(prog, *case["src_base"], *case["dst_base"])
+    dut = MemorySystem(CONFIG)
+    counts = [collections.Counter() for _ in range(CONFIG.groups)]
+
+    async def bench(ctx):
+        for addr, value in {**regs, Reg.CTRL: CTRL_START}.items():
+            ctx.set(dut.reg_addr, addr)
+            ctx.set(dut.reg_wdata, value)
+            ctx.set(dut.reg_we, 1)
+            await ctx.tick()
+        ctx.set(dut.reg_we, 0)
+        await ctx.tick()
+        while ctx.get(dut.busy):
+            for g, mc in enumerate(dut.controllers):
+                counts[g][bus_state(ctx.get, g, dut.converter, mc)] += 1
+            await ctx.tick()
+
+    sim = Simulator(dut)  # elaborates: the engines and controller parts exist from here
+    sim.add_clock(1.334e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    return counts
+
+
+def print_breakdown(cases: list[dict]) -> None:
+    """Per pair and Group, where the data bus's cycles go (Amaranth simulator)."""
+    print("Group data-bus cycles while the converter is busy, share of its busy cycles "
+          "(Amaranth simulator; classes: bench_converter.bus_state)")
+    hdr = (f"{'pair':<29}{'size':>9} {'G':>2} {'cycles':>7} "
+           + " ".join(f"{c:>16}" for c in BUS_CLASSES))
+    print(hdr)
+    print("-" * len(hdr))
+    for case in cases:
+        for g, counts in enumerate(run_breakdown(case)):
+            total = sum(counts.values())
+            print(f"{case['pair']:<29}{case['kib']:>6} KiB {g:>2} {total:>7} "
+                  + " ".join(f"{counts[c] / total:>16.3f}" for c in BUS_CLASSES))
+
+
 def run(cases: list[dict], check: bool) -> list[dict]:
     from mncore_hdl.testing.runner import BUILD_ROOT, run_cocotb
     from mncore_hdl.top.system import export_memory_system
@@ -117,6 +197,9 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(map(str, SIZES_KIB)),
                         help="comma-separated sizes in KiB (default: %(default)s)")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="only where each Group's data-bus cycles go (Amaranth simulator; "
+                             "slow: use small --sizes)")
     args = parser.parse_args()
     wanted = [w.strip() for w in args.pairs.split(",") if w.strip()]
     small, large = [], []
@@ -136,6 +219,9 @@ def main() -> None:
                           "dtype": a.dtype, "src_base": sb, "dst_base": db})
     if not small and not large:
         parser.error("no bench row matches --pairs and --max-kib")
+    if args.breakdown:
+        print_breakdown(small + large)
+        return
     rows = (run(small, check=True) if small else []) + (run(large, check=False) if large else [])
     print(f"\n{'pair':<29}{'size':>9}{'read LW':>9}{'write LW':>9}{'RTL cyc':>9}"
           f"{'eff':>7}{'bus eff':>8}{'RTL/bnd':>8}{'model cyc':>10}{'model/RTL':>10}")
