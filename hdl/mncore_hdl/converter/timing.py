@@ -28,6 +28,11 @@ replays, burst by burst, the few rules of the RTL (``mncore_hdl.converter``) tha
   enter the port only when the writer has written all it holds (``split``, ``late``). Only
   they wait: the block's other Groups read at once, unless the held Group's queue fills
   (more than ``QUEUED`` of its bursts in the block), which stops the walk until it drains;
+- a read burst shorter than a DRAM row whose successor in the walk is not the next LWs (a
+  column walk: the transposes) opens a row each time; the controller prepares at most its
+  queue's worth of such chunks at once, so the Group's read stream takes at least
+  :func:`row_miss_gap` per burst (the row's preparation shared by the chunks the controller
+  queues), while its bus stays free for the writer's beats in between;
 - refresh (all Groups at once, every tREFI) stalls the converter for tRP + tRFC + tRCD + CL,
   charged as the expected fraction of the time.
 
@@ -56,6 +61,7 @@ import numpy as np
 
 from ..arch import ArchConfig
 from ..layout.conversion import ConversionDescriptor
+from ..memctrl.timing import REQUEST_TO_PREPARE
 from .program import (
     DEFAULT_BUFFER_LW,
     READ_OUTSTANDING,
@@ -67,7 +73,8 @@ from .program import (
 
 __all__ = ["conversion_cycles", "BlockTraffic", "block_traffic", "block_traffic_fast",
            "converter_beats", "replay_cycles", "FIRST_BEAT_CYCLES",
-           "PREFETCH_LW", "GATHER_CYCLES", "WRITE_SLACK_LW", "OUTSTANDING", "refresh_stall"]
+           "PREFETCH_LW", "GATHER_CYCLES", "WRITE_SLACK_LW", "OUTSTANDING", "refresh_stall",
+           "row_miss_gap"]
 
 #: Start of the run to the first read beat (claim, request, port queue, ACT, tRCD, CL, FIFO).
 FIRST_BEAT_CYCLES = 33
@@ -226,6 +233,28 @@ def converter_beats(prog: ConverterProgram) -> tuple[int, int]:
     return read, prog.dst_groups * prog.dst_lw_per_group
 
 
+def row_miss_gap(config: ArchConfig, prog: ConverterProgram) -> float:
+    """Least cycles between the first beats of two read bursts of one Group, or 0.
+
+    Non-zero when every burst of the walk opens a row: bursts shorter than a DRAM row whose
+    next burst is not the next LWs (the read table's innermost address carry differs from the
+    burst: a column walk, as in the transposes; consecutive bursts rotate over the banks). The
+    controller prepares a queued chunk (``REQUEST_TO_PREPARE``, tRP, ACT, tRCD) while the
+    chunks ahead of it stream, but holds only a few (in order: the queue entry and the
+    chunker; ``fr_fcfs``: its window and the chunker), so a burst takes its beats or that
+    preparation shared by the chunks queued, whichever is longer. (Unlike random bursts,
+    ``memctrl.timing.random_chunk_gap``, no bank is hit twice in a row and the PRE/ACT slots
+    overlap the other banks' columns: no ``MISS_OVERHEAD``; matches the 1 MiB transpose, the
+    only table row with 8-LW bursts, to 2%.)
+    """
+    if prog.burst >= config.row_lw or not prog.read or prog.read[0].carries[1] == prog.burst:
+        return 0.0
+    t = config.timing
+    queued = config.scheduler_window + 1 if config.scheduler == "fr_fcfs" else 2
+    prepare = (REQUEST_TO_PREPARE + t.trp + t.trcd) / queued
+    return max(prepare, float(prog.burst))
+
+
 def refresh_stall(config: ArchConfig) -> int:
     """Cycles one refresh stops the converter: precharge, tRFC, then ACT and CAS latency again."""
     t = config.timing
@@ -241,8 +270,10 @@ class _Replay:
     """The burst-level replay of one conversion (see the module docstring)."""
 
     def __init__(self, config: ArchConfig, blocks: list[BlockTraffic],
-                 ids: np.ndarray | None = None):
+                 ids: np.ndarray | None = None, miss_gap: float = 0.0):
         self.blocks = blocks
+        #: least cycles a Group's read burst holds its read stream (``row_miss_gap``)
+        self.miss_gap = miss_gap
         #: Each block's traffic as a number (equal blocks, equal numbers): when given, the
         #: replay skips whole periods of a repeating steady state (see :meth:`_skip`).
         self.ids = ids
@@ -263,8 +294,8 @@ class _Replay:
         """One burst on Group ``g``'s read stream; returns when its last beat is in."""
         start = max(self.rend[g], issue + FIRST_BEAT_CYCLES,
                     self.bus[g] + (FIRST_BEAT_CYCLES + self.twr if self.wrote[g] else 0))
-        self.rend[g] = start + lw
-        self.bus[g] = self.rend[g] - PREFETCH_LW
+        self.rend[g] = start + max(lw, self.miss_gap)
+        self.bus[g] = start + lw - PREFETCH_LW
         self.wrote[g] = False
         taken = self.consumed[g]
         taken.append(self.rend[g])
@@ -488,10 +519,11 @@ def replay_cycles(config: ArchConfig, prog: ConverterProgram, src_group: int = 0
     written); by default the traffic comes from :func:`block_traffic_fast` and repeating
     periods of the steady state are skipped, with the same result.
     """
+    gap = row_miss_gap(config, prog)
     if reference:
-        total = _Replay(config, block_traffic(prog, src_group, dst_group)).run()
+        total = _Replay(config, block_traffic(prog, src_group, dst_group), miss_gap=gap).run()
     else:
         distinct, ids = block_traffic_fast(prog, src_group, dst_group)
         blocks = [distinct[i] for i in ids.tolist()]
-        total = _Replay(config, blocks, ids).run()
+        total = _Replay(config, blocks, ids, miss_gap=gap).run()
     return round(total / (1.0 - refresh_stall(config) / config.timing.trefi))
