@@ -107,22 +107,24 @@ def bus_state(get, g: int, conv, mc) -> str:
     ``beat``: a beat moves. ``refresh``: a refresh is due or running. ``dram wait``: the
     converter has work at ``g`` (a request shown, read bursts outstanding, write beats
     offered) that the controller has not yet reached (row change, CAS latency, turnaround).
-    ``writes elsewhere``: nothing for ``g``, while the one write stream serves another Group.
-    ``halves held``: nothing for ``g``, no writes anywhere, both buffer halves taken (the
-    reader waits for the gather). ``no work``: none of these (start, end, walk gaps).
+    ``writes elsewhere``: nothing for ``g``, while a write stream serves another Group.
+    ``halves held``: nothing for ``g``, no writes anywhere, both buffer halves of an engine
+    taken (its reader waits for its gather). ``no work``: none of these (start, end, walk gaps).
     """
-    reader, _, writer = conv.engines
+    engines = conv.all_engines
     if get(mc.engine.active):
         return "beat"
     sched = mc.scheduler
     if get(sched.refresh_want) or not get(sched.refresh_ready):
         return "refresh"
     port = conv.ports[g]
-    if get(port.req.valid) or get(reader.rdata_ready[g]) or get(port.wdata.valid):
+    if (get(port.req.valid) or get(port.wdata.valid)
+            or any(get(reader.rdata_ready[g]) for reader, _, _ in engines)):
         return "dram wait"
-    if get(writer.req_valid) or any(get(v) for v in writer.wdata_valid):
+    if any(get(writer.req_valid) or any(get(v) for v in writer.wdata_valid)
+           for _, _, writer in engines):
         return "writes elsewhere"
-    if get(reader.claimed) == 0b11:
+    if any(get(reader.claimed) == 0b11 for reader, _, _ in engines):
         return "halves held"
     return "no work"
 

@@ -68,22 +68,22 @@ def test_router_holds_a_shown_read_when_a_write_comes():
     shown = []
 
     async def bench(ctx):
-        ctx.set(dut.rd_valid[0], 1)
-        ctx.set(dut.rd_addr[0], 0x40)
-        ctx.set(dut.rd_len[0], 8)
+        ctx.set(dut.rd_valid[0][0], 1)
+        ctx.set(dut.rd_addr[0][0], 0x40)
+        ctx.set(dut.rd_len[0][0], 8)
         port = dut.ports[0].req
         for cycle in range(4):
             if cycle == 1:   # the write engine asks for Group 0 while the read waits
-                ctx.set(dut.wr_valid, 1)
-                ctx.set(dut.wr_group, 0)
-                ctx.set(dut.wr_addr, 0x80)
-                ctx.set(dut.wr_len, 4)
+                ctx.set(dut.wr_valid[0], 1)
+                ctx.set(dut.wr_group[0], 0)
+                ctx.set(dut.wr_addr[0], 0x80)
+                ctx.set(dut.wr_len[0], 4)
             ctx.set(port.ready, int(cycle == 2))
             shown.append((ctx.get(port.valid), ctx.get(port.p.write), ctx.get(port.p.addr),
-                           ctx.get(dut.rd_ready[0]), ctx.get(dut.wr_ready)))
+                           ctx.get(dut.rd_ready[0][0]), ctx.get(dut.wr_ready[0])))
             if cycle == 2:   # the read is taken: the read engine moves on
                 await ctx.tick()
-                ctx.set(dut.rd_valid[0], 0)
+                ctx.set(dut.rd_valid[0][0], 0)
                 continue
             await ctx.tick()
 
@@ -94,6 +94,50 @@ def test_router_holds_a_shown_read_when_a_write_comes():
     read, write = (1, 0, 0x40), (1, 1, 0x80)
     assert [s[:3] for s in shown] == [read, read, read, write], shown
     assert [s[3:] for s in shown] == [(0, 0), (0, 0), (1, 0), (0, 0)], shown
+
+
+def test_router_shares_a_port_round_robin_and_routes_beats_by_request():
+    """Two engines read Group 1 at once: the port takes their requests in turn, and each
+    returned burst's beats reach the engine that asked for it (the tag FIFO), not the other;
+    with ``split`` engine 1 writes Group 1 and engine 0 may not."""
+    dut = PortRouter(SMALL, 2)
+    taken, beats = [], []
+
+    async def bench(ctx):
+        port = dut.ports[1]
+        for e in range(2):
+            ctx.set(dut.rd_valid[e][1], 1)
+            ctx.set(dut.rd_addr[e][1], 0x10 * (e + 1))
+            ctx.set(dut.rd_len[e][1], 2)
+            ctx.set(dut.rdata_ready[e][1], 1)
+        ctx.set(port.req.ready, 1)
+        for _ in range(2):
+            for e in range(2):
+                if ctx.get(dut.rd_ready[e][1]):
+                    taken.append((e, ctx.get(port.req.p.addr)))
+            await ctx.tick()
+        for e in range(2):
+            ctx.set(dut.rd_valid[e][1], 0)
+        ctx.set(port.rdata.valid, 1)
+        for i in range(4):
+            ctx.set(port.rdata.p.data, 100 + i)
+            beats.append(tuple(ctx.get(dut.rdata_valid[e][1]) for e in range(2)))
+            await ctx.tick()
+        ctx.set(port.rdata.valid, 0)
+        ctx.set(dut.split, 1)
+        for e in range(2):
+            ctx.set(dut.wr_valid[e], 1)
+            ctx.set(dut.wr_group[e], 1)
+        await ctx.delay(1e-9)
+        assert ctx.get(port.req.p.write) and ctx.get(dut.wr_ready[1])
+        assert not ctx.get(dut.wr_ready[0])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert taken == [(0, 0x10), (1, 0x20)], taken
+    assert beats == [(1, 0), (1, 0), (0, 1), (0, 1)], beats
 
 
 # -- loop walker against the Python walk ------------------------------------------------------

@@ -61,13 +61,14 @@ import numpy as np
 
 from ..arch import ArchConfig
 from ..layout.conversion import ConversionDescriptor
-from ..memctrl.timing import REQUEST_TO_PREPARE
+from ..memctrl.timing import REQUEST_TO_PREPARE, mixed_cycles
 from .program import (
     DEFAULT_BUFFER_LW,
     READ_OUTSTANDING,
     READ_QUEUED,
     ConverterProgram,
     compile_program,
+    engine_bases,
     walk_table,
 )
 
@@ -95,6 +96,9 @@ WRITE_REQUEST_LEAD = 6
 QUEUED = READ_QUEUED
 OUTSTANDING = READ_OUTSTANDING
 AHEAD = QUEUED + OUTSTANDING
+#: A split program's start on top of its Groups' mixed streams: the first block's reads before
+#: the first write, and the last block's gather and write drain (calibrated).
+SPLIT_START = 0
 
 
 @dataclass(frozen=True)
@@ -121,9 +125,21 @@ def _split_writes(lo: int, hi: int, per_group: int, dst_group: int) -> list[tupl
     return writes
 
 
+def _engine_walk(prog: ConverterProgram, engine: int) -> tuple[tuple[int, ...], int, int]:
+    """Engine ``engine``'s outer base and the destination span it writes, ``[lo, hi)`` LWs of
+    the Group-major destination footprint (all of it on one engine, its Group when split)."""
+    per_group = max(1, prog.dst_lw_per_group)
+    if not 0 <= engine < prog.engines:
+        raise ValueError(f"Engine must be in 0..{prog.engines - 1}, not {engine}")
+    base = engine_bases(prog)[engine]
+    if prog.engines == 1:
+        return base, 0, prog.dst_groups * per_group
+    return base, engine * per_group, (engine + 1) * per_group
+
+
 def block_traffic(prog: ConverterProgram, src_group: int = 0,
-                  dst_group: int = 0) -> list[BlockTraffic]:
-    """Per-block traffic of a compiled program, in execution order.
+                  dst_group: int = 0, engine: int = 0) -> list[BlockTraffic]:
+    """Per-block traffic of engine ``engine`` of a compiled program, in execution order.
 
     Bursts clipped to the source footprint as the read engine clips them; bursts wholly
     outside it (only padding reaches them) are skipped. The writer also fills gaps and
@@ -134,9 +150,10 @@ def block_traffic(prog: ConverterProgram, src_group: int = 0,
     Groups (a Group that is both read and written shares its data bus between the two).
     """
     per_group = max(1, prog.dst_lw_per_group)
-    footprint = prog.dst_groups * per_group
-    outers = list(walk_table(prog.outer, 5 + len(prog.dims)))
-    bases = [min(footprint, max(0, ob[3] * per_group + ob[4])) for ob in outers]
+    base, start, footprint = _engine_walk(prog, engine)
+    outers = [tuple(b + r for b, r in zip(base, ob, strict=True))
+              for ob in walk_table(prog.outer, 5 + len(prog.dims))]
+    bases = [min(footprint, max(start, ob[3] * per_group + ob[4])) for ob in outers]
     ends = [max(bases[i], bases[i + 1] if i + 1 < len(bases) else footprint)
             for i in range(len(bases))]
     visits = prog.block_write_lw
@@ -174,17 +191,17 @@ def _walk_array(table, nq: int) -> np.ndarray:
     return acc
 
 
-def block_traffic_fast(prog: ConverterProgram, src_group: int = 0,
-                       dst_group: int = 0) -> tuple[list[BlockTraffic], np.ndarray]:
+def block_traffic_fast(prog: ConverterProgram, src_group: int = 0, dst_group: int = 0,
+                       engine: int = 0) -> tuple[list[BlockTraffic], np.ndarray]:
     """:func:`block_traffic` with numpy, as the distinct blocks and each block's index in them.
 
     Blocks hold Groups and LW counts, no addresses, so a conversion has few distinct ones.
     Returns ``(distinct, ids)`` with ``block_traffic(...)[i] == distinct[ids[i]]``.
     """
     per_group = max(1, prog.dst_lw_per_group)
-    footprint = prog.dst_groups * per_group
-    outers = _walk_array(prog.outer, 5 + len(prog.dims))
-    bases = np.clip(outers[:, 3] * per_group + outers[:, 4], 0, footprint)
+    base, start, footprint = _engine_walk(prog, engine)
+    outers = _walk_array(prog.outer, 5 + len(prog.dims)) + np.asarray(base, dtype=np.int64)
+    bases = np.clip(outers[:, 3] * per_group + outers[:, 4], start, footprint)
     nxt = np.append(bases[1:], footprint)
     ends = np.maximum(bases, nxt)
     rd = _walk_array(prog.read, 2)
@@ -227,9 +244,11 @@ def converter_beats(prog: ConverterProgram) -> tuple[int, int]:
     Writes: the whole destination footprint, once (the writer fills gaps and padding with
     zeros).
     """
-    distinct, ids = block_traffic_fast(prog)
-    per_block = np.array([sum(lw for _, lw in b.reads) for b in distinct], dtype=np.int64)
-    read = int(per_block[ids].sum()) if len(ids) else 0
+    read = 0
+    for engine in range(prog.engines):
+        distinct, ids = block_traffic_fast(prog, engine=engine)
+        per_block = np.array([sum(lw for _, lw in b.reads) for b in distinct], dtype=np.int64)
+        read += int(per_block[ids].sum()) if len(ids) else 0
     return read, prog.dst_groups * prog.dst_lw_per_group
 
 
@@ -520,10 +539,27 @@ def replay_cycles(config: ArchConfig, prog: ConverterProgram, src_group: int = 0
     periods of the steady state are skipped, with the same result.
     """
     gap = row_miss_gap(config, prog)
-    if reference:
-        total = _Replay(config, block_traffic(prog, src_group, dst_group), miss_gap=gap).run()
-    else:
-        distinct, ids = block_traffic_fast(prog, src_group, dst_group)
-        blocks = [distinct[i] for i in ids.tolist()]
-        total = _Replay(config, blocks, ids, miss_gap=gap).run()
-    return round(total / (1.0 - refresh_stall(config) / config.timing.trefi))
+    stretch = 1.0 / (1.0 - refresh_stall(config) / config.timing.trefi)
+    engines = []
+    reads: dict[int, int] = defaultdict(int)
+    writes: dict[int, int] = defaultdict(int)
+    for k in range(prog.engines):
+        if reference:
+            blocks = block_traffic(prog, src_group, dst_group, k)
+            total = _Replay(config, blocks, miss_gap=gap).run()
+        else:
+            distinct, ids = block_traffic_fast(prog, src_group, dst_group, k)
+            blocks = [distinct[i] for i in ids.tolist()]
+            total = _Replay(config, blocks, ids, miss_gap=gap).run()
+        engines.append(total * stretch)
+        if prog.engines > 1:
+            for block in blocks:
+                for g, lw in block.reads:
+                    reads[g] += lw
+                for g, lw in block.writes:
+                    writes[g] += lw
+    # engines run at once and share the Groups' buses: each Group's controller serves all
+    # engines' reads there and its writer's writes, as one mixed stream
+    shared = [mixed_cycles(config, reads[g], writes[g]) + SPLIT_START
+              for g in set(reads) | set(writes)]
+    return round(max(engines + shared))
