@@ -201,16 +201,18 @@ def bounds(src: Layout, dst: Layout, src_group: int, dst_group: int) -> dict[str
     """Fewest cycles each resource allows (:data:`BOUND_TERMS`), refresh's share included.
 
     ``bus``: the busiest Group's data bus, one LW a cycle (:func:`busiest_bus_lw`);
-    ``activates``: its ACTs (:func:`activate_lw`); ``buffer``: the converter's buffer read
-    ports give the gather one destination LW a cycle, so it writes the destination footprint
-    at that rate. Every term is stretched by the refresh's dead share
-    (``memctrl.bound.refresh_dead_cycles`` every tREFI).
+    ``activates``: its ACTs (:func:`activate_lw`); ``buffer``: each engine's buffer read
+    ports give its gather one destination LW a cycle, so the busiest engine writes its part
+    of the destination at that rate (all of it on one engine; a Group each when split).
+    Every term is stretched by the refresh's dead share (``memctrl.bound.refresh_dead_cycles``
+    every tREFI).
     """
+    engines = compile_program(conversion(src, dst), CONFIG).engines
     dead = refresh_dead_cycles(CONFIG, Traffic("sequential", 8, 0.5))
     stretch = 1.0 / (1.0 - dead / CONFIG.timing.trefi)
     raw = {"bus": busiest_bus_lw(src, dst, src_group, dst_group),
            "activates": activate_lw(src, dst, src_group, dst_group),
-           "buffer": dst.groups * dst.lw_per_group}
+           "buffer": dst.groups * dst.lw_per_group // engines}
     return {name: math.ceil(v * stretch) for name, v in raw.items()}
 
 

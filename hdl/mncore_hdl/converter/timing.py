@@ -96,9 +96,9 @@ WRITE_REQUEST_LEAD = 6
 QUEUED = READ_QUEUED
 OUTSTANDING = READ_OUTSTANDING
 AHEAD = QUEUED + OUTSTANDING
-#: A split program's start on top of its Groups' mixed streams: the first block's reads before
-#: the first write, and the last block's gather and write drain (calibrated).
-SPLIT_START = 0
+#: A split program's Groups' mixed streams start later than a lone stream: no engine writes
+#: before its first block is in and gathered (the reads' start is in ``mixed_cycles``).
+SPLIT_START = GATHER_CYCLES
 
 
 @dataclass(frozen=True)
@@ -560,6 +560,6 @@ def replay_cycles(config: ArchConfig, prog: ConverterProgram, src_group: int = 0
                     writes[g] += lw
     # engines run at once and share the Groups' buses: each Group's controller serves all
     # engines' reads there and its writer's writes, as one mixed stream
-    shared = [mixed_cycles(config, reads[g], writes[g]) + SPLIT_START
+    shared = [float(mixed_cycles(config, reads[g], writes[g]) + SPLIT_START)
               for g in set(reads) | set(writes)]
     return round(max(engines + shared))
