@@ -21,7 +21,14 @@ from mncore_hdl.converter.router import PortRouter
 from mncore_hdl.converter.streams import gathered_signature
 from mncore_hdl.converter.walker import LoopWalker
 from mncore_hdl.converter.writer import WriteEngine
-from mncore_hdl.layout import DTYPES, UnsupportedConversion, conversion, to_device
+from mncore_hdl.layout import (
+    DTYPES,
+    UnsupportedConversion,
+    conversion,
+    host_layout,
+    native_layout,
+    to_device,
+)
 from mncore_hdl.layout.random_layouts import random_layout, random_shape
 from mncore_hdl.top.system import MemorySystem
 
@@ -190,14 +197,20 @@ def _convert(seed: int):
             continue
         break
     tensor = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
-    src = to_device(tensor.to(getattr(torch, dtype)), a)
+    return _run(a, b, desc, prog, tensor.to(getattr(torch, dtype)))
+
+
+def _run(a, b, desc, prog, tensor, dst_group: int = 0):
+    """``prog`` on the behavioural harness (destination from Group ``dst_group``): the
+    layouts, the golden destination and what the RTL wrote."""
+    src = to_device(tensor, a)
     base_src, base_dst = 0x40, 0x800
     init = [[0] * base_src + [int(x) for x in src[g]] if g < len(src) else [] for g in range(4)]
     dut = ConverterHarness(SMALL, latency=4, buffer_lw=512, init=init)
     result = {}
 
     async def bench(ctx):
-        for addr, value in registers(prog, 0, base_src, 0, base_dst).items():
+        for addr, value in registers(prog, 0, base_src, dst_group, base_dst).items():
             ctx.set(dut.reg_addr, addr)
             ctx.set(dut.reg_wdata, value)
             ctx.set(dut.reg_we, 1)
@@ -212,7 +225,8 @@ def _convert(seed: int):
                 break
         result["error"] = ctx.get(dut.error)
         result["image"] = np.array(
-            [[ctx.get(dut.mems[g].mem.data[base_dst + i]) for i in range(desc.dst_lw_per_group)]
+            [[ctx.get(dut.mems[dst_group + g].mem.data[base_dst + i])
+              for i in range(desc.dst_lw_per_group)]
              for g in range(desc.dst_groups)], dtype=np.uint64)
 
     sim = Simulator(dut)
@@ -227,3 +241,17 @@ def test_small_conversion(seed):
     a, b, want, result = _convert(seed)
     assert not result["error"], f"seed {seed}: {a} -> {b} raised the error flag"
     assert np.array_equal(result["image"], want), f"seed {seed}: {a} -> {b} differs"
+
+
+def test_split_conversion_into_later_groups():
+    """A split program (engine k writes destination Group k) whose destination starts at
+    Group 2: each engine's writes reach the port of Group 2 + k (a router that gave Group g's
+    port to engine g left them waiting for ever)."""
+    a, b = host_layout((9, 13), "float16"), native_layout((9, 13), "float16", SMALL)
+    desc = conversion(a, b)
+    prog = compile_program(desc, SMALL, buffer_lw=512)
+    assert prog.engines == 2
+    tensor = torch.randn((9, 13), generator=torch.Generator().manual_seed(5)).half()
+    _, _, want, result = _run(a, b, desc, prog, tensor, dst_group=2)
+    assert not result["error"]
+    assert np.array_equal(result["image"], want)

@@ -124,7 +124,7 @@ class LayoutConverter(wiring.Component):
 
         # -- ports: the router arbitrates each Group's requests and routes the data ------------
         m.submodules.router = router = PortRouter(config, n)
-        m.d.comb += router.split.eq(split)
+        m.d.comb += [router.split.eq(split), router.dst_group.eq(regs.cfg.dst_group)]
         for g, port in enumerate(self.ports):
             wiring.connect(m, wiring.flipped(port), router.ports[g])
         for e, (reader, _, writer) in enumerate(engines):

@@ -39,8 +39,9 @@ class PortRouter(wiring.Component):
     ----------
     ports : Out(RequesterSignature(config)).array(config.groups)
         Requester port ``g`` goes to Group ``g``'s controller.
-    split : In(1)
-        Engine ``g`` writes Group ``g`` (else engine 0 writes every Group).
+    split, dst_group : In
+        When ``split``, engine ``k`` writes Group ``dst_group + k`` (else engine 0 writes
+        every Group).
     wr_valid, wr_group, wr_addr, wr_len : In arrays [engine]; wr_ready : Out array [engine]
         Each engine's write request.
     rd_valid, rd_addr, rd_len : In arrays [engine][group]; rd_ready : Out [engine][group]
@@ -67,6 +68,7 @@ class PortRouter(wiring.Component):
         super().__init__({
             "ports": Out(RequesterSignature(config)).array(groups),
             "split": In(1),
+            "dst_group": In(range(groups)),
             "wr_valid": In(1).array(engines),
             "wr_group": In(range(groups)).array(engines),
             "wr_addr": In(addr_bits(config)).array(engines),
@@ -87,10 +89,12 @@ class PortRouter(wiring.Component):
         })
 
     def _writer(self, g: int):
-        """The engine whose writes may go to Group ``g``: ``g`` when split, else 0."""
-        if g == 0 or g >= self.engines:
+        """The engine whose writes may go to Group ``g``: ``g - dst_group`` when split (engine
+        ``k`` writes the destination's Group ``k``), else 0."""
+        if g == 0:
             return 0
-        return Mux(self.split, g, 0)
+        here = self.split & (g >= self.dst_group)
+        return Mux(here, (g - self.dst_group)[:max(1, (self.engines - 1).bit_length())], 0)
 
     def elaborate(self, platform):
         m = Module()

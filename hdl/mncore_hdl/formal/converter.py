@@ -130,11 +130,11 @@ class RouterStreamProof(Elaboratable):
         m.submodules.router = router = PortRouter(self.config, self.config.groups)
         free_inputs(m, router)
         m.d.comb += Assume(~ResetSignal())
-        was_split = Signal()
-        m.d.sync += was_split.eq(router.split)
+        was = Signal(len(Cat(router.split, router.dst_group)))
+        m.d.sync += was.eq(Cat(router.split, router.dst_group))
         started = Signal()
         m.d.sync += started.eq(1)
-        m.d.comb += Assume(~started | (router.split == was_split))
+        m.d.comb += Assume(~started | (Cat(router.split, router.dst_group) == was))
         for e in range(router.engines):
             held_until_taken(m, router.wr_valid[e], router.wr_ready[e],
                              Cat(router.wr_group[e], router.wr_addr[e], router.wr_len[e]),
