@@ -306,16 +306,36 @@ class _WriteFirstRouter(PortRouter):
     def elaborate(self, platform):
         m = super().elaborate(platform)
         for i, port in enumerate(self.ports):
-            wr_here = self.wr_valid & (self.wr_group == i)
-            rd_here = self.rd_valid[i] & ~wr_here
+            wr_here = self.wr_valid[0] & (self.wr_group[0] == i)
+            rd_here = self.rd_valid[0][i] & ~wr_here
             m.d.comb += [
                 port.req.valid.eq(wr_here | rd_here),
                 port.req.p.write.eq(wr_here),
-                port.req.p.addr.eq(Mux(wr_here, self.wr_addr, self.rd_addr[i])),
-                port.req.p.length.eq(Mux(wr_here, self.wr_len, self.rd_len[i])),
-                self.rd_ready[i].eq(rd_here & port.req.ready),
+                port.req.p.addr.eq(Mux(wr_here, self.wr_addr[0], self.rd_addr[0][i])),
+                port.req.p.length.eq(Mux(wr_here, self.wr_len[0], self.rd_len[0][i])),
+                self.rd_ready[0][i].eq(rd_here & port.req.ready),
             ]
         return m
+
+
+class _SwitchingRouter(PortRouter):
+    """Mutant: a round robin that moves to the next engine's read while one engine's read is
+    shown and not taken (the port's payload changes before ready)."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        for g, port in enumerate(self.ports):
+            for e in range(self.engines):
+                with m.If(self.rd_valid[e][g] & ~port.req.p.write):
+                    m.d.comb += port.req.p.addr.eq(self.rd_addr[e][g])
+        return m
+
+
+def test_mutant_router_switching_engines_on_a_shown_read_is_caught(tmp_path, monkeypatch):
+    monkeypatch.setattr(converter_proof, "PortRouter", _SwitchingRouter)
+    result = prove(RouterStreamProof(), tmp_path, mode="bmc", depth=4, timeout=240)
+    assert result.status == "FAIL", explain(result)
+    assert any("formal/streams.py" in f for f in result.failures), result.failures
 
 
 def test_mutant_router_replacing_a_shown_read_is_caught(tmp_path, monkeypatch):

@@ -259,7 +259,11 @@ def test_registers_fill_the_table_from_a_program():
         for part in by_address[address].path:
             node = node[part]
         assert value == node & ((1 << cc.REG_BITS) - 1), by_address[address].name
-    assert regs[cc.Reg.SRC_ADDR] == 0x40 and regs[cc.OUTER.base] == prog.outer[0].extent
+    assert regs[cc.Reg.SRC_ADDR] == 0x40
+    # native over two Groups: their loop is split over two engines, no outer loop is left
+    assert dst.groups == 2 and prog.engines == 2 and regs[cc.SPLIT_BASE] == 2
+    assert regs[cc.Reg.N_OUTER] == 0
+    assert cc.OUTER.base not in regs
 
 
 # -- tops, back doors and the driver ------------------------------------------------------------

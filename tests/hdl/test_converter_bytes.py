@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 from mlsdk import Context, MNDevice
 from mlsdk.device.commands import Convert
 from mncore_hdl.arch import MNCORE2_SIM
-from mncore_hdl.converter.program import ConverterProgram, ProgramError, compile_program, walk_table
+from mncore_hdl.converter.program import (
+    ConverterProgram,
+    ProgramError,
+    compile_program,
+    engine_bases,
+    walk_table,
+)
 from mncore_hdl.converter.timing import block_traffic, converter_beats
 from mncore_hdl.layout import (
     DTYPES,
@@ -35,13 +41,15 @@ CONFIG = MNCORE2_SIM
 def _walked_beats(prog: ConverterProgram) -> tuple[int, int]:
     """The program's reads and writes, step by step: every read-table step of every block is
     one burst of ``burst`` LWs, clipped at the end of the source Group's footprint and skipped
-    when it starts outside it; the writer writes each LW of the destination footprint once."""
+    when it starts outside it (each engine's blocks from its base); the writer writes each LW
+    of the destination footprint once."""
     read = 0
-    for ob in walk_table(prog.outer, 5 + len(prog.dims)):
-        for rd in walk_table(prog.read, 2):
-            g, a = ob[0] + rd[0], ob[1] + rd[1]
-            if 0 <= g < prog.src_groups and 0 <= a < prog.src_lw_per_group:
-                read += min(prog.burst, prog.src_lw_per_group - a)
+    for base in engine_bases(prog):
+        for ob in walk_table(prog.outer, 5 + len(prog.dims)):
+            for rd in walk_table(prog.read, 2):
+                g, a = base[0] + ob[0] + rd[0], base[1] + ob[1] + rd[1]
+                if 0 <= g < prog.src_groups and 0 <= a < prog.src_lw_per_group:
+                    read += min(prog.burst, prog.src_lw_per_group - a)
     return read, prog.dst_groups * prog.dst_lw_per_group
 
 
@@ -64,7 +72,8 @@ def _check(src, dst, dtype: str) -> None:
     read, written = _walked_beats(prog)
     assert converter_beats(prog) == (read, written)
     # the timing model's reference traffic moves the same reads
-    assert sum(lw for b in block_traffic(prog) for _, lw in b.reads) == read
+    assert sum(lw for k in range(prog.engines) for b in block_traffic(prog, engine=k)
+               for _, lw in b.reads) == read
     assert _device_bytes(src, dst, dtype) == (read + written) * CONFIG.lw_bytes
 
 

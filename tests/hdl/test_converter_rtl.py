@@ -21,7 +21,14 @@ from mncore_hdl.converter.router import PortRouter
 from mncore_hdl.converter.streams import gathered_signature
 from mncore_hdl.converter.walker import LoopWalker
 from mncore_hdl.converter.writer import WriteEngine
-from mncore_hdl.layout import DTYPES, UnsupportedConversion, conversion, to_device
+from mncore_hdl.layout import (
+    DTYPES,
+    UnsupportedConversion,
+    conversion,
+    host_layout,
+    native_layout,
+    to_device,
+)
 from mncore_hdl.layout.random_layouts import random_layout, random_shape
 from mncore_hdl.top.system import MemorySystem
 
@@ -68,22 +75,22 @@ def test_router_holds_a_shown_read_when_a_write_comes():
     shown = []
 
     async def bench(ctx):
-        ctx.set(dut.rd_valid[0], 1)
-        ctx.set(dut.rd_addr[0], 0x40)
-        ctx.set(dut.rd_len[0], 8)
+        ctx.set(dut.rd_valid[0][0], 1)
+        ctx.set(dut.rd_addr[0][0], 0x40)
+        ctx.set(dut.rd_len[0][0], 8)
         port = dut.ports[0].req
         for cycle in range(4):
             if cycle == 1:   # the write engine asks for Group 0 while the read waits
-                ctx.set(dut.wr_valid, 1)
-                ctx.set(dut.wr_group, 0)
-                ctx.set(dut.wr_addr, 0x80)
-                ctx.set(dut.wr_len, 4)
+                ctx.set(dut.wr_valid[0], 1)
+                ctx.set(dut.wr_group[0], 0)
+                ctx.set(dut.wr_addr[0], 0x80)
+                ctx.set(dut.wr_len[0], 4)
             ctx.set(port.ready, int(cycle == 2))
             shown.append((ctx.get(port.valid), ctx.get(port.p.write), ctx.get(port.p.addr),
-                           ctx.get(dut.rd_ready[0]), ctx.get(dut.wr_ready)))
+                           ctx.get(dut.rd_ready[0][0]), ctx.get(dut.wr_ready[0])))
             if cycle == 2:   # the read is taken: the read engine moves on
                 await ctx.tick()
-                ctx.set(dut.rd_valid[0], 0)
+                ctx.set(dut.rd_valid[0][0], 0)
                 continue
             await ctx.tick()
 
@@ -94,6 +101,50 @@ def test_router_holds_a_shown_read_when_a_write_comes():
     read, write = (1, 0, 0x40), (1, 1, 0x80)
     assert [s[:3] for s in shown] == [read, read, read, write], shown
     assert [s[3:] for s in shown] == [(0, 0), (0, 0), (1, 0), (0, 0)], shown
+
+
+def test_router_shares_a_port_round_robin_and_routes_beats_by_request():
+    """Two engines read Group 1 at once: the port takes their requests in turn, and each
+    returned burst's beats reach the engine that asked for it (the tag FIFO), not the other;
+    with ``split`` engine 1 writes Group 1 and engine 0 may not."""
+    dut = PortRouter(SMALL, 2)
+    taken, beats = [], []
+
+    async def bench(ctx):
+        port = dut.ports[1]
+        for e in range(2):
+            ctx.set(dut.rd_valid[e][1], 1)
+            ctx.set(dut.rd_addr[e][1], 0x10 * (e + 1))
+            ctx.set(dut.rd_len[e][1], 2)
+            ctx.set(dut.rdata_ready[e][1], 1)
+        ctx.set(port.req.ready, 1)
+        for _ in range(2):
+            for e in range(2):
+                if ctx.get(dut.rd_ready[e][1]):
+                    taken.append((e, ctx.get(port.req.p.addr)))
+            await ctx.tick()
+        for e in range(2):
+            ctx.set(dut.rd_valid[e][1], 0)
+        ctx.set(port.rdata.valid, 1)
+        for i in range(4):
+            ctx.set(port.rdata.p.data, 100 + i)
+            beats.append(tuple(ctx.get(dut.rdata_valid[e][1]) for e in range(2)))
+            await ctx.tick()
+        ctx.set(port.rdata.valid, 0)
+        ctx.set(dut.split, 1)
+        for e in range(2):
+            ctx.set(dut.wr_valid[e], 1)
+            ctx.set(dut.wr_group[e], 1)
+        await ctx.delay(1e-9)
+        assert ctx.get(port.req.p.write) and ctx.get(dut.wr_ready[1])
+        assert not ctx.get(dut.wr_ready[0])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert taken == [(0, 0x10), (1, 0x20)], taken
+    assert beats == [(1, 0), (1, 0), (0, 1), (0, 1)], beats
 
 
 # -- loop walker against the Python walk ------------------------------------------------------
@@ -146,14 +197,20 @@ def _convert(seed: int):
             continue
         break
     tensor = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
-    src = to_device(tensor.to(getattr(torch, dtype)), a)
+    return _run(a, b, desc, prog, tensor.to(getattr(torch, dtype)))
+
+
+def _run(a, b, desc, prog, tensor, dst_group: int = 0):
+    """``prog`` on the behavioural harness (destination from Group ``dst_group``): the
+    layouts, the golden destination and what the RTL wrote."""
+    src = to_device(tensor, a)
     base_src, base_dst = 0x40, 0x800
     init = [[0] * base_src + [int(x) for x in src[g]] if g < len(src) else [] for g in range(4)]
     dut = ConverterHarness(SMALL, latency=4, buffer_lw=512, init=init)
     result = {}
 
     async def bench(ctx):
-        for addr, value in registers(prog, 0, base_src, 0, base_dst).items():
+        for addr, value in registers(prog, 0, base_src, dst_group, base_dst).items():
             ctx.set(dut.reg_addr, addr)
             ctx.set(dut.reg_wdata, value)
             ctx.set(dut.reg_we, 1)
@@ -168,7 +225,8 @@ def _convert(seed: int):
                 break
         result["error"] = ctx.get(dut.error)
         result["image"] = np.array(
-            [[ctx.get(dut.mems[g].mem.data[base_dst + i]) for i in range(desc.dst_lw_per_group)]
+            [[ctx.get(dut.mems[dst_group + g].mem.data[base_dst + i])
+              for i in range(desc.dst_lw_per_group)]
              for g in range(desc.dst_groups)], dtype=np.uint64)
 
     sim = Simulator(dut)
@@ -183,3 +241,17 @@ def test_small_conversion(seed):
     a, b, want, result = _convert(seed)
     assert not result["error"], f"seed {seed}: {a} -> {b} raised the error flag"
     assert np.array_equal(result["image"], want), f"seed {seed}: {a} -> {b} differs"
+
+
+def test_split_conversion_into_later_groups():
+    """A split program (engine k writes destination Group k) whose destination starts at
+    Group 2: each engine's writes reach the port of Group 2 + k (a router that gave Group g's
+    port to engine g left them waiting for ever)."""
+    a, b = host_layout((9, 13), "float16"), native_layout((9, 13), "float16", SMALL)
+    desc = conversion(a, b)
+    prog = compile_program(desc, SMALL, buffer_lw=512)
+    assert prog.engines == 2
+    tensor = torch.randn((9, 13), generator=torch.Generator().manual_seed(5)).half()
+    _, _, want, result = _run(a, b, desc, prog, tensor, dst_group=2)
+    assert not result["error"]
+    assert np.array_equal(result["image"], want)

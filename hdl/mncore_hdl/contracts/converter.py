@@ -22,6 +22,7 @@ __all__ = [
     "MAX_LOOPS", "MAX_AXES", "MAX_LANES", "EXTENT_BITS", "ACC_BITS",
     "LoopTable", "OUTER", "READ", "GATHER", "OUTER_QUANTITIES", "READ_QUANTITIES",
     "GATHER_QUANTITIES", "LANE_BASE", "LANE_STRIDE", "LANE_FIELDS", "SCALAR_FIELDS",
+    "SPLIT_BASE",
     "RegisterField", "register_fields",
     "COUNTERS", "BUSY", "DONE", "ERROR", "ERROR_CODE", "STATUS_PORTS",
     "REG_ADDR", "REG_WDATA", "REG_WE", "REG_RDATA", "REGISTER_BUS", "CONTROL_PORTS",
@@ -144,6 +145,11 @@ LANE_BASE, LANE_STRIDE = 0xD0, 8
 LANE_FIELDS: tuple[tuple[str, int | None, int, bool], ...] = (
     ("valid", None, 1, False), ("elem", None, ACC_BITS, True), ("log", MAX_AXES, ACC_BITS, True))
 
+#: The split loop at ``SPLIT_BASE``: +0 extent (engines used, 1: one engine), +1.. the stride
+#: of each outer quantity between two engines' first blocks (engine ``k`` starts at
+#: ``k * stride``).
+SPLIT_BASE = 0xF0
+
 #: Global registers the runtime programs, and the state field each lands in.
 SCALAR_FIELDS = (
     (Reg.ELEM_BITS, "elem_bits"),
@@ -189,6 +195,9 @@ def register_fields() -> tuple[RegisterField, ...]:
             fields.append(RegisterField(base, (table.name, k, "extent"), EXTENT_BITS, False))
             fields += [RegisterField(base + 1 + q, (table.name, k, "carry", q), ACC_BITS, True)
                        for q in range(len(table.quantities))]
+    fields.append(RegisterField(SPLIT_BASE, ("split", "extent"), EXTENT_BITS, False))
+    fields += [RegisterField(SPLIT_BASE + 1 + q, ("split", "stride", q), ACC_BITS, True)
+               for q in range(len(OUTER_QUANTITIES))]
     for lane in range(MAX_LANES):
         offset = LANE_BASE + LANE_STRIDE * lane
         for name, count, bits, signed in LANE_FIELDS:

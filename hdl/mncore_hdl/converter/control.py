@@ -21,7 +21,10 @@ class ConverterControl(wiring.Component):
     Parameters
     ----------
     groups : int
-        Group ports of the converter (read beats counted per cycle: up to one per Group).
+        Group ports of the converter (read beats counted per cycle: up to one per Group and
+        engine).
+    engines : int
+        Engines (write beats counted per cycle: up to one per engine).
 
     Attributes
     ----------
@@ -31,23 +34,24 @@ class ConverterControl(wiring.Component):
         Ask the register file to check the program; its verdict (0: legal).
     run : Out(1)
         One cycle: the program is legal, the engines start.
-    engines_done, stall, beat_written, mem_error : In(1)
+    engines_done, stall, mem_error : In(1)
         From the engines and the port router.
-    beats_in : In(range(groups + 1))
-        Read beats taken this cycle (each Group's read stream has its own buffer port).
+    beats_in : In(range(groups * engines + 1)); beat_written : In(range(engines + 1))
+        Read beats taken and write beats handed over this cycle (each engine's Group read
+        streams have their own buffer ports; each engine has its writer).
     busy, done, error, error_code : Out
         Status (``done`` and ``error`` sticky until the next start or ``CTRL.clear``).
     beats_read, beats_written, stall_cycles, busy_cycles : Out(COUNTER_BITS)
         Counters, cleared by start.
     """
 
-    def __init__(self, groups: int = 4):
+    def __init__(self, groups: int = 4, engines: int = 1):
         super().__init__({
             "start": In(1), "clear": In(1),
             "check": Out(1), "checked": In(1), "code": In(ERROR_CODE_BITS),
             "run": Out(1),
-            "engines_done": In(1), "stall": In(1), "beats_in": In(range(groups + 1)),
-            "beat_written": In(1),
+            "engines_done": In(1), "stall": In(1), "beats_in": In(range(groups * engines + 1)),
+            "beat_written": In(range(engines + 1)),
             "mem_error": In(1),
             "busy": Out(1), "done": Out(1), "error": Out(1), "error_code": Out(ERROR_CODE_BITS),
             "beats_read": Out(COUNTER_BITS), "beats_written": Out(COUNTER_BITS),
@@ -85,8 +89,8 @@ class ConverterControl(wiring.Component):
                     m.next = "IDLE"
         with m.If(self.beats_in != 0):
             m.d.sync += self.beats_read.eq(self.beats_read + self.beats_in)
-        with m.If(self.beat_written):
-            m.d.sync += self.beats_written.eq(self.beats_written + 1)
+        with m.If(self.beat_written != 0):
+            m.d.sync += self.beats_written.eq(self.beats_written + self.beat_written)
         with m.If(self.mem_error & ~self.error):
             m.d.sync += [self.error.eq(1), self.error_code.eq(ErrorCode.MEMORY)]
         return m

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -18,6 +18,7 @@ from .reader import ReadEngine
 from .regfile import RegisterFile
 from .router import PortRouter
 from .streams import gathered_layout
+from .walker import ACC_BITS
 from .writer import WriteEngine
 
 __all__ = ["LayoutConverter", "CONTROL_MEMBERS", "forward_control"]
@@ -104,7 +105,7 @@ class LayoutConverter(wiring.Component):
 
         # -- registers and checks, control -----------------------------------------------------
         m.submodules.regs = regs = RegisterFile(config, self.buffer_lw)
-        m.submodules.control = control = ConverterControl(config.groups)
+        m.submodules.control = control = ConverterControl(config.groups, config.groups)
         forward_control(m, self, regs)  # the register bus in, status and counters read back
         for name in STATUS_PORTS.keys() | COUNTERS.keys():
             m.d.comb += getattr(self, name).eq(getattr(control, name))
@@ -112,30 +113,87 @@ class LayoutConverter(wiring.Component):
                      regs.check.eq(control.check), control.checked.eq(regs.checked),
                      control.code.eq(regs.code)]
 
-        # -- engines and buffer ----------------------------------------------------------------
-        m.submodules.reader = reader = ReadEngine(config, self.buffer_lw)
-        m.submodules.gather = gather = GatherEngine(config, self.buffer_lw)
-        m.submodules.writer = writer = WriteEngine(config, self.write_burst)
-        self.engines = (reader, gather, writer)  # for white-box tests
-        m.submodules.produced = produced = SyncFIFO(
-            width=gathered_layout(config).size, depth=8)
-        m.submodules.buffer = buffer = Memory(shape=unsigned(config.lw_bits),
-                                              depth=self.buffer_lw, init=[])
-        m.submodules.halves = halves = BufferHalves()
+        # -- engines: one per Group (engine k writes Group k of a split program) -------------
+        n = config.groups
+        split = Signal()
+        m.d.comb += split.eq(regs.cfg.split.extent > 1)
+        built = [self._engine(m, k, regs.cfg, control.run) for k in range(n)]
+        engines = [parts for parts, _ in built]
+        self.engines = engines[0]  # for white-box tests: engine 0's (reader, gather, writer)
+        self.all_engines = engines
+
+        # -- ports: the router arbitrates each Group's requests and routes the data ------------
+        m.submodules.router = router = PortRouter(config, n)
+        m.d.comb += [router.split.eq(split), router.dst_group.eq(regs.cfg.dst_group)]
+        for g, port in enumerate(self.ports):
+            wiring.connect(m, wiring.flipped(port), router.ports[g])
+        for e, (reader, _, writer) in enumerate(engines):
+            for g in range(config.groups):
+                m.d.comb += [router.wdata_valid[e][g].eq(writer.wdata_valid[g]),
+                             writer.wdata_ready[g].eq(router.wdata_ready[e][g]),
+                             reader.rdata_valid[g].eq(router.rdata_valid[e][g]),
+                             reader.rdata_data[g].eq(router.rdata_data[e][g]),
+                             reader.rdata_error[g].eq(router.rdata_error[e][g]),
+                             router.rdata_ready[e][g].eq(reader.rdata_ready[g])]
+                for name in ("valid", "addr", "len"):
+                    m.d.comb += getattr(router, f"rd_{name}")[e][g].eq(
+                        getattr(reader, f"req_{name}")[g])
+                m.d.comb += reader.req_ready[g].eq(router.rd_ready[e][g])
+            for name in ("valid", "group", "addr", "len"):
+                m.d.comb += getattr(router, f"wr_{name}")[e].eq(getattr(writer, f"req_{name}"))
+            m.d.comb += [writer.req_ready.eq(router.wr_ready[e]),
+                         router.wdata_data[e].eq(writer.wdata_data)]
+
+        # -- what the control counts and waits for ---------------------------------------------
+        readers = [r for r, _, _ in engines]
+        writers = [w for _, _, w in engines]
+        m.d.comb += [control.engines_done.eq(Cat(*(done for _, done in built)).all()),
+                     control.stall.eq(router.stall),
+                     control.beats_in.eq(sum(b for r in readers for b in r.beats)),
+                     control.beat_written.eq(sum(w.beat for w in writers)),
+                     control.mem_error.eq(Cat(*(e for r in readers for e in r.errors)).any())]
+        return m
+
+    def _engine(self, m: Module, k: int, cfg, run):
+        """Engine ``k``: its read engine, buffer (two halves), gather and write engine.
+
+        It runs when the program uses it (``k`` below the split extent), from the outer base
+        ``k * split stride``, writing destination Group ``k`` alone when the program is split
+        and every Group otherwise (engine 0 of an unsplit program)."""
+        config = self.config
+        reader = ReadEngine(config, self.buffer_lw)
+        gather = GatherEngine(config, self.buffer_lw)
+        writer = WriteEngine(config, self.write_burst)
+        produced = SyncFIFO(width=gathered_layout(config).size, depth=8)
+        buffer = Memory(shape=unsigned(config.lw_bits), depth=self.buffer_lw, init=[])
+        halves = BufferHalves()
+        for name, sub in (("reader", reader), ("gather", gather), ("writer", writer),
+                          ("produced", produced), ("buffer", buffer), ("halves", halves)):
+            m.submodules[name if k == 0 else f"{name}{k}"] = sub
+        used = Signal(name=f"engine{k}_used")
+        m.d.comb += used.eq(k < cfg.split.extent)
+        for engine in (reader, gather, writer):
+            m.d.comb += [engine.cfg.eq(cfg), engine.start.eq(run & used)]
+        # the outer accumulators' start: k * stride (a constant multiple)
+        base = [Signal(signed(ACC_BITS), name=f"engine{k}_base{q}")
+                for q in range(len(cfg.split.stride))]
+        m.d.comb += [base[q].eq(cfg.split.stride[q] * k) for q in range(len(base))]
+        m.d.comb += [reader.base[q].eq(base[q]) for q in range(2)]
+        m.d.comb += [gather.base[q].eq(base[2 + q]) for q in range(len(base) - 2)]
+        split = cfg.split.extent > 1
+        m.d.comb += [writer.group_lo.eq(Mux(split, k, 0)),
+                     writer.group_hi.eq(Mux(split, k + 1, cfg.dst_groups))]
         wports = [buffer.write_port() for _ in range(config.groups)]  # one per Group's reads
         rports = [buffer.read_port() for _ in range(MAX_LANES)]
-        for engine in (reader, gather, writer):
-            m.d.comb += [engine.cfg.eq(regs.cfg), engine.start.eq(control.run)]
         for g, wport in enumerate(wports):
             m.d.comb += [wport.en.eq(reader.buf_en[g]), wport.addr.eq(reader.buf_addr[g]),
                          wport.data.eq(reader.buf_data[g])]
         for lane in range(MAX_LANES):
             m.d.comb += [rports[lane].addr.eq(gather.buf_addr[lane]),
                          gather.buf_data[lane].eq(rports[lane].data)]
-        m.d.comb += [halves.run.eq(control.run), halves.claim.eq(reader.claim),
+        m.d.comb += [halves.run.eq(run), halves.claim.eq(reader.claim),
                      halves.filled.eq(reader.filled), halves.release.eq(gather.release),
                      reader.claimed.eq(halves.claimed), gather.full.eq(halves.full)]
-
         # gather -> FIFO -> writer (the gather steps only with room for its pipeline)
         m.d.comb += [
             produced.w_en.eq(gather.out.valid),
@@ -147,30 +205,6 @@ class LayoutConverter(wiring.Component):
             produced.r_en.eq(writer.words.ready),
             writer.gather_done.eq(gather.done & ~produced.r_rdy),
         ]
-
-        # -- ports: the router arbitrates each Group's requests and routes the data ------------
-        m.submodules.router = router = PortRouter(config)
-        for i, port in enumerate(self.ports):
-            wiring.connect(m, wiring.flipped(port), router.ports[i])
-            m.d.comb += [router.wdata_valid[i].eq(writer.wdata_valid[i]),
-                         writer.wdata_ready[i].eq(router.wdata_ready[i]),
-                         reader.rdata_valid[i].eq(router.rdata_valid[i]),
-                         reader.rdata_data[i].eq(router.rdata_data[i]),
-                         reader.rdata_error[i].eq(router.rdata_error[i]),
-                         router.rdata_ready[i].eq(reader.rdata_ready[i])]
-        for name in ("valid", "group", "addr", "len"):
-            m.d.comb += getattr(router, f"wr_{name}").eq(getattr(writer, f"req_{name}"))
-        m.d.comb += writer.req_ready.eq(router.wr_ready)
-        for i in range(config.groups):  # one read stream per Group
-            for name in ("valid", "addr", "len"):
-                m.d.comb += getattr(router, f"rd_{name}")[i].eq(getattr(reader, f"req_{name}")[i])
-            m.d.comb += reader.req_ready[i].eq(router.rd_ready[i])
-        m.d.comb += router.wdata_data.eq(writer.wdata_data)
-
-        # -- what the control counts and waits for ---------------------------------------------
-        m.d.comb += [control.engines_done.eq(reader.done & gather.done & writer.done),
-                     control.stall.eq(router.stall),
-                     control.beats_in.eq(sum(reader.beats)),
-                     control.beat_written.eq(writer.beat),
-                     control.mem_error.eq(Cat(*reader.errors).any())]
-        return m
+        done = Signal(name=f"engine{k}_done")
+        m.d.comb += done.eq(~used | (reader.done & gather.done & writer.done))
+        return (reader, gather, writer), done

@@ -35,6 +35,8 @@ class GatherEngine(wiring.Component):
         is always high when ``out.valid`` is and the engine does not read it.
     full : In(2); release : Out(2)
         Buffer halves ready to gather; pulse when a half has been read completely.
+    base : In array (source lane, destination Group and address, logical indices)
+        The outer accumulators' start (this engine's share of a split program; zero on one).
     """
 
     def __init__(self, config: ArchConfig, buffer_lw: int):
@@ -43,6 +45,7 @@ class GatherEngine(wiring.Component):
         self.half_lw = buffer_lw // 2
         super().__init__({
             "cfg": In(config_layout(config)),
+            "base": In(signed(ACC_BITS)).array(3 + MAX_AXES),
             "start": In(1),
             "done": Out(1),
             "buf_addr": Out(range(buffer_lw)).array(MAX_LANES),
@@ -69,8 +72,10 @@ class GatherEngine(wiring.Component):
         for k in range(len(cfg.gather)):
             m.d.comb += walk.extent[k].eq(cfg.gather[k].extent)
             m.d.comb += [walk.carry[k][q].eq(cfg.gather[k].carry[q]) for q in range(nq_gather)]
-        o_lane, o_group, o_addr = outer.acc[0], outer.acc[1], outer.acc[2]
-        o_log = [outer.acc[3 + ax] for ax in range(MAX_AXES)]
+        o_acc = [Signal(signed(ACC_BITS), name=f"o_acc{q}") for q in range(nq_outer)]
+        m.d.comb += [o_acc[q].eq(self.base[q] + outer.acc[q]) for q in range(nq_outer)]
+        o_lane, o_group, o_addr = o_acc[0], o_acc[1], o_acc[2]
+        o_log = [o_acc[3 + ax] for ax in range(MAX_AXES)]
         w_elem, w_addr = walk.acc[0], walk.acc[1]
         w_log = [walk.acc[2 + ax] for ax in range(MAX_AXES)]
 

@@ -12,7 +12,12 @@ stride minus what the inner loops added while they ran, so the hardware never mu
   buffer *element* index (buffer LW * lanes + lane) of lane 0's source, a destination address and
   logical index offsets;
 - the **lane** table says, for each destination lane, whether it is used and the element and
-  logical offsets of its source relative to the gather position.
+  logical offsets of its source relative to the gather position;
+- the **split** loop, when the destination spans several Groups and one loop walks them
+  (stride one Group, outermost in destination order), is taken out of the outer table: the
+  converter has one engine per Group (read streams, buffer, gather, writer), and engine ``k``
+  runs the outer table from the base ``k * stride`` (strides, not carries: nothing is inside
+  it but the outer table), writing destination Group ``k`` only, all engines at once.
 
 Loops are stored innermost first. Nothing here imports Amaranth, so the functional model and
 the timing model can use it.
@@ -31,7 +36,7 @@ from ..layout.conversion import ConversionDescriptor, Loop
 __all__ = ["MAX_LOOPS", "MAX_AXES", "MAX_LANES", "BLOCK_TARGET_LW", "DEFAULT_BUFFER_LW",
            "READ_QUEUED", "READ_OUTSTANDING",
            "TableLoop", "LaneEntry", "ConverterProgram", "ProgramError", "compile_program",
-           "simulate_program", "carries_table", "walk_table"]
+           "simulate_program", "carries_table", "walk_table", "NO_SPLIT", "engine_bases"]
 
 #: A block stops growing once it reads this many LWs: enough to overlap reads with writes,
 #: small enough that the first block's unoverlapped read stays short.
@@ -68,12 +73,18 @@ class LaneEntry:
     log: tuple[int, ...]
 
 
+#: The split loop of a program that runs on one engine: extent 1, strides unused.
+NO_SPLIT = TableLoop(1, (0,) * (5 + MAX_AXES))
+
+
 @dataclass(frozen=True)
 class ConverterProgram:
     """The register contents for one conversion (bases excluded; see ``registers``).
 
     Outer accumulators: ``(src_group, src_addr, src_lane, dst_group, dst_addr, log0..log3)``.
     Read accumulators: ``(group, addr)``. Gather accumulators: ``(elem, dst_addr, log0..log3)``.
+    ``split``: engines used (its extent) and, per outer accumulator, the stride between two
+    engines' bases (:func:`engine_bases`); ``blocks`` counts every engine's blocks.
     """
 
     elem_bits: int
@@ -89,6 +100,12 @@ class ConverterProgram:
     lanes: tuple[LaneEntry, ...]
     half_lw: int
     blocks: int = field(default=1)
+    split: TableLoop = field(default=NO_SPLIT)
+
+    @property
+    def engines(self) -> int:
+        """Engines the program runs on at once (one per destination Group when split)."""
+        return self.split.extent
 
     @property
     def lanes_per_lw(self) -> int:
@@ -185,6 +202,24 @@ def _split(loop: Loop, inner: int) -> tuple[Loop, Loop]:
                                  "dst_group", "dst_addr", "dst_lane")])
 
 
+def engine_bases(prog: ConverterProgram) -> list[tuple[int, ...]]:
+    """Each engine's outer accumulators at its first block: ``k * split stride``."""
+    return [tuple(k * s for s in prog.split.carries) for k in range(prog.split.extent)]
+
+
+def _split_loop(outer: list[Loop], desc: ConversionDescriptor,
+                engines: int) -> tuple[Loop | None, list[Loop]]:
+    """The loop the engines divide (the outermost, walking the destination Groups one by
+    one), and the outer loops left; None when there is no such loop."""
+    if not outer or desc.dst_groups < 2 or desc.dst_groups > engines:
+        return None, outer
+    top = outer[0]
+    if (top.dst_group != 1 or top.extent != desc.dst_groups
+            or any(lp.dst_group for lp in outer[1:])):
+        return None, outer
+    return top, outer[1:]
+
+
 def _read_lw(block: list[Loop]) -> int:
     return math.prod(lp.extent for lp in block if lp.src_group or lp.src_addr)
 
@@ -277,6 +312,7 @@ def compile_program(desc: ConversionDescriptor, config: ArchConfig,
     order = sorted(word_loops, key=lambda lp: (-lp.dst_group, -lp.dst_addr))
     _check_dst_order(desc, order, lane_loops)
     outer, block = _choose_block(order, lane_loops, half_lw)
+    split, outer = _split_loop(outer, desc, config.groups)
     gather_loops = [lp for lp in block if not lp.dst_lane]  # innermost first
     read_order = _read_order(block)
     # Buffer LW stride of each source LW loop: its position weight in the read walk.
@@ -316,7 +352,10 @@ def compile_program(desc: ConversionDescriptor, config: ArchConfig,
         dst_groups=desc.dst_groups, dst_lw_per_group=desc.dst_lw_per_group,
         burst=burst, outer=carries_table(outer_t), read=carries_table(read_loops),
         gather=carries_table(gather), lanes=tuple(lane_tab[:MAX_LANES]), half_lw=half_lw,
-        blocks=math.prod(lp.extent for lp in outer),
+        blocks=math.prod(lp.extent for lp in outer) * (split.extent if split else 1),
+        split=NO_SPLIT if split is None else TableLoop(split.extent, (
+            split.src_group, split.src_addr, split.src_lane, split.dst_group, split.dst_addr)
+            + logs(split)),
     )
 
 
@@ -355,13 +394,22 @@ def simulate_program(prog: ConverterProgram, src_image):
     """
     import numpy as np
 
+    dst = np.zeros((prog.dst_groups, prog.dst_lw_per_group), dtype=np.uint64)
+    buf = [0] * prog.half_lw
+    for base in engine_bases(prog):  # engines write disjoint Groups: one after another here
+        _simulate_engine(prog, src_image, base, buf, dst)
+    return dst
+
+
+def _simulate_engine(prog: ConverterProgram, src_image, base: tuple[int, ...], buf: list,
+                     dst) -> None:
+    """One engine's blocks: the outer table walked from ``base``."""
     lanes = prog.lanes_per_lw
     w = prog.elem_bits
     mask = (1 << w) - 1
-    dst = np.zeros((prog.dst_groups, prog.dst_lw_per_group), dtype=np.uint64)
-    buf = [0] * prog.half_lw
     last_slot = (-1, -1)
-    for ob in walk_table(prog.outer, 5 + MAX_AXES):
+    for rel in walk_table(prog.outer, 5 + MAX_AXES):
+        ob = tuple(b + r for b, r in zip(base, rel, strict=True))
         sg, sa, sl, dg, da = ob[:5]
         olog = ob[5:]
         idx = 0
@@ -390,4 +438,3 @@ def simulate_program(prog: ConverterProgram, src_image):
                 last_slot = slot
                 dst[slot] = word
         del olog
-    return dst

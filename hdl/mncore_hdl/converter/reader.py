@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -11,7 +11,7 @@ from ..arch import ArchConfig
 from ..memctrl.port import addr_bits, max_burst
 from .config import config_layout
 from .program import READ_OUTSTANDING, READ_QUEUED
-from .walker import LoopWalker
+from .walker import ACC_BITS, LoopWalker
 
 __all__ = ["ReadEngine", "QUEUED", "OUTSTANDING"]
 
@@ -38,6 +38,9 @@ class ReadEngine(wiring.Component):
     ----------
     cfg : In(config_layout)
         The programmed registers.
+    base : In array (source Group, source address)
+        The outer accumulators' start: this engine's share of a split program
+        (``program.engine_bases``), zero on a single engine.
     req_valid, req_addr, req_len : Out arrays; req_ready : In array
         One read request per Group port (absolute address); ``req_ready`` is its port's ``ready``.
     rdata_valid, rdata_data, rdata_error : Signal arrays, in; rdata_ready : out
@@ -58,6 +61,7 @@ class ReadEngine(wiring.Component):
         groups = config.groups
         super().__init__({
             "cfg": In(config_layout(config)),
+            "base": In(signed(ACC_BITS)).array(2),
             "start": In(1),
             "done": Out(1),
             "req_valid": Out(1).array(groups),
@@ -125,8 +129,8 @@ class ReadEngine(wiring.Component):
         length = Signal(burst_len)
         group = Signal(range(groups))
         m.d.comb += [
-            g_rel.eq(outer.acc[0] + walk.acc[0]),
-            a_rel.eq(outer.acc[1] + walk.acc[1]),
+            g_rel.eq(self.base[0] + outer.acc[0] + walk.acc[0]),
+            a_rel.eq(self.base[1] + outer.acc[1] + walk.acc[1]),
             room.eq(cfg.src_lwpg - a_rel),
             skip.eq((g_rel < 0) | (g_rel >= cfg.src_groups) | (a_rel < 0)
                     | (a_rel >= cfg.src_lwpg)),

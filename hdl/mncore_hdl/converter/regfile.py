@@ -109,9 +109,12 @@ class RegisterFile(wiring.Component):
         step = Signal(range(MAX_LOOPS + 1))
         active = Signal()
 
+        # a split program runs one engine per destination Group, each writing its own
+        split = cfg.split.extent
         too_many = ((cfg.n_outer > MAX_LOOPS) | (cfg.n_read > MAX_LOOPS)
                     | (cfg.n_gather > MAX_LOOPS) | (cfg.burst == 0)
-                    | (cfg.burst > max_burst(config)))
+                    | (cfg.burst > max_burst(config)) | (split == 0) | (split > groups)
+                    | ((split > 1) & (split != cfg.dst_groups)))
         for n, table in ((cfg.n_outer, cfg.outer), (cfg.n_read, cfg.read),
                          (cfg.n_gather, cfg.gather)):
             for k in range(len(table)):

@@ -34,6 +34,7 @@ def program_state(prog: ConverterProgram, src_group: int, src_addr: int, dst_gro
         "burst": prog.burst,
         "dims": list(prog.dims),
         "outer": table(prog.outer), "read": table(prog.read), "gather": table(prog.gather),
+        "split": {"extent": prog.split.extent, "stride": list(prog.split.carries)},
         "lanes": [{"valid": e.valid, "elem": e.elem, "log": list(e.log)} for e in prog.lanes],
     }
 

@@ -28,6 +28,11 @@ replays, burst by burst, the few rules of the RTL (``mncore_hdl.converter``) tha
   enter the port only when the writer has written all it holds (``split``, ``late``). Only
   they wait: the block's other Groups read at once, unless the held Group's queue fills
   (more than ``QUEUED`` of its bursts in the block), which stops the walk until it drains;
+- a read burst shorter than a DRAM row whose successor in the walk is not the next LWs (a
+  column walk: the transposes) opens a row each time; the controller prepares at most its
+  queue's worth of such chunks at once, so the Group's read stream takes at least
+  :func:`row_miss_gap` per burst (the row's preparation shared by the chunks the controller
+  queues), while its bus stays free for the writer's beats in between;
 - refresh (all Groups at once, every tREFI) stalls the converter for tRP + tRFC + tRCD + CL,
   charged as the expected fraction of the time.
 
@@ -56,18 +61,21 @@ import numpy as np
 
 from ..arch import ArchConfig
 from ..layout.conversion import ConversionDescriptor
+from ..memctrl.timing import REQUEST_TO_PREPARE, mixed_cycles
 from .program import (
     DEFAULT_BUFFER_LW,
     READ_OUTSTANDING,
     READ_QUEUED,
     ConverterProgram,
     compile_program,
+    engine_bases,
     walk_table,
 )
 
 __all__ = ["conversion_cycles", "BlockTraffic", "block_traffic", "block_traffic_fast",
            "converter_beats", "replay_cycles", "FIRST_BEAT_CYCLES",
-           "PREFETCH_LW", "GATHER_CYCLES", "WRITE_SLACK_LW", "OUTSTANDING", "refresh_stall"]
+           "PREFETCH_LW", "GATHER_CYCLES", "WRITE_SLACK_LW", "OUTSTANDING", "refresh_stall",
+           "row_miss_gap"]
 
 #: Start of the run to the first read beat (claim, request, port queue, ACT, tRCD, CL, FIFO).
 FIRST_BEAT_CYCLES = 33
@@ -88,6 +96,9 @@ WRITE_REQUEST_LEAD = 6
 QUEUED = READ_QUEUED
 OUTSTANDING = READ_OUTSTANDING
 AHEAD = QUEUED + OUTSTANDING
+#: A split program's Groups' mixed streams start later than a lone stream: no engine writes
+#: before its first block is in and gathered (the reads' start is in ``mixed_cycles``).
+SPLIT_START = GATHER_CYCLES
 
 
 @dataclass(frozen=True)
@@ -114,9 +125,21 @@ def _split_writes(lo: int, hi: int, per_group: int, dst_group: int) -> list[tupl
     return writes
 
 
+def _engine_walk(prog: ConverterProgram, engine: int) -> tuple[tuple[int, ...], int, int]:
+    """Engine ``engine``'s outer base and the destination span it writes, ``[lo, hi)`` LWs of
+    the Group-major destination footprint (all of it on one engine, its Group when split)."""
+    per_group = max(1, prog.dst_lw_per_group)
+    if not 0 <= engine < prog.engines:
+        raise ValueError(f"Engine must be in 0..{prog.engines - 1}, not {engine}")
+    base = engine_bases(prog)[engine]
+    if prog.engines == 1:
+        return base, 0, prog.dst_groups * per_group
+    return base, engine * per_group, (engine + 1) * per_group
+
+
 def block_traffic(prog: ConverterProgram, src_group: int = 0,
-                  dst_group: int = 0) -> list[BlockTraffic]:
-    """Per-block traffic of a compiled program, in execution order.
+                  dst_group: int = 0, engine: int = 0) -> list[BlockTraffic]:
+    """Per-block traffic of engine ``engine`` of a compiled program, in execution order.
 
     Bursts clipped to the source footprint as the read engine clips them; bursts wholly
     outside it (only padding reaches them) are skipped. The writer also fills gaps and
@@ -127,9 +150,10 @@ def block_traffic(prog: ConverterProgram, src_group: int = 0,
     Groups (a Group that is both read and written shares its data bus between the two).
     """
     per_group = max(1, prog.dst_lw_per_group)
-    footprint = prog.dst_groups * per_group
-    outers = list(walk_table(prog.outer, 5 + len(prog.dims)))
-    bases = [min(footprint, max(0, ob[3] * per_group + ob[4])) for ob in outers]
+    base, start, footprint = _engine_walk(prog, engine)
+    outers = [tuple(b + r for b, r in zip(base, ob, strict=True))
+              for ob in walk_table(prog.outer, 5 + len(prog.dims))]
+    bases = [min(footprint, max(start, ob[3] * per_group + ob[4])) for ob in outers]
     ends = [max(bases[i], bases[i + 1] if i + 1 < len(bases) else footprint)
             for i in range(len(bases))]
     visits = prog.block_write_lw
@@ -167,17 +191,17 @@ def _walk_array(table, nq: int) -> np.ndarray:
     return acc
 
 
-def block_traffic_fast(prog: ConverterProgram, src_group: int = 0,
-                       dst_group: int = 0) -> tuple[list[BlockTraffic], np.ndarray]:
+def block_traffic_fast(prog: ConverterProgram, src_group: int = 0, dst_group: int = 0,
+                       engine: int = 0) -> tuple[list[BlockTraffic], np.ndarray]:
     """:func:`block_traffic` with numpy, as the distinct blocks and each block's index in them.
 
     Blocks hold Groups and LW counts, no addresses, so a conversion has few distinct ones.
     Returns ``(distinct, ids)`` with ``block_traffic(...)[i] == distinct[ids[i]]``.
     """
     per_group = max(1, prog.dst_lw_per_group)
-    footprint = prog.dst_groups * per_group
-    outers = _walk_array(prog.outer, 5 + len(prog.dims))
-    bases = np.clip(outers[:, 3] * per_group + outers[:, 4], 0, footprint)
+    base, start, footprint = _engine_walk(prog, engine)
+    outers = _walk_array(prog.outer, 5 + len(prog.dims)) + np.asarray(base, dtype=np.int64)
+    bases = np.clip(outers[:, 3] * per_group + outers[:, 4], start, footprint)
     nxt = np.append(bases[1:], footprint)
     ends = np.maximum(bases, nxt)
     rd = _walk_array(prog.read, 2)
@@ -220,10 +244,34 @@ def converter_beats(prog: ConverterProgram) -> tuple[int, int]:
     Writes: the whole destination footprint, once (the writer fills gaps and padding with
     zeros).
     """
-    distinct, ids = block_traffic_fast(prog)
-    per_block = np.array([sum(lw for _, lw in b.reads) for b in distinct], dtype=np.int64)
-    read = int(per_block[ids].sum()) if len(ids) else 0
+    read = 0
+    for engine in range(prog.engines):
+        distinct, ids = block_traffic_fast(prog, engine=engine)
+        per_block = np.array([sum(lw for _, lw in b.reads) for b in distinct], dtype=np.int64)
+        read += int(per_block[ids].sum()) if len(ids) else 0
     return read, prog.dst_groups * prog.dst_lw_per_group
+
+
+def row_miss_gap(config: ArchConfig, prog: ConverterProgram) -> float:
+    """Least cycles between the first beats of two read bursts of one Group, or 0.
+
+    Non-zero when every burst of the walk opens a row: bursts shorter than a DRAM row whose
+    next burst is not the next LWs (the read table's innermost address carry differs from the
+    burst: a column walk, as in the transposes; consecutive bursts rotate over the banks). The
+    controller prepares a queued chunk (``REQUEST_TO_PREPARE``, tRP, ACT, tRCD) while the
+    chunks ahead of it stream, but holds only a few (in order: the queue entry and the
+    chunker; ``fr_fcfs``: its window and the chunker), so a burst takes its beats or that
+    preparation shared by the chunks queued, whichever is longer. (Unlike random bursts,
+    ``memctrl.timing.random_chunk_gap``, no bank is hit twice in a row and the PRE/ACT slots
+    overlap the other banks' columns: no ``MISS_OVERHEAD``; matches the 1 MiB transpose, the
+    only table row with 8-LW bursts, to 2%.)
+    """
+    if prog.burst >= config.row_lw or not prog.read or prog.read[0].carries[1] == prog.burst:
+        return 0.0
+    t = config.timing
+    queued = config.scheduler_window + 1 if config.scheduler == "fr_fcfs" else 2
+    prepare = (REQUEST_TO_PREPARE + t.trp + t.trcd) / queued
+    return max(prepare, float(prog.burst))
 
 
 def refresh_stall(config: ArchConfig) -> int:
@@ -241,8 +289,10 @@ class _Replay:
     """The burst-level replay of one conversion (see the module docstring)."""
 
     def __init__(self, config: ArchConfig, blocks: list[BlockTraffic],
-                 ids: np.ndarray | None = None):
+                 ids: np.ndarray | None = None, miss_gap: float = 0.0):
         self.blocks = blocks
+        #: least cycles a Group's read burst holds its read stream (``row_miss_gap``)
+        self.miss_gap = miss_gap
         #: Each block's traffic as a number (equal blocks, equal numbers): when given, the
         #: replay skips whole periods of a repeating steady state (see :meth:`_skip`).
         self.ids = ids
@@ -263,8 +313,8 @@ class _Replay:
         """One burst on Group ``g``'s read stream; returns when its last beat is in."""
         start = max(self.rend[g], issue + FIRST_BEAT_CYCLES,
                     self.bus[g] + (FIRST_BEAT_CYCLES + self.twr if self.wrote[g] else 0))
-        self.rend[g] = start + lw
-        self.bus[g] = self.rend[g] - PREFETCH_LW
+        self.rend[g] = start + max(lw, self.miss_gap)
+        self.bus[g] = start + lw - PREFETCH_LW
         self.wrote[g] = False
         taken = self.consumed[g]
         taken.append(self.rend[g])
@@ -488,10 +538,28 @@ def replay_cycles(config: ArchConfig, prog: ConverterProgram, src_group: int = 0
     written); by default the traffic comes from :func:`block_traffic_fast` and repeating
     periods of the steady state are skipped, with the same result.
     """
-    if reference:
-        total = _Replay(config, block_traffic(prog, src_group, dst_group)).run()
-    else:
-        distinct, ids = block_traffic_fast(prog, src_group, dst_group)
-        blocks = [distinct[i] for i in ids.tolist()]
-        total = _Replay(config, blocks, ids).run()
-    return round(total / (1.0 - refresh_stall(config) / config.timing.trefi))
+    gap = row_miss_gap(config, prog)
+    stretch = 1.0 / (1.0 - refresh_stall(config) / config.timing.trefi)
+    engines = []
+    reads: dict[int, int] = defaultdict(int)
+    writes: dict[int, int] = defaultdict(int)
+    for k in range(prog.engines):
+        if reference:
+            blocks = block_traffic(prog, src_group, dst_group, k)
+            total = _Replay(config, blocks, miss_gap=gap).run()
+        else:
+            distinct, ids = block_traffic_fast(prog, src_group, dst_group, k)
+            blocks = [distinct[i] for i in ids.tolist()]
+            total = _Replay(config, blocks, ids, miss_gap=gap).run()
+        engines.append(total * stretch)
+        if prog.engines > 1:
+            for block in blocks:
+                for g, lw in block.reads:
+                    reads[g] += lw
+                for g, lw in block.writes:
+                    writes[g] += lw
+    # engines run at once and share the Groups' buses: each Group's controller serves all
+    # engines' reads there and its writer's writes, as one mixed stream
+    shared = [float(mixed_cycles(config, reads[g], writes[g]) + SPLIT_START)
+              for g in set(reads) | set(writes)]
+    return round(max(engines + shared))

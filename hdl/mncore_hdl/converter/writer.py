@@ -36,6 +36,10 @@ class WriteEngine(wiring.Component):
         LWs from the gather engine (relative Group and address).
     gather_done : In(1)
         No more LWs will come.
+    group_lo, group_hi : In
+        The destination Groups this engine writes, relative to the destination's first:
+        ``[group_lo, group_hi)`` (all of them on one engine, Group ``k`` alone on engine ``k``
+        of a split program).
     req_valid, req_group, req_addr, req_len : Out; req_ready : In
         Write requests (absolute Group and address).
     wdata_valid : Out array; wdata_data : Out; wdata_ready : In array
@@ -56,6 +60,8 @@ class WriteEngine(wiring.Component):
             "done": Out(1),
             "words": In(gathered_signature(config)),
             "gather_done": In(1),
+            "group_lo": In(range(groups + 1)),
+            "group_hi": In(range(groups + 1)),
             "req_valid": Out(1),
             "req_group": Out(range(groups)),
             "req_addr": Out(addr_bits(config)),
@@ -99,7 +105,7 @@ class WriteEngine(wiring.Component):
             m.d.sync += wa.eq(wa + 1)
             with m.If(wa + 1 == cfg.dst_lwpg):
                 m.d.sync += [wa.eq(0), wg.eq(wg + 1)]
-                with m.If(wg + 1 == cfg.dst_groups):
+                with m.If(wg + 1 == self.group_hi):
                     m.d.sync += filled.eq(1)
 
         # -- requests: issued once their beats are buffered ------------------------------------
@@ -136,7 +142,7 @@ class WriteEngine(wiring.Component):
             m.d.sync += ra.eq(ra + length)
             with m.If(ra + length == cfg.dst_lwpg):
                 m.d.sync += [ra.eq(0), rg.eq(rg + 1)]
-                with m.If(rg + 1 == cfg.dst_groups):
+                with m.If(rg + 1 == self.group_hi):
                     m.d.sync += requested.eq(1)
 
         # -- write beats, to the Group of the oldest issued burst ------------------------------
@@ -155,7 +161,8 @@ class WriteEngine(wiring.Component):
 
         # -- control ---------------------------------------------------------------------------
         with m.If(self.start):
-            m.d.sync += [running.eq(1), wg.eq(0), wa.eq(0), filled.eq(0), rg.eq(0), ra.eq(0),
-                         requested.eq(0), unclaimed.eq(0), count.eq(0)]
+            m.d.sync += [running.eq(1), wg.eq(self.group_lo), wa.eq(0), filled.eq(0),
+                         rg.eq(self.group_lo), ra.eq(0), requested.eq(0), unclaimed.eq(0),
+                         count.eq(0)]
         m.d.comb += self.done.eq(running & filled & requested & ~bursts.r_rdy & ~beats.r_rdy)
         return m

@@ -108,17 +108,18 @@ class RouterStreamProof(Elaboratable):
     """The converter's :class:`~..converter.router.PortRouter` keeps the stream rule on every
     Group port, given engines that keep it on theirs.
 
-    Every input free each cycle; assumed: the write engine's request (valid, Group, address,
-    length), each Group's read request (valid, address, length) and each Group's write beat
-    (valid, the shared data) hold until their ready, as the engines' FIFOs and registers keep
-    them. Asserted on each port's ``req`` and ``wdata``: valid and payload hold until ready.
-    The router merges two requesters onto one port, the one place the converter could break
-    the rule while its engines keep it; k-induction closes.
+    Every input free each cycle; assumed: each engine's write request (valid, Group, address,
+    length), its read request for each Group (valid, address, length) and its write beat for
+    each Group (valid, the engine's data) hold until their ready, as the engines' FIFOs and
+    registers keep them, and ``split`` holds (a register, written only while the converter is
+    idle). Asserted on each port's ``req`` and ``wdata``: valid and payload hold until ready.
+    The router merges every engine's reads and one engine's writes onto one port, the one
+    place the converter could break the rule while its engines keep it; k-induction closes.
 
     Parameters
     ----------
     config : ArchConfig
-        The Groups and widths.
+        The Groups and widths (one engine per Group).
     """
 
     def __init__(self, config: ArchConfig = CONVERTER_CONFIG):
@@ -126,16 +127,25 @@ class RouterStreamProof(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.router = router = PortRouter(self.config)
+        m.submodules.router = router = PortRouter(self.config, self.config.groups)
         free_inputs(m, router)
         m.d.comb += Assume(~ResetSignal())
-        held_until_taken(m, router.wr_valid, router.wr_ready,
-                         Cat(router.wr_group, router.wr_addr, router.wr_len), "wr_req", Assume)
+        was = Signal(len(Cat(router.split, router.dst_group)))
+        m.d.sync += was.eq(Cat(router.split, router.dst_group))
+        started = Signal()
+        m.d.sync += started.eq(1)
+        m.d.comb += Assume(~started | (Cat(router.split, router.dst_group) == was))
+        for e in range(router.engines):
+            held_until_taken(m, router.wr_valid[e], router.wr_ready[e],
+                             Cat(router.wr_group[e], router.wr_addr[e], router.wr_len[e]),
+                             f"wr{e}_req", Assume)
+            for g in range(self.config.groups):
+                held_until_taken(m, router.rd_valid[e][g], router.rd_ready[e][g],
+                                 Cat(router.rd_addr[e][g], router.rd_len[e][g]),
+                                 f"rd{e}_{g}_req", Assume)
+                held_until_taken(m, router.wdata_valid[e][g], router.wdata_ready[e][g],
+                                 router.wdata_data[e], f"wdata{e}_{g}", Assume)
         for g, port in enumerate(router.ports):
-            held_until_taken(m, router.rd_valid[g], router.rd_ready[g],
-                             Cat(router.rd_addr[g], router.rd_len[g]), f"rd{g}_req", Assume)
-            held_until_taken(m, router.wdata_valid[g], router.wdata_ready[g],
-                             router.wdata_data, f"wdata{g}", Assume)
             held_until_ready(m, port.req, f"group{g}_req", Assert)
             held_until_ready(m, port.wdata, f"group{g}_wdata", Assert)
         return m
