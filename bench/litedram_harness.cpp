@@ -1,5 +1,5 @@
 // Replays per-port native command streams into LiteDRAM's crossbar (Verilated) and prints
-// the cycles from the first command offered to the last data beat. Built and run by
+// the cycles from the first command offered to the last data beat, and the beats moved. Built and run by
 // bench/litedram_verilator.py; the stream file holds, per port, a count then "addr we" lines.
 #include <cstdio>
 #include <cstdlib>
@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
     for (int c = 0; c < 4; c++) { top->sys_clk = 0; top->eval(); top->sys_clk = 1; top->eval(); }
     top->sys_rst = 0;
 
-    long cycles = 0;
+    long cycles = 0, beats = 0;
     for (;;) {
         bool busy = false;
         for (int i = 0; i < NPORTS; i++) {
@@ -61,8 +61,8 @@ int main(int argc, char **argv) {
             Port &p = ports[i];
             bool v = p.next < p.addr.size();
             if (v && GET_CMD_READY(i)) p.next++;
-            if (GET_RDATA_VALID(i)) p.reads--;
-            if (GET_WDATA_READY(i)) p.writes--;
+            if (GET_RDATA_VALID(i)) { p.reads--; beats++; }
+            if (GET_WDATA_READY(i)) { p.writes--; beats++; }
             busy |= p.next < p.addr.size() || p.reads > 0 || p.writes > 0;
         }
         top->sys_clk = 1;
@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    std::printf("cycles %ld\n", cycles);
+    std::printf("cycles %ld beats %ld\n", cycles, beats);
     delete top;
     return 0;
 }
