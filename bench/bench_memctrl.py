@@ -319,19 +319,18 @@ def print_litedram(cfg: ArchConfig, lw: int, rtl: dict, fr: dict, ld: dict,
            f"{'LD/fr':>6} {'LD/in':>6}")
     print(hdr)
     print("-" * len(hdr))
+    def col(r: dict | None, beats: int) -> str:
+        return f"{r['cycles']:>8} {beats / r['cycles']:>6.3f}" if r else f"{'-':>8} {'-':>6}"
+
+    def vs(c: dict, r: dict | None) -> str:
+        return f"{c['cycles'] / r['cycles']:>6.3f}" if r else f"{'-':>6}"
+
     for name in names:
         tr, p = _split(name)
         beats = lw * p
         a, b, c = rtl.get(name), fr.get(name), ld[name]
-
-        def col(r: dict | None) -> str:
-            return f"{r['cycles']:>8} {beats / r['cycles']:>6.3f}" if r else f"{'-':>8} {'-':>6}"
-
-        def vs(r: dict | None) -> str:
-            return f"{c['cycles'] / r['cycles']:>6.3f}" if r else f"{'-':>6}"
-
-        print(f"{tr:<8} {p:>5} {beats:>6} {c['beats']:>8} | {col(a)} | {col(b)} | {col(c)} | "
-              f"{vs(b)} {vs(a)}")
+        print(f"{tr:<8} {p:>5} {beats:>6} {c['beats']:>8} | {col(a, beats)} | "
+              f"{col(b, beats)} | {col(c, beats)} | {vs(c, b)} {vs(c, a)}")
 
 
 def main() -> None:

@@ -148,7 +148,8 @@ def _top(config: ArchConfig, ports: int, pins: bool = False):
     # The PHY model's storage: one row of one native word per bank. Its data alias (the bench
     # checks no data), and a full window as a migen Memory takes minutes to elaborate and makes
     # each simulated cycle take a third of a second; the timing is all the controller's.
-    store = GeomSettings(bankbits=s["geom"].bankbits, rowbits=1, colbits=_COLS_PER_LW.bit_length() - 1)
+    store = GeomSettings(bankbits=s["geom"].bankbits, rowbits=1,
+                         colbits=_COLS_PER_LW.bit_length() - 1)
     store.addressbits = s["geom"].addressbits
     module = SimpleNamespace(memtype="DDR", geom_settings=store, timing_settings=s["timing"])
 
@@ -200,12 +201,12 @@ def run_litedram(config: ArchConfig, case: dict) -> dict:
         ports = top.ports
         nxt = [0] * len(ports)
         reads = [sum(not w for _, w in s.commands) for s in streams]
-        writes = [s.beats - r for s, r in zip(streams, reads)]
+        writes = [s.beats - r for s, r in zip(streams, reads, strict=True)]
         for p in ports:
             yield p.wdata.valid.eq(1)
             yield p.wdata.we.eq(-1)
             yield p.rdata.ready.eq(1)
-        for p, s in zip(ports, streams):
+        for p, s in zip(ports, streams, strict=True):
             a, w = s.commands[0]
             yield p.cmd.valid.eq(1)
             yield p.cmd.addr.eq(a)
@@ -215,7 +216,7 @@ def run_litedram(config: ArchConfig, case: dict) -> dict:
         while True:
             cycles += 1
             busy = False
-            for i, (p, s) in enumerate(zip(ports, streams)):
+            for i, (p, s) in enumerate(zip(ports, streams, strict=True)):
                 if (yield p.rdata.valid):
                     reads[i] -= 1
                     result["beats"] += 1
@@ -271,7 +272,6 @@ def build_verilated(config: ArchConfig) -> Path:
     """LiteDRAM's Verilog for ``config`` (controller, crossbar of ``VERILATED_PORTS`` ports,
     PHY model) Verilated with the harness; cached under ``build/litedram/`` by content."""
     from migen.fhdl import verilog
-
     from mncore_hdl.tooling.verilator import missing_tools, verilator_env
 
     missing = missing_tools()
