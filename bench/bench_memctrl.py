@@ -303,20 +303,21 @@ def litedram_results(cfg: ArchConfig, lw: int, names: list[str], sim: str) -> di
     cases = [make_case(cfg, *_split(n), lw) for n in names]
     if sim == "migen":
         return {c["name"]: litedram_model.run_litedram(cfg, c) for c in cases}
-    exe = litedram_model.build_verilated(cfg)
+    exe = litedram_model.build_verilated(cfg, check=True)
     return {c["name"]: litedram_model.run_verilated(exe, cfg, c) for c in cases}
 
 
 def print_litedram(cfg: ArchConfig, lw: int, rtl: dict, fr: dict, ld: dict,
                    names: list[str]) -> None:
     """Our two schedulers beside LiteDRAM on the same streams; ``LD/fr``: LiteDRAM's cycles
-    over fr_fcfs's (above 1: ours is ahead)."""
+    over fr_fcfs's (above 1: ours is ahead); ``LD viol``: the rules LiteDRAM broke, as the PHY
+    model's timing checker saw them (Verilator runs only)."""
     print(f"\nThe same streams through LiteDRAM (controller + crossbar + SDRAMPHYModel, "
           f"{cfg.banks} banks, rows of {cfg.row_lw} LW, one LW a cycle; "
           "docs/memory_controller.md): cycles and eff = beats / cycles")
     hdr = (f"{'traffic':<8} {'ports':>5} {'beats':>6} {'LD beats':>8} | {'in-order':>8} "
            f"{'eff':>6} | {'fr_fcfs':>8} {'eff':>6} | {'LiteDRAM':>8} {'eff':>6} | "
-           f"{'LD/fr':>6} {'LD/in':>6}")
+           f"{'LD/fr':>6} {'LD/in':>6} {'LD viol':>7}")
     print(hdr)
     print("-" * len(hdr))
     def col(r: dict | None, beats: int) -> str:
@@ -330,7 +331,8 @@ def print_litedram(cfg: ArchConfig, lw: int, rtl: dict, fr: dict, ld: dict,
         beats = lw * p
         a, b, c = rtl.get(name), fr.get(name), ld[name]
         print(f"{tr:<8} {p:>5} {beats:>6} {c['beats']:>8} | {col(a, beats)} | "
-              f"{col(b, beats)} | {col(c, beats)} | {vs(c, b)} {vs(c, a)}")
+              f"{col(b, beats)} | {col(c, beats)} | {vs(c, b)} {vs(c, a)} "
+              f"{c.get('violations', '-'):>7}")
 
 
 def main() -> None:
