@@ -6,6 +6,7 @@ on Icarus and in Amaranth's simulator, and the analytic model's cycles next to t
     ./exec_with_env.sh python bench/bench_memctrl.py --breakdown --lw 4096  # idle cycles
     ./exec_with_env.sh python bench/bench_memctrl.py --lw 1024 --no-speed \
         --patterns read/1 "rnd r/w/3" --schedulers fr_fcfs    # a quick subset
+    ./exec_with_env.sh python bench/bench_memctrl.py --lw 4096 --no-speed --litedram
 
 Each traffic runs on the in-order and on the ``fr_fcfs`` scheduler, side by side, with the
 bound any scheduler could reach for it (``memctrl.bound.bound_cycles``) and each measurement
@@ -13,6 +14,10 @@ against it.
 
 The RTL runs with a hardware traffic generator on each port (``memctrl.trafficgen``), so the
 simulators run whole streams with no Python in the loop.
+
+``--litedram`` runs the same streams through LiteDRAM's controller (``bench/litedram_model.py``:
+crossbar, controller and ``SDRAMPHYModel`` of our geometry and timings, Verilated) and prints
+its cycles beside ours; it needs the ``bench`` extra (``litedram``, ``migen``) and Verilator.
 """
 
 from __future__ import annotations
@@ -288,6 +293,48 @@ def print_table(cfg: ArchConfig, lw: int, rtl: dict, fr: dict, names: list[str])
                                          for r in (a, b)))
 
 
+def litedram_results(cfg: ArchConfig, lw: int, names: list[str], sim: str) -> dict:
+    """Each case through LiteDRAM (``bench/litedram_model.py``), by name; ``sim`` is
+    ``"verilator"`` (its Verilog, built once) or ``"migen"`` (migen's simulator, a few cycles
+    a second: for tiny streams)."""
+    from mlsdk.testing.benches import load_bench
+
+    litedram_model = load_bench("litedram_model")
+    cases = [make_case(cfg, *_split(n), lw) for n in names]
+    if sim == "migen":
+        return {c["name"]: litedram_model.run_litedram(cfg, c) for c in cases}
+    exe = litedram_model.build_verilated(cfg, check=True)
+    return {c["name"]: litedram_model.run_verilated(exe, cfg, c) for c in cases}
+
+
+def print_litedram(cfg: ArchConfig, lw: int, rtl: dict, fr: dict, ld: dict,
+                   names: list[str]) -> None:
+    """Our two schedulers beside LiteDRAM on the same streams; ``LD/fr``: LiteDRAM's cycles
+    over fr_fcfs's (above 1: ours is ahead); ``LD viol``: the rules LiteDRAM broke, as the PHY
+    model's timing checker saw them (Verilator runs only)."""
+    print(f"\nThe same streams through LiteDRAM (controller + crossbar + SDRAMPHYModel, "
+          f"{cfg.banks} banks, rows of {cfg.row_lw} LW, one LW a cycle; "
+          "docs/memory_controller.md): cycles and eff = beats / cycles")
+    hdr = (f"{'traffic':<8} {'ports':>5} {'beats':>6} {'LD beats':>8} | {'in-order':>8} "
+           f"{'eff':>6} | {'fr_fcfs':>8} {'eff':>6} | {'LiteDRAM':>8} {'eff':>6} | "
+           f"{'LD/fr':>6} {'LD/in':>6} {'LD viol':>7}")
+    print(hdr)
+    print("-" * len(hdr))
+    def col(r: dict | None, beats: int) -> str:
+        return f"{r['cycles']:>8} {beats / r['cycles']:>6.3f}" if r else f"{'-':>8} {'-':>6}"
+
+    def vs(c: dict, r: dict | None) -> str:
+        return f"{c['cycles'] / r['cycles']:>6.3f}" if r else f"{'-':>6}"
+
+    for name in names:
+        tr, p = _split(name)
+        beats = lw * p
+        a, b, c = rtl.get(name), fr.get(name), ld[name]
+        print(f"{tr:<8} {p:>5} {beats:>6} {c['beats']:>8} | {col(a, beats)} | "
+              f"{col(b, beats)} | {col(c, beats)} | {vs(c, b)} {vs(c, a)} "
+              f"{c.get('violations', '-'):>7}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lw", type=int, default=16384, help="LWs per port per case")
@@ -306,6 +353,12 @@ def main() -> None:
                          + ", ".join(all_names) + ")")
     ap.add_argument("--schedulers", nargs="+", choices=SCHEDULERS, default=list(SCHEDULERS),
                     help="schedulers to run (default both)")
+    ap.add_argument("--litedram", action="store_true",
+                    help="also run every case through LiteDRAM's controller and print it "
+                         "beside ours (needs the bench extra: litedram, migen; and Verilator)")
+    ap.add_argument("--litedram-sim", choices=("verilator", "migen"), default="verilator",
+                    help="LiteDRAM's simulator: its Verilog on Verilator (default) or migen's "
+                         "simulator (a few cycles a second: tiny --lw only)")
     args = ap.parse_args()
     unknown = [n for n in args.patterns if n not in all_names]
     if unknown:
@@ -328,6 +381,9 @@ def main() -> None:
     if "fr_fcfs" in args.schedulers:
         fr = {r["name"]: r for r in run_icarus(verilog_fr, cases, False, "_fr")}
     print_table(cfg, args.lw, rtl, fr, names)
+    if args.litedram:
+        ld = litedram_results(cfg, args.lw, names, args.litedram_sim)
+        print_litedram(cfg, args.lw, rtl, fr, ld, names)
     if args.no_speed:
         return
 
