@@ -15,9 +15,9 @@ from mlsdk.testing.timm import (
     FAMILIES,
     NUM_CLASSES,
     PATHS,
+    compiled_step,
     optimizers,
     train_step,
-    without_running_stats,
 )
 
 
@@ -26,19 +26,18 @@ def measure(family: str, path: str, steps: int, seed: int) -> tuple[float, float
     torch.manual_seed(seed)
     size = {"image": 16} if family == "deit" else {}
     model = FAMILIES[family](drop=0.0, **size).train()
-    if path == "params-mncoresgd":
-        without_running_stats(model)
     reference = copy.deepcopy(model)
     g = torch.Generator().manual_seed(seed + 2)
     sample = {"images": torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(seed)),
               "labels": torch.randint(0, NUM_CLASSES, (2,), generator=g)}
     with Context(MNDevice("mncore2:auto")) as context, tempfile.TemporaryDirectory() as tmp:
         opt, ref_opt = optimizers(path, context, model, reference)
-        step = context.compile(train_step(model, opt), sample, storage.path(tmp) / "step")
+        step = compiled_step(path, context, model, opt, sample, storage.path(tmp) / "step")
         ref_step = train_step(reference, ref_opt)
         rel, losses = 0.0, []
-        for _ in range(steps):
-            loss, ref = step(sample)["loss"].cpu().item(), ref_step(sample)["loss"].item()
+        for index in range(steps):
+            loss = step(sample, index)["loss"].cpu().item()
+            ref = ref_step(sample)["loss"].item()
             rel = max(rel, abs(loss - ref) / abs(ref))
             losses.append(loss)
         context.synchronize()

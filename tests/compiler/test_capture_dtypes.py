@@ -42,6 +42,10 @@ DTYPE_CALLS: dict[str, Callable[[TensorDict], torch.Tensor]] = {
     "aten.sum.default": lambda d: torch.sum(d["b"], dtype=torch.int32),
     "aten.sum.dim_IntList": lambda d: torch.sum(d["i"], 0, dtype=torch.float32),
     "aten.new_empty.default": lambda d: d["x"].new_empty((3,), dtype=torch.int32).fill_(2),
+    "aten.new_empty_strided.default": lambda d: d["x"].new_empty_strided(
+        (2, 3), (3, 1), dtype=torch.int32).fill_(4) + d["i"],
+    "aten.empty_strided.default": lambda d: torch.empty_strided(
+        (3, 2), (1, 3), dtype=torch.float16).fill_(0.5) * d["h"].t(),
     "aten.new_full.default": lambda d: d["x"].new_full((3,), 7, dtype=torch.int64),
     "aten.new_ones.default": lambda d: d["i"].new_ones((2,), dtype=torch.bool),
     "aten.new_zeros.default": lambda d: d["x"].new_zeros((2, 3), dtype=torch.int32) + d["i"],

@@ -7,16 +7,17 @@
   ``model.to(memory_format=torch.channels_last)``); DropPath is built with a rate and is the
   identity at eval. The device's logits equal torch's and so do the top-5 classes.
 - Training as ``run_timm.py``'s loop: the same batch every step, the loss must fall (its
-  validation), and here every step's loss also matches eager, on three paths:
+  validation), and here every step's loss also matches eager, on four paths:
   ``registry-sgd`` (the module registered, ``torch.optim.SGD`` with momentum buffers
   registered, as the repo's ResNet-style CNN test), ``params-mncoresgd`` (``run_timm.py``'s
   fx2onnx path without its ``export_kwargs``: ``set_tensor_name_in_module``,
   ``register_param`` per parameter, ``MNCoreSGD(params, 0.1, 0.9, 0.0)``,
-  ``set_buffer_name_in_optimizer``, ``register_optimizer_buffers``), and ``adamw``
-  (``MNCoreAdamW`` against ``torch.optim.AdamW``). On the parameters-only path BatchNorm's
-  running statistics are unregistered state, which this branch does not yet keep on the
-  device (issue 35, item 4), so the BatchNorm families run it with
-  ``track_running_stats=False``.
+  ``set_buffer_name_in_optimizer``, ``register_optimizer_buffers``), ``backprop``
+  (``run_timm.py``'s other path: ``registry.register("optimizer0", torch_sgd)``,
+  ``optimizers=[...]``, ``options={"backprop": True}``, learning rate, global step and grad
+  scale fed each step) and ``adamw`` (``MNCoreAdamW`` against ``torch.optim.AdamW``).
+  BatchNorm's running statistics are never registered by the test, as in ``run_timm.py``: they
+  are the step's device state and equal torch's after ``synchronize()`` (docs/registry.md).
 
 Tolerance: float32 throughout. Convolution, pooling and the activations are torch's own kernels
 (bit-equal); matmuls, the attention and the layer/batch-norm reductions may associate
@@ -46,9 +47,9 @@ from mlsdk.testing.timm import (
     FAMILIES,
     NUM_CLASSES,
     PATHS,
+    compiled_step,
     optimizers,
     train_step,
-    without_running_stats,
 )
 from mncore_compiler.errors import CaptureError, UnsupportedOperationError
 
@@ -103,7 +104,7 @@ def test_inference_matches_torch_with_the_same_top5(tmp_path, family, channels_l
 
 
 TRAINING = [(f, p) for p in PATHS[:2] for f in sorted(FAMILIES)] + [
-    ("convnext", "adamw"), ("deit", "adamw")]
+    ("mobilenetv3", "backprop"), ("deit", "backprop"), ("convnext", "adamw"), ("deit", "adamw")]
 
 
 @pytest.mark.parametrize(("family", "path"), TRAINING, ids=[f"{f}-{p}" for f, p in TRAINING])
@@ -111,19 +112,17 @@ def test_training_loss_falls_and_matches_eager(tmp_path, family, path):
     torch.manual_seed(SEED)
     size = {"image": 16} if family == "deit" else {}  # ViT's position embedding fixes it
     model = FAMILIES[family](drop=0.0, **size).train()  # timm's default drop_path_rate is 0
-    if path == "params-mncoresgd":
-        without_running_stats(model)
     reference = copy.deepcopy(model)
     g = torch.Generator().manual_seed(SEED + 2)
     sample = {"images": _images(2, 16),
               "labels": torch.randint(0, NUM_CLASSES, (2,), generator=g)}
     with Context(MNDevice("mncore2:auto")) as context:
         opt, ref_opt = optimizers(path, context, model, reference)
-        step = context.compile(train_step(model, opt), sample, storage.path(tmp_path) / "step")
+        step = compiled_step(path, context, model, opt, sample, storage.path(tmp_path) / "step")
         ref_step = train_step(reference, ref_opt)
         losses = []
         for index in range(STEPS):
-            loss = step(sample)["loss"].cpu().item()
+            loss = step(sample, index)["loss"].cpu().item()
             ref_loss = ref_step(sample)["loss"].item()
             assert loss == pytest.approx(ref_loss, rel=LOSS_REL, abs=LOSS_ABS), (
                 f"{family} {path} step {index}")
@@ -140,6 +139,11 @@ def test_training_loss_falls_and_matches_eager(tmp_path, family, path):
             keep[width:2 * width] = False
             got, want = got[keep], want[keep]
         torch.testing.assert_close(got, want, rtol=PARAM_RTOL, atol=PARAM_ATOL,
+                                   msg=lambda m, name=name: f"{family} {path} {name}: {m}")
+    # BatchNorm's running statistics, never registered by the test, are the function's
+    # device state and follow torch's after synchronize() (issue 35, item 4).
+    for (name, buf), ref in zip(model.named_buffers(), reference.buffers(), strict=True):
+        torch.testing.assert_close(buf, ref, rtol=PARAM_RTOL, atol=PARAM_ATOL,
                                    msg=lambda m, name=name: f"{family} {path} {name}: {m}")
 
 

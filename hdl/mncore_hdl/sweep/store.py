@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -15,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..tooling.files import holding_lock
 from ..tooling.verilog import design_digest
 from . import adapter
 from .spec import BACKENDS, Point
@@ -175,16 +174,14 @@ class ResultStore:
             raise ResultsError(f"Cannot append to the results file {str(self.path)!r}: "
                                f"{exc.strerror or exc}") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # another sweep on the same file waits its line
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                line = b"\n" + line  # a killed writer's partial line stays on its own
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
+            with holding_lock(fd):  # another sweep on the same file waits its line
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # a killed writer's partial line stays on its own
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
         finally:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
         self._records[record["key"]] = record
 

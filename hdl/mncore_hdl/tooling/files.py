@@ -28,6 +28,7 @@ __all__ = [
     "atomic_write",
     "build_lock",
     "canonical_json",
+    "holding_lock",
     "is_stale_temporary",
     "temporary_path",
     "writer_alive",
@@ -75,18 +76,26 @@ def build_lock(lock_file: Path, waiting: Callable[[], None] | None = None) -> It
     """Hold an exclusive ``flock`` on ``lock_file`` (created if needed) for the block: one
     builder at a time across processes. ``waiting`` is called once when another process
     holds the lock, before this one blocks on it."""
-    lock_file = Path(lock_file)
-    with open(lock_file, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if waiting is not None:
-                waiting()
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with open(Path(lock_file), "a") as handle, holding_lock(handle.fileno(), waiting):
+        yield
+
+
+@contextlib.contextmanager
+def holding_lock(fd: int, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the open file ``fd`` for the block (a file that is its
+    own lock, such as a results file two sweeps append to); ``waiting`` as for
+    :func:`build_lock`. The caller keeps and closes ``fd``."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        if waiting is not None:
+            waiting()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def writer_alive(pid: int) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -13,6 +12,7 @@ from typing import Any, Protocol
 
 import torch
 from mncore_hdl.layout import Layout
+from mncore_hdl.tooling.files import atomic_write
 
 from ..compiled import CompiledFunction
 from ..errors import MLSDKError
@@ -193,11 +193,7 @@ class Pipeline:
         check_plan(plan)  # what load_plan reads back is what was written
         # A temporary and a rename: a planted symlink at the plan's name is replaced, never
         # written through, and a reader sees the old plan or the new one.
-        fd, tmp = tempfile.mkstemp(prefix=f".{PLAN_FILE}.", suffix=".tmp", dir=root)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(json.dumps(plan, indent=1) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, root / PLAN_FILE)
+        atomic_write(root / PLAN_FILE, json.dumps(plan, indent=1) + "\n")
         return CompiledPipeline(functions, plan)
 
     def _compile(self, name: str, where: StoragePath,

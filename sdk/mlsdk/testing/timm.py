@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 __all__ = ["FAMILIES", "NUM_CLASSES", "PATHS", "ConvNeXt", "DeiT", "EfficientNet", "MobileNetV3",
-           "optimizers", "train_step", "without_running_stats"]
+           "backprop_inputs", "compiled_step", "loss_step", "optimizers", "train_step"]
 
 NUM_CLASSES = 1000
 
@@ -324,6 +324,11 @@ def optimizers(path: str, context: Any, model: nn.Module,
         set_buffer_name_in_optimizer(sgd, "optimizer0")
         context.register_optimizer_buffers(sgd)
         return sgd, torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    if path == "backprop":
+        context.registry.register("model0", model)
+        sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        context.registry.register("optimizer0", sgd)
+        return sgd, torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
     context.registry.register("model", model)
     adamw = MNCoreAdamW(model.parameters(), lr=2e-3, foreach=False)
     set_buffer_name_in_optimizer(adamw, "opt")
@@ -331,10 +336,44 @@ def optimizers(path: str, context: Any, model: nn.Module,
     return adamw, torch.optim.AdamW(reference.parameters(), lr=2e-3, foreach=False)
 
 
-PATHS = ("registry-sgd", "params-mncoresgd", "adamw")
+PATHS = ("registry-sgd", "params-mncoresgd", "backprop", "adamw")
 """The training paths: the module registered with ``torch.optim.SGD`` (momentum buffers
-registered); ``run_timm.py``'s fx2onnx path without ``export_kwargs`` (``register_param`` per
-parameter, ``MNCoreSGD``); the module registered with ``MNCoreAdamW``."""
+registered); ``run_timm.py``'s fx2onnx path (``register_param`` per parameter, ``MNCoreSGD``,
+BatchNorm statistics left to the kit); ``run_timm.py``'s backprop path (the optimizer
+registered by name, ``optimizers=[...]``, ``options={"backprop": True}``, learning rate,
+global step and grad scale fed as inputs: :func:`loss_step`, :func:`backprop_inputs`); the
+module registered with ``MNCoreAdamW``."""
+
+
+def loss_step(model: nn.Module) -> Any:
+    """The backprop path's function: the forward and the loss only (the compile adds
+    backward and the optimizer step)."""
+
+    def step(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {"loss": F.cross_entropy(model(d["images"]), d["labels"])}
+
+    return step
+
+
+def compiled_step(path: str, context: Any, model: nn.Module, opt: torch.optim.Optimizer,
+                  sample: dict[str, torch.Tensor], folder: Any) -> Any:
+    """The training step of ``path`` compiled in ``context`` into ``folder`` (a storage
+    path), as ``step(sample, index) -> {"loss": ...}``: the backprop path feeds its learning
+    rate, global step and grad scale, the others take ``sample`` as it is."""
+    if path == "backprop":
+        compiled = context.compile(loss_step(model), sample, folder,
+                                   optimizers=[opt], options={"backprop": True})
+        return lambda d, index: compiled(backprop_inputs(d, index))
+    compiled = context.compile(train_step(model, opt), sample, folder)
+    return lambda d, index: compiled(d)
+
+
+def backprop_inputs(sample: dict[str, torch.Tensor], global_step: int, lr: float = 0.1,
+                    name: str = "optimizer0") -> dict[str, torch.Tensor]:
+    """``sample`` with the inputs run_timm's backprop path feeds each step."""
+    return {**sample, f"{name}@0@mncore_learning_rate": torch.tensor(lr),
+            f"{name}@0@mncore_global_step": torch.tensor(global_step),
+            "mncore_grad_scale_factor": torch.tensor(1)}
 
 
 FAMILIES = {
@@ -344,14 +383,3 @@ FAMILIES = {
     "deit": DeiT,
 }
 """The reproduced families by the name the tests use."""
-
-
-def without_running_stats(model: nn.Module) -> nn.Module:
-    """``model`` with every BatchNorm as ``track_running_stats=False`` (batch statistics in
-    training and eval, no running buffers): the form the parameters-only training path runs
-    until BatchNorm's unregistered running statistics are device state (issue 35, item 4)."""
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.track_running_stats = False
-            m.running_mean = m.running_var = m.num_batches_tracked = None
-    return model
