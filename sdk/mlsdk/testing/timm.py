@@ -326,9 +326,9 @@ def optimizers(path: str, context: Any, model: nn.Module,
         return sgd, torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
     if path == "backprop":
         context.registry.register("model0", model)
-        sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        context.registry.register("optimizer0", sgd)
-        return sgd, torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+        torch_sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        context.registry.register("optimizer0", torch_sgd)
+        return torch_sgd, torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
     context.registry.register("model", model)
     adamw = MNCoreAdamW(model.parameters(), lr=2e-3, foreach=False)
     set_buffer_name_in_optimizer(adamw, "opt")
