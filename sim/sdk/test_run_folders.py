@@ -24,8 +24,10 @@ def triple(inputs):
 
 
 def _runs() -> set[Path]:
+    """This process's run folders (``<sim>-<pid>-...``): other test workers share the folder."""
     folder = icarus.BUILD_ROOT / "runs"
-    return set(folder.iterdir()) if folder.is_dir() else set()
+    mine = f"-{os.getpid()}-"
+    return {p for p in folder.iterdir() if mine in p.name} if folder.is_dir() else set()
 
 
 def _holds(folder: Path, secret: bytes) -> list[str]:
