@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from mncore_compiler.ir import TensorType
+from mncore_compiler.types import dtype_to_torch
 from mncore_hdl.layout import (
     Layout,
     LayoutError,
@@ -51,10 +52,6 @@ __all__ = ["Registry"]
 def _describe(tensor: torch.Tensor) -> str:
     dtype = dtype_name(tensor.dtype)
     return f"a {dtype} tensor of shape {tuple(tensor.shape)}"
-
-
-def _torch_dtype(dtype: str) -> torch.dtype:
-    return TensorType((), dtype).torch_dtype
 
 
 # -- the registry -------------------------------------------------------------------------------
@@ -327,7 +324,7 @@ class Registry:
             return copy
         if entry.dirty is not None:
             self._read_back(entry, record)
-        value = entry.tensor.detach().to(_torch_dtype(layout.dtype)).contiguous()
+        value = entry.tensor.detach().to(dtype_to_torch(layout.dtype)).contiguous()
         if on_host:
             copy = value.clone()
         else:
@@ -376,7 +373,7 @@ class Registry:
                 layout = self._native_layout(entry)
             on_host = self._on_host()
             copy = self._copy(entry, layout, None, on_host)
-        spec = IOSpec(entry.name, tuple(entry.tensor.shape), _torch_dtype(layout.dtype), layout)
+        spec = IOSpec(entry.name, tuple(entry.tensor.shape), dtype_to_torch(layout.dtype), layout)
         if on_host:
             return TensorProxy(session, spec, None, copy)
         return TensorProxy(session, spec, copy, owned=False)  # the registry owns the buffer
@@ -424,7 +421,7 @@ class Registry:
         with session.lock:
             record = None
             for layout, copy in entry.copies.items():
-                value = entry.tensor.detach().to(_torch_dtype(layout.dtype)).contiguous()
+                value = entry.tensor.detach().to(dtype_to_torch(layout.dtype)).contiguous()
                 if not isinstance(copy, Buffer):  # the host reference's snapshot, in place
                     copy.copy_(value)
                     continue

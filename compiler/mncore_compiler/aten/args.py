@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -12,6 +13,7 @@ from ..types import FLOAT_IR_DTYPES, dtype_from_torch
 from .registry import Builder
 
 __all__ = [
+    "slice_bound",
     "cast_to",
     "ir_dtype",
     "norm_dim",
@@ -86,3 +88,14 @@ def cast_to(b: Builder, node: fx.Node, x: str, dtype: torch.dtype | None) -> str
         return x
     target = ir_dtype(node, dtype)
     return x if b.type(x).dtype == target else b.emit("cast", [x], dtype=target)
+
+
+def slice_bound(value: Any, size: int, default: int) -> int:
+    """A slice bound as torch clamps it: None (or ``sys.maxsize``, torch's "to the end") is
+    ``default``, negatives count from the end, the rest is clamped to ``[0, size]``."""
+    if value is None or value == sys.maxsize:
+        return default
+    value = int(value)
+    if value < 0:
+        value += size
+    return min(max(value, 0), size)

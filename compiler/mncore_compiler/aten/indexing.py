@@ -4,13 +4,21 @@ and backward), ``masked_fill``, ``arange``, the scans ``cumsum`` and ``cumprod``
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import torch
 from torch import fx
 
-from .args import cast_to, norm_dim, out_shape, scalar_arg, scalar_for, tensor_arg, unsupported
+from .args import (
+    cast_to,
+    norm_dim,
+    out_shape,
+    scalar_arg,
+    scalar_for,
+    slice_bound,
+    tensor_arg,
+    unsupported,
+)
 from .registry import Builder, Handler, decompose, on
 
 __all__: list[str] = []
@@ -19,16 +27,6 @@ __all__: list[str] = []
 decompose("split.Tensor", "unbind.int", "stack.default", "masked_fill.Scalar",
           "masked_fill.Tensor", "masked_fill_.Scalar", "masked_fill_.Tensor",
           "_safe_softmax.default", "cumprod_backward.default")
-
-
-def _bound(value: Any, size: int, default: int) -> int:
-    """A slice bound as torch clamps it: None is ``default``, negatives count from the end."""
-    if value is None or value == sys.maxsize:
-        return default
-    value = int(value)
-    if value < 0:
-        value += size
-    return min(max(value, 0), size)
 
 
 def slice_of(b: Builder, x: str, dim: int, start: int, end: int, step: int = 1) -> str:
@@ -47,8 +45,8 @@ def _slice(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     step = int(a["step"])
     if step < 1:
         raise unsupported(n, f"step={step}")
-    start = _bound(a["start"], shape[dim], 0)
-    return slice_of(b, x, dim, start, _bound(a["end"], shape[dim], shape[dim]), step)
+    start = slice_bound(a["start"], shape[dim], 0)
+    return slice_of(b, x, dim, start, slice_bound(a["end"], shape[dim], shape[dim]), step)
 
 
 @on("select.int")
@@ -210,8 +208,8 @@ def _slice_backward(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     grad = tensor_arg(n, a["grad_output"])
     sizes = out_shape(n)
     dim = norm_dim(a["dim"], len(sizes))
-    start = _bound(a["start"], sizes[dim], 0)
-    end = _bound(a["end"], sizes[dim], sizes[dim])
+    start = slice_bound(a["start"], sizes[dim], 0)
+    end = slice_bound(a["end"], sizes[dim], sizes[dim])
     positions = range(start, max(start, end), int(a["step"]))
     if len(positions) == sizes[dim]:
         return grad

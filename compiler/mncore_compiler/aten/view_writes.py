@@ -4,13 +4,12 @@ of a ``slice`` or ``select`` view (``x[..., 1:] = y``, ``x[:, 0] = 1``) back int
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import torch
 from torch import fx
 
-from .args import norm_dim, tensor_arg, unsupported
+from .args import norm_dim, slice_bound, tensor_arg, unsupported
 from .registry import Builder, decompose, on
 
 __all__ = ["slice_positions", "write_into_view"]
@@ -19,24 +18,14 @@ __all__ = ["slice_positions", "write_into_view"]
 decompose("select_scatter.default")
 
 
-def _bound(value: Any, size: int, default: int) -> int:
-    # A slice bound as torch clamps it: None is `default`, negatives count from the end.
-    if value is None or value == sys.maxsize:
-        return default
-    value = int(value)
-    if value < 0:
-        value += size
-    return min(max(value, 0), size)
-
-
 def slice_positions(shape: tuple[int, ...], dim: int, start: Any, end: Any,
                     step: Any) -> tuple[int, range]:
     """``(dim, positions)``: the indices along ``dim`` that ``x[start:end:step]`` (of a tensor
     of ``shape``, along ``dim``) takes, bounds clamped as torch clamps them."""
     dim = norm_dim(dim, len(shape))
     size = shape[dim]
-    first = _bound(start, size, 0)
-    return dim, range(first, max(first, _bound(end, size, size)), int(step))
+    first = slice_bound(start, size, 0)
+    return dim, range(first, max(first, slice_bound(end, size, size)), int(step))
 
 
 def _scatter(b: Builder, name: str, base: str, value: str, dim: int,

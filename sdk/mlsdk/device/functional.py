@@ -194,8 +194,7 @@ class LayoutNumbers:
     def key(self, layout: Layout) -> int:
         """The number of ``layout``. A number kept on a layout by another table, or by another
         process (a layout copied or unpickled), is not trusted: it is looked up again."""
-        cell: list[tuple[int, object] | None] = [None]  # filled by the first table to ask
-        kept = layout.memo("layout_number", lambda _: cell)
+        kept = layout.memo("layout_number", _number_cell)
         if kept[0] is not None and kept[0][1] is self._mark:
             return kept[0][0]
         if len(self._numbers) >= self.limit:
@@ -203,6 +202,11 @@ class LayoutNumbers:
         number = self._numbers.setdefault(layout, next(self._next))
         kept[0] = (number, self._mark)
         return number
+
+
+def _number_cell(_: Layout) -> list[tuple[int, object] | None]:
+    """The cell a layout keeps its number in: ``[(number, mark)]`` once a table gave one."""
+    return [None]
 
 
 #: The table every device of this process keys its decoded values by.
