@@ -210,6 +210,12 @@ CASES.update({
     "sin": ([(3,)], {}, torch.sin),
     "cos": ([(3,)], {}, torch.cos),
     "erf": ([(3,)], {}, torch.erf),
+    "floor": ([torch.tensor([-1.5, -0.0, 0.5, 2.0])], {},
+              lambda x: torch.tensor([-2.0, -0.0, 0.0, 2.0])),
+    "ceil": ([torch.tensor([-1.5, 0.25, 2.0])], {}, lambda x: torch.tensor([-1.0, 1.0, 2.0])),
+    "trunc": ([torch.tensor([-1.5, 0.75, 2.0])], {}, lambda x: torch.tensor([-1.0, 0.0, 2.0])),
+    "round": ([torch.tensor([0.5, 1.5, 2.5, -0.5, 2.6])], {},
+              lambda x: torch.tensor([0.0, 2.0, 2.0, -0.0, 3.0])),  # half to even, as torch
     "pow_scalar": ([(3,)], {"scalar": 2.5, "reverse": True}, lambda x: 2.5 ** x),
     "pow": ([(2, 3), (3,)], {}, torch.pow),
     "clamp": ([(2, 3)], {"min": 0.7, "max": None}, lambda x: x.clamp(min=0.7)),

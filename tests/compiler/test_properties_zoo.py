@@ -1,7 +1,8 @@
 """Property tests of the model zoo's ops, forward and backward, captured vs torch eager:
 ``sort``/``argsort``/``topk``, ``cumsum``/``cumprod`` with ``dtype=``, ``histc``, ``F.pad`` in
 its modes, in-place copies into ``slice``/``select`` views, binary cross-entropy, ``sign``,
-and transformers' grouped expert matmul.
+transformers' grouped expert matmul, ``baddbmm``, the rounding ops, weight normalization and
+``unfold``/``fold`` (``im2col``/``col2im``).
 
 Tolerance: float32 ``rtol=1e-5, atol=1e-5`` (torch's default for float32 is 1.3e-6/1e-5; the
 backward of a sum of products may associate differently); integer results exactly.
@@ -38,19 +39,22 @@ def _check(fn: Callable[[TensorDict], TensorDict], inputs: TensorDict, label: st
                                    msg=lambda m, n=name: f"{label} {n}: {m}")
 
 
-def _with_grad(forward: Callable[[torch.Tensor], TensorDict],
-               weights: torch.Tensor) -> Callable[[TensorDict], TensorDict]:
-    """``forward`` of ``x``, and ``x``'s gradient of a weighted sum of the float results (so
-    that each position's gradient differs)."""
+def _with_grad(forward: Callable[..., TensorDict], weights: torch.Tensor,
+               names: tuple[str, ...] = ("x",)) -> Callable[[TensorDict], TensorDict]:
+    """``forward`` of the inputs ``names``, and their gradients of a weighted sum of the float
+    results (so that each position's gradient differs): ``grad`` for ``x``, ``grad_<name>``
+    for the others."""
 
     def fn(d: TensorDict) -> TensorDict:
         with torch.enable_grad():
-            x = d["x"].detach().clone().requires_grad_(True)
-            out = forward(x)
+            leaves = [d[k].detach().clone().requires_grad_(True) for k in names]
+            out = forward(*leaves)
             floats = [v for v in out.values() if v.is_floating_point()]
             loss = sum((v * _spread(v.shape, weights)).sum() for v in floats)
-            (grad,) = torch.autograd.grad(loss, [x])
-        return {**{k: v.detach() for k, v in out.items()}, "grad": grad}
+            grads = torch.autograd.grad(loss, leaves)
+        return {**{k: v.detach() for k, v in out.items()},
+                **{"grad" if k == "x" else f"grad_{k}": g for k, g in zip(names, grads,
+                                                                           strict=True)}}
 
     return fn
 
@@ -216,3 +220,83 @@ def test_grouped_expert_matmul_forward_and_backward(counts: list[int]) -> None:
         return {"out": out.detach(), "gx": gx, "gw": gw}
 
     _check(fn, {"x": _randn(0, (rows, 4)), "offs": offsets}, f"counts={counts}")
+
+
+@SETTINGS
+@given(batch=st.integers(1, 3), dims=st.tuples(st.integers(1, 4), st.integers(1, 4),
+                                               st.integers(1, 4)),
+       scale=st.sampled_from([(1.0, 1.0), (0.5, 2.0), (0.0, 0.125), (-1.0, 1.0)]),
+       broadcast=st.booleans(), seed=st.integers(0, 2**16))
+def test_baddbmm_property(batch: int, dims: tuple[int, int, int], scale: tuple[float, float],
+                          broadcast: bool, seed: int) -> None:
+    (m, k, n), (beta, alpha) = dims, scale
+    bias = (1, m, n) if broadcast else (batch, m, n)  # bloom's alibi bias broadcasts
+    inputs = {"x": _randn(seed, bias), "a": _randn(seed + 1, (batch, m, k)),
+              "b": _randn(seed + 2, (batch, k, n))}
+    forward = _with_grad(lambda x, a, b: {"y": torch.baddbmm(x, a, b, beta=beta, alpha=alpha)},
+                         _randn(seed + 3, (256,)), ("x", "a", "b"))
+    _check(forward, inputs, f"{bias} {dims} beta={beta} alpha={alpha} seed={seed}")
+
+
+@pytest.mark.parametrize("op", [torch.floor, torch.ceil, torch.trunc, torch.round])
+def test_rounding_ops_forward_and_backward(op: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    # Halves and integers included: round goes half to even; -0.0 keeps its sign.
+    x = torch.tensor([[-2.5, -1.5, -0.5, -0.0], [0.5, 1.5, 2.49, 3.0]]) + 0.0
+    ints = torch.tensor([-3, 0, 4], dtype=torch.int32)
+    _check(lambda d: {"f": op(d["x"]), "i": op(d["i"]), "s": op(d["x"] * 3.7)},
+           {"x": x, "i": ints}, op.__name__)
+    # The gradient through a rounding op is zero; through x * floor(x) it is floor(x).
+    _check(_with_grad(lambda v: {"y": v * op(v)}, _randn(1, (64,))), {"x": _randn(0, (3, 4)) * 3},
+           f"{op.__name__} backward")
+
+
+@SETTINGS
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), last=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_weight_norm_property(shape: list[int], last: bool, seed: int) -> None:
+    # torch captures _weight_norm_interface (and its backward) for dim 0 or the last dim.
+    dim = len(shape) - 1 if last else 0
+    g_shape = [s if i == dim else 1 for i, s in enumerate(shape)]
+    forward = _with_grad(lambda v, g: {"w": torch._weight_norm(v, g, dim)},
+                         _randn(seed + 2, (256,)), ("v", "g"))
+    _check(forward, {"v": _randn(seed, tuple(shape)), "g": _randn(seed + 1, tuple(g_shape))},
+           f"{shape} dim={dim} seed={seed}")
+
+
+def test_weight_norm_module_as_wav2vec2_uses_it() -> None:
+    # wav2vec2's positional convolution: weight_norm over dim 2 of a grouped Conv1d.
+    conv = torch.nn.utils.parametrizations.weight_norm(
+        torch.nn.Conv1d(4, 4, 3, padding=1, groups=2), name="weight", dim=2)
+
+    def forward(x: torch.Tensor) -> TensorDict:
+        return {"y": conv(x)}
+
+    _check(_with_grad(forward, _randn(1, (64,))), {"x": _randn(0, (2, 4, 5))}, "conv")
+
+
+@st.composite
+def _unfold_case(draw: st.DrawFn) -> tuple[tuple[int, ...], dict[str, tuple[int, int]]]:
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    padding = (draw(st.integers(0, 1)), draw(st.integers(0, 1)))
+    stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    spatial = tuple(dilation[i] * (kernel[i] - 1) + 1 - 2 * padding[i] + draw(st.integers(0, 3))
+                    for i in range(2))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)),
+             *(max(s, 1) for s in spatial))
+    return shape, {"kernel_size": kernel, "dilation": dilation, "padding": padding,
+                   "stride": stride}
+
+
+@SETTINGS
+@given(case=_unfold_case(), seed=st.integers(0, 2**16))
+def test_unfold_and_fold_property(case: tuple[tuple[int, ...], dict[str, tuple[int, int]]],
+                                  seed: int) -> None:
+    shape, params = case
+    x = _randn(seed, shape)
+    blocks = F.unfold(x, **params)
+    weights = _randn(seed + 1, (1024,))
+    _check(_with_grad(lambda v: {"cols": F.unfold(v, **params)}, weights), {"x": x},
+           f"unfold {shape} {params}")
+    _check(_with_grad(lambda v: {"img": F.fold(v, shape[2:], **params)}, weights),
+           {"x": _randn(seed + 2, tuple(blocks.shape))}, f"fold {shape} {params}")

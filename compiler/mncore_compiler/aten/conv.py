@@ -1,6 +1,8 @@
 """Handlers of ``aten.convolution`` (1-d and 2-d, any stride, padding, dilation and groups,
 with or without a bias) and ``aten.convolution_backward``; transposed convolution
-(``transposed=True``) is handed to :mod:`.conv_transpose`."""
+(``transposed=True``) is handed to :mod:`.conv_transpose`. ``im2col`` (``F.unfold``, ConvBERT's
+span convolution) and ``col2im`` (``F.fold``, and ``im2col``'s backward) through torch's
+decompositions (padding, an index gather, an accumulating index write)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ from torch import fx
 
 from .args import tensor_arg, unsupported
 from .conv_transpose import transposed_convolution, transposed_convolution_backward
-from .registry import Builder, Unavailable, on
+from .registry import Builder, Unavailable, decompose, on
 
 __all__: list[str] = []
+
+decompose("im2col.default", "col2im.default")
 
 
 def _attrs(n: fx.Node, a: dict[str, Any], rank: int) -> dict[str, Any]:

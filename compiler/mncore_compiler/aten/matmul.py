@@ -1,5 +1,6 @@
-"""Handlers of matrix products: ``mm``, ``bmm``, ``matmul``, ``addmm``; ``mv``, ``dot`` and
-``vdot`` through torch's decompositions."""
+"""Handlers of matrix products: ``mm``, ``bmm``, ``matmul``, ``addmm``; ``mv``, ``dot``,
+``vdot`` and ``baddbmm`` (``beta * self + alpha * bmm``, bloom's and WavLM's attention scores)
+through torch's decompositions."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from .registry import Builder, decompose, on
 
 __all__: list[str] = []
 
-decompose("mv.default", "dot.default", "vdot.default")
+decompose("mv.default", "dot.default", "vdot.default", "baddbmm.default")
 
 
 @on("mm.default", "bmm.default", "matmul.default")

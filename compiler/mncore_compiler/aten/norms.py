@@ -1,6 +1,8 @@
-"""Handlers of norms and statistics: ``linalg_vector_norm``, ``var``, dropout at p=0, and the
+"""Handlers of norms and statistics: ``linalg_vector_norm``, ``var``, dropout at p=0, the
 multi-tensor (``_foreach_*``) ops ``clip_grad_norm_`` traces to: ``_foreach_norm`` and
-``_foreach_mul_`` (one IR computation per tensor of the list)."""
+``_foreach_mul_`` (one IR computation per tensor of the list); weight normalization
+(``nn.utils.weight_norm``, wav2vec2's positional convolution) through the kit's own
+decompositions of ``_weight_norm_interface`` and its backward."""
 
 from __future__ import annotations
 
@@ -11,9 +13,38 @@ import torch
 from torch import fx
 
 from .args import cast_to, norm_dims, scalar_arg, tensor_arg, unsupported
-from .registry import Builder, on
+from .registry import Builder, decompose_as, on
 
 __all__: list[str] = []
+
+
+def _other_dims(v: torch.Tensor, dim: int) -> list[int]:
+    return [d for d in range(v.dim()) if d != dim % max(v.dim(), 1)]
+
+
+@decompose_as("_weight_norm_interface.default")
+def _weight_norm(v: torch.Tensor, g: torch.Tensor, dim: int = 0) -> tuple[torch.Tensor,
+                                                                          torch.Tensor]:
+    """``w = v * g / |v|``, the norm over every dimension but ``dim``, and that norm. Not
+    torch's decomposition: of a 1-d ``v`` it takes the norm of the whole vector where the kernel
+    normalizes each element alone (``|v|``)."""
+    dims = _other_dims(v, dim)
+    norm = torch.linalg.vector_norm(v, 2, dims, keepdim=True) if dims else v.abs()
+    return v * (g / norm), norm
+
+
+@decompose_as("_weight_norm_interface_backward.default")
+def _weight_norm_backward(grad_w: torch.Tensor, saved_v: torch.Tensor, saved_g: torch.Tensor,
+                          saved_norms: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Torch's kernel (``weight_norm_backward`` of ``WeightNorm.cpp``) in torch ops: with
+    ``w = v * g / |v|`` (the norm over every dimension but ``dim``), ``grad_g = sum(grad_w * v)
+    / |v|`` and ``grad_v = g / |v| * (grad_w - v * grad_g / |v|)``."""
+    dims = _other_dims(saved_v, dim)
+    products = grad_w * saved_v
+    # A 1-d weight normalizes each element alone (``sum`` of no dims would sum them all).
+    grad_g = (products.sum(dims, keepdim=True) if dims else products) / saved_norms
+    grad_v = saved_g / saved_norms * (grad_w - saved_v * (grad_g / saved_norms))
+    return grad_v, grad_g.reshape(saved_g.shape)
 
 
 def vector_norm(b: Builder, x: str, order: float, dims: tuple[int, ...], keepdim: bool) -> str:

@@ -1,6 +1,6 @@
 """Handlers of the elementwise math beyond arithmetic: ``log``, ``sin``, ``cos``, ``erf``,
-``pow``, ``clamp``, ``floor_divide``, bitwise and logical ops; ``silu``, its backward and
-``gelu_backward`` through torch's decompositions."""
+``pow``, ``clamp``, ``floor_divide``, ``floor``/``ceil``/``trunc``/``round``, bitwise and
+logical ops; ``silu``, its backward and ``gelu_backward`` through torch's decompositions."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def _unary(op: str) -> Handler:
     return lambda b, a, n: b.emit(op, [tensor_arg(n, a["self"])])
 
 
-for _op in ("log", "log1p", "sin", "cos", "erf", "bitwise_not"):
+for _op in ("log", "log1p", "sin", "cos", "erf", "bitwise_not", "floor", "ceil", "trunc",
+            "round"):
     on(f"{_op}.default")(_unary(_op))
 
 

@@ -1,5 +1,6 @@
 """More elementwise IR ops: ``log``, ``sin``, ``cos``, ``erf``, ``pow``, ``clamp``,
-``floor_divide`` and the bitwise ops, with torch's dtype rules and exact integer results."""
+``floor_divide``, the rounding ops (``floor``, ``ceil``, ``trunc``, ``round``) and the bitwise
+ops, with torch's dtype rules and exact integer results."""
 
 from __future__ import annotations
 
@@ -32,6 +33,19 @@ for _name, _fn, _cost in (("log", torch.log, 4), ("sin", torch.sin, 4), ("cos", 
                           ("erf", torch.erf, 8), ("log1p", torch.log1p, 4)):
     register(_name, "elementwise", 1, (), _float_unary_rule, unary_reference(_fn),
              per_output(_cost))
+
+
+def _rounding_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    if types[0].dtype == "bool":
+        raise OpTypeError(f"rounding a bool tensor is not defined (torch refuses it): {types[0]}")
+    return types[0]
+
+
+# Each keeps its operand's dtype; an integer tensor is its own floor (torch returns a copy).
+# ``round`` rounds half to even, as torch does.
+for _name, _fn in (("floor", torch.floor), ("ceil", torch.ceil), ("trunc", torch.trunc),
+                   ("round", torch.round)):
+    register(_name, "elementwise", 1, (), _rounding_rule, unary_reference(_fn), per_output(1))
 
 
 def _torch_rule(types: Sequence[TensorType], fn: Callable[..., torch.Tensor],
