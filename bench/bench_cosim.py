@@ -40,8 +40,9 @@ import torch
 from mlsdk import Context, DeviceMemoryError, MNDevice, storage
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.layout import conversion
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = repo_root()
 
 DEVICES = ["mncore2:auto", "mncore2:rtl", "mncore2:icarus", "mncore2:verilator"]
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from mncore_hdl.paths import repo_root
 
 pytest.importorskip("transformers", reason="the zoo is built from transformers configs")
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_zoo.py"
+BENCH = repo_root() / "bench" / "bench_zoo.py"
 
 
 def _run(*args: str) -> str:

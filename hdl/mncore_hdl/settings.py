@@ -71,6 +71,14 @@ class Setting:
             return self.default
         return self.parse(text)
 
+    def required(self, environ: Mapping[str, str] | None = None) -> Any:
+        """The variable's value as its kind; SettingError naming it when it is unset (a
+        variable the process that starts this one must set)."""
+        text = self.raw(environ)
+        if text is None:
+            raise SettingError(f"${self.name} must be set ({self.meaning})")
+        return self.parse(text)
+
     def parse(self, text: str) -> Any:
         """``text`` as this setting's kind (SettingError when it is not one)."""
         if self.kind == "bool":

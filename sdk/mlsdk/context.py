@@ -15,7 +15,7 @@ from mncore_compiler.request import OPTIONS, CompileRequest
 from mncore_hdl.layout import Layout
 
 from . import trace as _trace
-from .backprop import backprop_step, register_optimizer
+from .backprop import RegisteredOptimizers, backprop_step
 from .cache import CacheOptions
 from .compiled import CompiledFunction
 from .compiling import compile_program
@@ -89,7 +89,8 @@ class Context:
         self._keys = itertools.count(1)
         #: Registered module state and its device copies (see :mod:`mlsdk.registry`).
         self.registry = Registry(self.session)
-        self.registry.optimizer_registrar = register_optimizer
+        self._optimizers = RegisteredOptimizers()
+        self.registry.optimizer_registrar = self._optimizers.register
         if Context.current() is None:
             Context._current = weakref.ref(self)
 
@@ -218,7 +219,7 @@ class Context:
             if training is False:
                 raise ValueError("options={'backprop': True} compiles a training step; it "
                                  "cannot be combined with training=False")
-            fn, sample_inputs = backprop_step(fn, sample_inputs, optimizers, self.registry)
+            fn, sample_inputs = backprop_step(fn, sample_inputs, optimizers, self._optimizers)
             training = True
         elif optimizers is not None:
             raise ValueError("optimizers=[...] goes with options={'backprop': True} (MLSDK's "

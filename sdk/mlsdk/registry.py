@@ -97,11 +97,8 @@ class Registry:
         # Host-side refreshers run before each call that reads state (weak: an optimizer's
         # bound _mncore_refresh does not keep the optimizer alive).
         self._refreshers: list[weakref.WeakMethod[Callable[[], Iterable[torch.Tensor]]]] = []
-        # Registered optimizers: id -> (name, the optimizer, the one whose state is on the
-        # device), held strongly as their state tensors are.
-        self._optimizers: dict[int, tuple[str, torch.optim.Optimizer, torch.optim.Optimizer]] = {}
-        #: How ``register(name, optimizer)`` registers an optimizer (set by the Context:
-        #: :func:`mlsdk.backprop.register_optimizer`, which sits above this module).
+        #: How ``register(name, optimizer)`` registers an optimizer (set by the Context: its
+        #: :class:`mlsdk.backprop.RegisteredOptimizers`, which sits above this module).
         self.optimizer_registrar: Callable[[Registry, str, torch.optim.Optimizer],
                                            list[str]] | None = None
 
@@ -137,13 +134,6 @@ class Registry:
         (:mod:`mlsdk.backprop`).
         """
         if isinstance(module, torch.optim.Optimizer):
-            known = self._optimizers.get(id(module))
-            if known is not None and known[1] is module:
-                if known[0] != name:
-                    raise RegistrationError(f"This optimizer is already registered as "
-                                            f"{known[0]!r}; it cannot be registered again as "
-                                            f"{name!r}")
-                return []
             if self.optimizer_registrar is None:
                 raise RegistrationError("This registry registers no optimizers (it belongs to "
                                         "no Context)")
@@ -217,19 +207,6 @@ class Registry:
     def tensor(self, name: str) -> torch.Tensor:
         """The host tensor registered under ``name``."""
         return self._entry(name).tensor
-
-    def remember_optimizer(self, name: str, optimizer: torch.optim.Optimizer,
-                           device: torch.optim.Optimizer) -> None:
-        """Record that ``optimizer`` is registered as ``name``, its state being ``device``'s."""
-        self._optimizers[id(optimizer)] = (name, optimizer, device)
-
-    def optimizer(self, optimizer: object,
-                  ) -> tuple[str, torch.optim.Optimizer] | None:
-        """(name, the optimizer whose state is on the device) of registered ``optimizer``."""
-        found = self._optimizers.get(id(optimizer))
-        if found is None or found[1] is not optimizer:
-            return None
-        return found[0], found[2]
 
     def tensor_ids(self) -> dict[int, str]:
         """``id`` of every registered tensor -> its name (what the compiler's capture takes

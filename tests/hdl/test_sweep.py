@@ -6,11 +6,11 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from mncore_hdl import arch
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
+from mncore_hdl.paths import repo_root
 from mncore_hdl.sweep import (
     ResultStore,
     SweepSpec,
@@ -268,7 +268,7 @@ def test_cli_refuses_a_bad_spec_before_running(tmp_path, capsys):
     assert not (tmp_path / "r.jsonl").exists()
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = repo_root()
 
 
 @pytest.mark.parametrize("name", ["model_memctrl.json", "model_convert_buffer.json",

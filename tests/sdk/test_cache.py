@@ -23,8 +23,9 @@ from mncore_compiler.capture import Captured, capture
 from mncore_compiler.driver import CompileRequest, function_name
 from mncore_hdl.arch import MNCORE2
 from mncore_hdl.layout import host_layout
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("sdk", "compiler",
                                                                            "hdl"))}
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 from mlsdk.testing.examples import run_example
+from mncore_hdl.paths import repo_root
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
@@ -20,7 +21,7 @@ import mlsdk.tracer  # noqa: E402
 from mlsdk import Context, MNDevice, storage, trace_event, trace_scope  # noqa: E402
 from mlsdk.trace import DEVICE_TRACKS, annotate_current  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 SHAPE = (32, 64)
 BEGIN, END = 1, 2  # TrackEvent.TYPE_SLICE_BEGIN / TYPE_SLICE_END
 

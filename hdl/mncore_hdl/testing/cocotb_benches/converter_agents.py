@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 
 import numpy as np
 import torch
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
-from coverage_points import converter_monitor
+
 from mncore_hdl.arch import LW_BITS, MNCORE2_SIM, ArchConfig
 from mncore_hdl.contracts.converter import COUNTERS, CTRL_START
 from mncore_hdl.contracts.cosim import BACKING_STORE, MC_IDLE, STREAMS, requester_prefix
@@ -18,13 +17,16 @@ from mncore_hdl.converter import Reg, compile_program, registers
 from mncore_hdl.converter.program import ProgramError
 from mncore_hdl.layout import DTYPES, UnsupportedConversion, conversion, from_device, to_device
 from mncore_hdl.layout.random_layouts import random_layout, random_shape
+from mncore_hdl.settings import HDL
+
+from .coverage_points import converter_monitor
 
 CLOCK_NS = 10
 
 
 def bench_config() -> ArchConfig:
     """The design's config, passed by the launcher as JSON in ``CONV_CONFIG``."""
-    text = os.environ.get("CONV_CONFIG")
+    text = HDL["CONV_CONFIG"].get()
     return ArchConfig.from_dict(json.loads(text)) if text else MNCORE2_SIM
 
 
@@ -63,8 +65,8 @@ class TB:
         self.dut = dut
         self.config = bench_config()
         self.errors = 0
-        self.mem_path = os.environ.get("CONV_MEM_PATH", BACKING_STORE["harness"])
-        seed = int(os.environ.get("CONV_SEED", "1"))
+        self.mem_path = HDL["CONV_MEM_PATH"].get() or BACKING_STORE["harness"]
+        seed = HDL["CONV_SEED"].get()
         self.rng = random.Random(seed)
         self.cov = converter_monitor()
         Clock(dut.clk, CLOCK_NS, unit="ns", impl="gpi").start()
