@@ -183,6 +183,9 @@ HDL = Settings("mncore_hdl", [
             "where an installed package builds.", who="external"),
     Setting("PYTHONPATH", "str", None, "Extended with the kit's source folders for the "
             "simulator processes it starts.", who="external"),
+    Setting("VIRTUAL_ENV", "path", None, "The active virtual environment; "
+            "`sim/sdk/test_wheel.py` runs its fresh venv of the built wheel without it (and "
+            "without `PYTHONPATH`).", who="external"),
     Setting("RAY_USAGE_STATS_ENABLED", "str", None, "Ray's usage reporting; the sweeps set "
             "it to 0 unless it is set (this machine reaches no network).", who="external"),
 ])
