@@ -34,6 +34,7 @@ from .registry import Registry
 from .report import DEFAULT_HISTORY, Report
 from .session import Session
 from .storage import StoragePath
+from .stores import state_store
 
 __all__ = ["Context", "COMPILE_OPTIONS"]
 
@@ -88,7 +89,8 @@ class Context:
             weakref.WeakValueDictionary())
         self._keys = itertools.count(1)
         #: Registered module state and its device copies (see :mod:`mlsdk.registry`).
-        self.registry = Registry(self.session)
+        # The device's capabilities pick the state store (as they pick the function class).
+        self.registry = Registry(self.session, state_store(self.session.device.has_memory))
         self._optimizers = RegisteredOptimizers()
         self.registry.optimizer_registrar = self._optimizers.register
         if Context.current() is None:
