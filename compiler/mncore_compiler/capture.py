@@ -21,6 +21,14 @@ from .aten import (
     decomposition_table,
     rnn_decompositions,
 )
+from .capture_checks import (
+    anchor_stack_traces,
+    check_result,
+    check_sample_inputs,
+    explain_trace_error,
+    source_line,
+    state_writes,
+)
 from .convert import Converter
 from .errors import CaptureError
 from .functionalize import (
@@ -32,14 +40,6 @@ from .functionalize import (
 from .ir import Graph
 from .retarget import retarget
 from .supported import supported_torch_ops
-from .training import (
-    anchor_stack_traces,
-    check_result,
-    check_sample_inputs,
-    explain_trace_error,
-    source_line,
-    state_writes,
-)
 
 __all__ = ["FLOAT_DTYPES", "Captured", "capture", "capture_step",
            "supported_torch_ops"]

@@ -12,6 +12,7 @@ from mncore_hdl.layout import ElementRangeError, check_representable
 from torch import fx
 
 from .aten import HANDLERS, Deferred, Handler, Unavailable, write_into_view
+from .capture_checks import Problems, unsupported_op
 from .errors import CompilerError, UnsupportedOperationError
 from .functionalize import (
     Functionalizer,
@@ -23,7 +24,6 @@ from .functionalize import (
 )
 from .ir import Graph, GraphBuilder
 from .ops import OpTypeError
-from .training import Problems, unsupported_op
 from .types import DTYPES, TensorType, dtype_to_torch
 
 __all__ = ["Converter", "bind_arguments"]
