@@ -29,7 +29,6 @@ from .capture_checks import (
     source_line,
     state_writes,
 )
-from .convert import Converter
 from .errors import CaptureError
 from .functionalize import (
     OptimizerRecord,
@@ -37,6 +36,7 @@ from .functionalize import (
     closure_objects,
     closure_tensor_names,
 )
+from .fx_to_ir import Converter
 from .ir import Graph
 from .retarget import retarget
 from .supported import supported_torch_ops
