@@ -30,15 +30,15 @@ from .capture_checks import (
     state_writes,
 )
 from .errors import CaptureError
-from .functionalize import (
+from .fx_to_ir import Converter
+from .ir import Graph
+from .retarget import retarget
+from .step_state import (
     OptimizerRecord,
     StateSnapshot,
     closure_objects,
     closure_tensor_names,
 )
-from .fx_to_ir import Converter
-from .ir import Graph
-from .retarget import retarget
 from .supported import supported_torch_ops
 
 __all__ = ["FLOAT_DTYPES", "Captured", "capture", "capture_step",

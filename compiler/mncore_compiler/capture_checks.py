@@ -20,8 +20,9 @@ from mncore_hdl.layout import dtype_name
 from torch import fx
 
 from .errors import CaptureError, CompilerError, TraceError, UnsupportedOperationError
-from .functionalize import RANDOM_OPS, StateSnapshot
+from .functionalize import RANDOM_OPS
 from .ir import Graph, fresh_name
+from .step_state import StateSnapshot
 from .types import DTYPES, dtype_to_torch
 
 __all__ = ["SUPPORTED_HINT", "Problems", "anchor_stack_traces", "check_result",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
-from mncore_compiler.functionalize import closure_objects
+from mncore_compiler.step_state import closure_objects
 
 from .errors import MLSDKError
 from .naming import RegistrationError

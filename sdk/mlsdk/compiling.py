@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 from mncore_compiler.driver import capture_request, compile_captured
-from mncore_compiler.functionalize import OptimizerRecord
 from mncore_compiler.program import DeviceProgram
 from mncore_compiler.request import CompileRequest
+from mncore_compiler.step_state import OptimizerRecord
 
 from .cache import CacheOptions, CacheResult, open_store, through_cache
 
