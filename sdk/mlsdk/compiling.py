@@ -24,7 +24,7 @@ from mncore_compiler.step_state import OptimizerRecord
 
 from .cache import CacheOptions, CacheResult, open_store, through_cache
 
-__all__ = ["CompileResult", "compile_program"]
+__all__ = ["CompileResult", "compile_to_directory"]
 
 #: The logger that says hit, miss or off for every compile (INFO) and why an entry was dropped.
 logger = logging.getLogger("mlsdk.cache")
@@ -53,7 +53,7 @@ class CompileResult:
     optimizers: tuple[OptimizerRecord, ...] = ()
 
 
-def compile_program(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
+def compile_to_directory(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
                     codegen_dir: Path, request: CompileRequest,
                     cache_options: CacheOptions | None = None) -> CompileResult:
     """Compile ``fn`` as ``request`` says into ``codegen_dir``, through the cache when

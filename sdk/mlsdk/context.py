@@ -18,7 +18,7 @@ from . import trace as _trace
 from .backprop import RegisteredOptimizers, backprop_step
 from .cache import CacheOptions
 from .compiled import CompiledFunction
-from .compiling import compile_program
+from .compiling import compile_to_directory
 from .device.base import Device
 from .device.registry import MNDevice
 from .errors import CodegenError
@@ -233,7 +233,7 @@ class Context:
             name=name, config=self.mndevice.config, options=resolved,
             constraints=_constraint_values(io_spec_constraints), training=training,
             registered=self.registry.tensor_ids(), export_kwargs=export_kwargs or {})
-        compiled = compile_program(fn, sample_inputs, codegen_dir.path, request, cache_options)
+        compiled = compile_to_directory(fn, sample_inputs, codegen_dir.path, request, cache_options)
         status = compiled.cache.status
         if cache_options is not None:
             with self.session.lock:
