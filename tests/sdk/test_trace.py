@@ -17,7 +17,7 @@ pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
 import mlsdk  # noqa: E402
 import mlsdk.trace  # noqa: E402
-import mlsdk.tracer  # noqa: E402
+import mlsdk.trace_writer  # noqa: E402
 from mlsdk import Context, MNDevice, storage, trace_event, trace_scope  # noqa: E402
 from mlsdk.trace import DEVICE_TRACKS, annotate_current  # noqa: E402
 
@@ -271,7 +271,7 @@ def test_user_events_nest_and_decorate(tmp_path, context):
 
 
 def test_long_traces_are_written_as_they_go(tmp_path, context, monkeypatch):
-    monkeypatch.setattr(mlsdk.tracer, "_FLUSH_PACKETS", 16)
+    monkeypatch.setattr(mlsdk.trace_writer, "_FLUSH_PACKETS", 16)
     inputs = _pair()
     f = context.compile(add, inputs, storage.path(tmp_path / "add"))
     out = tmp_path / "t.pftrace"
