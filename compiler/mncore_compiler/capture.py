@@ -30,7 +30,7 @@ from .capture_checks import (
     state_writes,
 )
 from .errors import CaptureError
-from .fx_to_ir import Converter
+from .fx_to_ir import FxToIR
 from .ir import Graph
 from .retarget import retarget
 from .step_state import (
@@ -176,7 +176,7 @@ def capture_step(
     exporting = _traced_like_export
     with cumulative_batch_norms(objects):
         module, out_names = _trace(fn, names, tensors, snapshot, training, exporting)
-    converter = Converter(module, names, closure_tensor_names(objects), registered)
+    converter = FxToIR(module, names, closure_tensor_names(objects), registered)
     graph = converter.run(out_names)
     if converter.problems.any:
         # Traced again, recording each node's Python stack (that slows a trace down, so only

@@ -26,13 +26,13 @@ from .ir import Graph, GraphBuilder
 from .ops import OpTypeError
 from .types import DTYPES, TensorType, dtype_to_torch
 
-__all__ = ["Converter", "bind_arguments"]
+__all__ = ["FxToIR", "bind_arguments"]
 
 _IR_TORCH_DTYPES = tuple(dtype_to_torch(d) for d in DTYPES)
 
 
 
-class Converter:
+class FxToIR:
     """Walks a make_fx graph and emits IR nodes through the aten handlers (it is their
     :class:`~mncore_compiler.aten.Builder`); in-place updates are functionalised on the way
     (:class:`~mncore_compiler.functionalize.Functionalizer`)."""
