@@ -110,6 +110,11 @@ class Registry:
     def __repr__(self) -> str:
         return f"Registry({len(self._entries)} registered tensor(s))"
 
+    @property
+    def store(self) -> StateStore:
+        """What makes, reads and drops the copies (:mod:`mlsdk.stores`)."""
+        return self._store
+
     def __len__(self) -> int:
         return len(self._entries)
 
