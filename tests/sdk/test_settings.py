@@ -81,3 +81,10 @@ def test_the_simulator_choice_is_checked(monkeypatch):
     monkeypatch.setenv("SIM", "questa")
     with pytest.raises(ValueError, match=r"\$SIM must be one of icarus, verilator, not 'questa'"):
         simulator()
+
+
+def test_a_variable_a_launcher_must_set_names_itself_when_missing():
+    setting = Setting("MNCORE_X", "path", None, "where the bench writes its results")
+    assert setting.required({"MNCORE_X": "out.json"}) == Path("out.json")
+    with pytest.raises(SettingError, match=r"\$MNCORE_X must be set \(where the bench writes"):
+        setting.required({})
