@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from mlsdk import Context, MNDevice, storage
 from mncore_compiler.errors import TraceError, UnsupportedOperationError
 
-HERE = "tests/sdk/test_compile_errors.py"
+HERE = "tests/sdk/test_compiling_errors.py"
 
 
 class Net(torch.nn.Module):

@@ -66,7 +66,7 @@ def test_every_functional_device_string_runs(tmp_path):
         if backend not in ("functional", "reference"):
             continue
         if name == "pfvm:cuda" and not torch.cuda.is_available():
-            continue  # its error without a GPU: tests/sdk/device/test_pfvm_cuda.py
+            continue  # its error without a GPU: tests/sdk/device/test_reference.py
         with Context(MNDevice(name)) as ctx:
             f = ctx.compile(double, {"x": torch.ones(4, 4)}, storage.path(tmp_path / "f"))
             torch.testing.assert_close(f({"x": torch.ones(4, 4)})["y"].cpu(),
