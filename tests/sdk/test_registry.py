@@ -254,7 +254,7 @@ def test_synchronize_brings_device_writes_back_in_place(ctx, tmp_path):
     weight = model.weight
     proxy = ctx.get_registered_value_proxy(weight)
     new = torch.randn_like(weight)
-    _write_device_copy(ctx, "model.weight", proxy, new)
+    _write_device_copy(ctx, proxy, new)
     ctx.registry.mark_written("model.weight")
     assert not torch.equal(weight.detach(), new), "the host is stale until synchronize"
     ctx.synchronize()
@@ -271,7 +271,7 @@ def test_a_copy_in_another_layout_starts_from_the_written_value(context, tmp_pat
     f32 = _compile(context, lambda d: {"y": model(d["x"])}, tmp_path / "f32")
     proxy = context.get_registered_value_proxy(model.bias)
     new = torch.randn_like(model.bias)
-    _write_device_copy(context, "model.bias", proxy, new)
+    _write_device_copy(context, proxy, new)
     context.registry.mark_written("model.bias")
     f16 = _compile(context, lambda d: {"y": model(d["x"])}, tmp_path / "f16",
                    options={"float_dtype": "half"})
@@ -283,11 +283,10 @@ def test_a_copy_in_another_layout_starts_from_the_written_value(context, tmp_pat
         torch.testing.assert_close(f32({"x": x})["y"].cpu(), model(x), **TOL)
 
 
-def _write_device_copy(context, name, proxy, value):
+def _write_device_copy(context, proxy, value):
     """What a training Launch would do: write a registered tensor's device copy."""
-    if proxy.buffer is None:  # the host reference: its copy is a host snapshot
-        copies = context.registry._entry(name).copies
-        next(iter(copies.values())).copy_(value)
+    if proxy.buffer is None:  # the host reference: the proxy holds the registry's snapshot
+        proxy.storage.tensor.copy_(value)
     else:
         context.device.poke(proxy.buffer, to_device(value, proxy.spec.layout))
 

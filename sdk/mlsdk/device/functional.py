@@ -72,6 +72,12 @@ class FunctionalDevice(DramDevice):
             decoded.put(key, value, span, owner=buf)
         return value, cycles
 
+    @property
+    def kept_views(self) -> int:
+        """How many Launch inputs are kept as views of DRAM (decoded once, never copied);
+        a freed buffer's are forgotten."""
+        return len(self._views)
+
     def _forget_dead(self) -> None:
         self.dram.decoded.drop_owners(self.allocator.is_live)
         self._views = {k: v for k, v in self._views.items() if self.allocator.is_live(v[0])}

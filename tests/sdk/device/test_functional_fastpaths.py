@@ -45,7 +45,7 @@ def test_a_row_major_input_kept_as_a_dram_view_sees_every_later_write():
     values = torch.randn(SHAPE, generator=torch.Generator().manual_seed(next(seeds)))
     device.execute(HostWrite(x, to_device(values, HOST)))
     assert torch.equal(launch(), values + 1)
-    assert len(device._views) == 1  # the input is a view of DRAM: kept, not copied
+    assert device.kept_views == 1  # the input is a view of DRAM: kept, not copied
     values = torch.randn(SHAPE, generator=torch.Generator().manual_seed(next(seeds)))
     device.execute(HostWrite(x, to_device(values, HOST)))
     assert torch.equal(launch(), values + 1)
@@ -55,7 +55,7 @@ def test_a_row_major_input_kept_as_a_dram_view_sees_every_later_write():
     device.drams[x.group].write(x.address + 3 * per_row, row[3 * per_row:4 * per_row])
     assert torch.equal(launch(), values + 1)
     device.free(x)
-    assert device._views == {}
+    assert device.kept_views == 0
 
 
 def test_a_convert_carries_its_descriptor_typed():
