@@ -1,7 +1,8 @@
 """Ops the model zoo needs, captured and run by the interpreter against torch eager, forward
 and backward (``torch.autograd.grad`` inside the captured function): the recurrent layers'
-gate splits and in-place transpose, transposed convolution 1-d and 2-d, ``nll_loss2d``
-(``cross_entropy`` over [N, C, H, W]) and attention with grouped key/value heads.
+gate splits and in-place transpose, slices (empty ones too) and their backward, transposed
+convolution 1-d and 2-d, ``nll_loss2d`` (``cross_entropy`` over [N, C, H, W]) and attention
+with grouped key/value heads.
 
 Random configurations come from hypothesis (derandomized; the seed is part of each example and
 printed on failure). Tolerance: float32 ``rtol=1e-5, atol=1e-5``: the interpreter runs torch's
@@ -89,6 +90,24 @@ def test_unsafe_split_and_chunk(shape: list[int], data: st.DataObject, seed: int
 
     ops = _check(forward, {"x": _randn(seed, *shape)}, seed)
     assert "slice" in ops or (size >= shape[dim] and chunks == 1)
+
+
+@SETTINGS
+@given(cols=st.integers(1, 6), data=st.data(), seed=st.integers(0, 2**16))
+def test_slices_and_their_backward_empty_ones_too(cols: int, data: st.DataObject,
+                                                  seed: int) -> None:
+    # phi3's partial rotary embedding splits the head into x[..., :d] and x[..., d:], the
+    # second empty when d is the whole head: its backward adds nothing.
+    start = data.draw(st.integers(-cols - 1, cols + 1))
+    end = data.draw(st.integers(-cols - 1, cols + 1))
+    step = data.draw(st.integers(1, 3))
+
+    def forward(d: TensorDict) -> torch.Tensor:
+        x = d["x"]
+        part = x[..., start:end:step]
+        return torch.cat([x.tanh(), part * 3, x[..., 0:0]], -1) * 2
+
+    _check(forward, {"x": _randn(seed, 2, 3, cols)}, seed)
 
 
 @pytest.mark.parametrize("dims", [(0, 1), (1, 2), (-1, 0), (2, 2)])

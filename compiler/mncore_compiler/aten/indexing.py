@@ -199,6 +199,8 @@ def _into_zeros(b: Builder, n: fx.Node, grad: str, dim: int, positions: range) -
     """A zero tensor of the call's result shape with ``grad``'s slices along ``dim`` added at
     ``positions`` (the backward of a slice or a select)."""
     zeros = b.constant(torch.zeros(out_shape(n), dtype=b.type(grad).torch_dtype), n.name)
+    if not positions:  # the backward of an empty slice (phi3's rotary pass-through part)
+        return zeros
     index = b.constant(torch.tensor(list(positions), dtype=torch.int64), f"{n.name}_index")
     return b.emit("index_add", [zeros, index, grad], dim=dim)
 
