@@ -1,6 +1,7 @@
 """Property tests of the model zoo's ops, forward and backward, captured vs torch eager:
 ``sort``/``argsort``/``topk``, ``cumsum``/``cumprod`` with ``dtype=``, ``histc``, ``F.pad`` in
-its modes, in-place copies into ``slice``/``select`` views, binary cross-entropy, ``sign``,
+its modes, in-place copies into ``slice``/``select`` views (and their backward, through
+``as_strided`` views), funnel's relative shift, binary cross-entropy, ``sign``,
 transformers' grouped expert matmul, ``baddbmm``, the rounding ops, weight normalization and
 ``unfold``/``fold`` (``im2col``/``col2im``).
 
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mncore_compiler.capture import capture
+from mncore_compiler.errors import UnsupportedOperationError
 from mncore_compiler.interpreter import interpret
 from mncore_compiler.passes import Compilation, run_pipeline
 
@@ -173,9 +175,42 @@ def _into_views(x: torch.Tensor) -> TensorDict:
 def test_copies_into_slice_and_select_views() -> None:
     ids = torch.tensor([[5, -100, 9, 3], [1, 2, -100, -100]])
     _check(_shift_right, {"ids": ids}, "shift_right")
-    # Forward only: autograd through an in-place write into a view is as_strided, which the
-    # compiler does not capture.
     _check(lambda d: _into_views(d["x"]), {"x": _randn(2, (3, 4))}, "views")
+    # Autograd's backward of in-place writes into views writes through as_strided views.
+    _check(_with_grad(_into_views, _randn(3, (64,))), {"x": _randn(2, (3, 4))}, "views grad")
+
+
+@SETTINGS
+@given(shape=st.tuples(st.integers(1, 2), st.integers(1, 3), st.integers(1, 5),
+                       st.integers(2, 9)), data=st.data(), seed=st.integers(0, 2**16))
+def test_relative_shift_forward_and_backward(shape: tuple[int, int, int, int],
+                                             data: st.DataObject, seed: int) -> None:
+    # Funnel's _relative_shift_gather: reshape, slice, reshape of a non-contiguous slice; its
+    # backward writes the gradient through an as_strided view of a fresh tensor.
+    batch, heads, seq, rel = shape
+    shift = data.draw(st.integers(1, rel - 1))
+    context = data.draw(st.integers(1, rel - shift))
+
+    def forward(x: torch.Tensor) -> TensorDict:
+        y = x.reshape(batch, heads, rel, seq)[:, :, shift:, :]
+        y = y.reshape(batch, heads, seq, rel - shift)[..., :context]
+        return {"y": y.tanh()}
+
+    _check(_with_grad(forward, _randn(seed + 1, (64,))), {"x": _randn(seed, shape)}, "shift")
+
+
+def test_writes_through_an_as_strided_view() -> None:
+    def write(stride: tuple[int, int], offset: int) -> Callable[[TensorDict], TensorDict]:
+        def fn(d: TensorDict) -> TensorDict:
+            z = d["x"].new_zeros(8)
+            z.as_strided((2, 3), stride, offset).copy_(d["x"] * 2)
+            return {"z": z + 1}
+        return fn
+
+    x = _randn(9, (2, 3))
+    _check(write((1, 2), 1), {"x": x}, "transposed")  # distinct positions, out of order
+    with pytest.raises(UnsupportedOperationError, match="as_strided views of distinct"):
+        capture(write((1, 1), 0), {"x": x})  # overlapping elements: torch's order is unspecified
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

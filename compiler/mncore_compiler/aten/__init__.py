@@ -51,6 +51,7 @@ from .registry import (
     on,
 )
 from .rnn import rnn_decompositions
+from .strided import write_into_strided
 from .view_writes import write_into_view
 
 __all__ = [
@@ -93,5 +94,6 @@ __all__ = [
     "spatial_losses",
     "strided",
     "view_writes",
+    "write_into_strided",
     "write_into_view",
 ]
