@@ -4,8 +4,8 @@ and a peft LoRA on a Llama, each with a batch and the tensor its comparison read
 
 Nothing is downloaded: every model is built from a config, with random weights. A tiny config
 starts from the architecture's defaults (``AutoConfig.for_model``) and shrinks the fields it
-has of :data:`TINY` (widths 32, 2 layers, 2 heads, vocabulary 128); every dropout, drop-path
-and layer-drop probability is 0 so that a training step is deterministic.
+has of :data:`TINY` (widths 32, 2 layers, 2 heads, vocabulary 128); every dropout, drop-path,
+layer-drop and SpecAugment masking probability is 0 so that a training step is deterministic.
 """
 
 from __future__ import annotations
@@ -97,10 +97,12 @@ def tiny_config(model_type: str) -> Any:
                 setattr(config, key, value)
             except (AttributeError, NotImplementedError):  # derived fields (a property)
                 continue
-    # Every probability of dropping something (dropout, GPT-2's ``*_pdrop``, stochastic depth's
-    # ``drop_path_rate``, wav2vec2's ``layerdrop``) is 0: a training step draws no random numbers.
+    # Every probability of dropping or masking something at random (dropout, GPT-2's
+    # ``*_pdrop``, stochastic depth's ``drop_path_rate``, wav2vec2's ``layerdrop`` and its
+    # SpecAugment ``mask_time_prob``) is 0: a training step draws no random numbers.
     for key in list(vars(config)):
-        if "drop" in key and isinstance(getattr(config, key), float):
+        random = "drop" in key or (key.startswith("mask_") and key.endswith("_prob"))
+        if random and isinstance(getattr(config, key), float):
             setattr(config, key, 0.0)
     config.use_cache = False
     return config
