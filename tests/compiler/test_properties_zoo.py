@@ -136,7 +136,7 @@ def _pads(draw: st.DrawFn, mode: str) -> tuple[tuple[int, ...], tuple[int, ...]]
     return shape, tuple(draw(st.integers(low, high)) for _ in range(2 * padded))
 
 
-@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate"])
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
 @SETTINGS
 @given(data=st.data(), seed=st.integers(0, 2**16))
 def test_pad_modes_property(mode: str, data: st.DataObject, seed: int) -> None:
