@@ -20,7 +20,8 @@ float64 is within ``CONDITIONING`` (10) times eager float32's own. Float32 compu
 order lands within a few times that; a wrong op is off by far more. Such rows say so.
 
 A model that does not compile is a *refusal* when the kit says why (``UnsupportedOperationError``
-listing the missing ops, ``TraceError``, ``CaptureError``), an *error* otherwise (an internal
+listing the missing ops, ``TraceError``, ``CaptureError``, or the model's own exception raised
+while traced, which the kit annotates with the tracing state), an *error* otherwise (an internal
 error, a crash: a bug), *mismatch* when it compiles and disagrees with eager (a wrong number: the
 worst outcome), *timeout* past ``--timeout``. The time ratio is one compiled call (outputs read
 back) over one eager call, median of 2 each after a warm-up call. Prints one row a model,
@@ -65,6 +66,7 @@ def _median_seconds(call: Callable[[], object], repeat: int = 2) -> float:
 def _failure(exc: BaseException) -> tuple[str, list[str], str]:
     """(outcome, missing ops, first line of the message) for a compile that raised."""
     from mncore_compiler.errors import CaptureError, TraceError, UnsupportedOperationError
+    from mncore_compiler.training import TRACING_NOTE
 
     first = (str(exc).strip().splitlines() or [""])[0][:160]
     if isinstance(exc, UnsupportedOperationError):
@@ -73,6 +75,8 @@ def _failure(exc: BaseException) -> tuple[str, list[str], str]:
         return "refused", ops, first
     if isinstance(exc, (TraceError, CaptureError)):
         return "refused", [], f"{type(exc).__name__}: {first}"
+    if TRACING_NOTE in getattr(exc, "__notes__", []):  # the model's own error, while traced
+        return "refused", [], f"the model raised {type(exc).__name__} while traced: {first}"
     return "error", [], f"{type(exc).__name__}: {first}"
 
 

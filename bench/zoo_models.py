@@ -87,6 +87,11 @@ EXTRA: dict[str, dict[str, Any]] = {
 }
 
 
+#: Architectures whose export path (the state capture traces in) needs an ``attention_mask``,
+#: which their eager path makes itself when none is given: the batch carries one of ones.
+WITH_MASK = frozenset({"switch_transformers", "longt5"})
+
+
 @dataclass
 class Entry:
     """A zoo model: ``build() -> (model, batch)``; ``output(model, batch)`` is the tensor both
@@ -149,11 +154,13 @@ def _transformers_entry(model_type: str, family: str, cls: str) -> Entry:
         model.eval()
         g = torch.Generator().manual_seed(1)
         vocab = int(getattr(config, "vocab_size", 128) or 128)
+        mask = ({"attention_mask": torch.ones(2, 8, dtype=torch.int64)}
+                if model_type in WITH_MASK else {})
         if family in ("causal-lm", "masked-lm"):
-            return model, {"input_ids": _tokens(vocab)}
+            return model, {"input_ids": _tokens(vocab), **mask}
         if family == "seq2seq":
             return model, {"input_ids": _tokens(vocab),
-                           "decoder_input_ids": _tokens(vocab, (2, 4), 2)}
+                           "decoder_input_ids": _tokens(vocab, (2, 4), 2), **mask}
         if family == "vision":
             side = int(getattr(config, "image_size", 32) or 32)
             return model, {"pixel_values": torch.randn(2, 3, side, side, generator=g)}

@@ -20,10 +20,11 @@ from torch.optim.optimizer import (
 from .aten import (
     cumulative_batch_norms,
     decomposition_table,
+    function_replacements,
     rnn_decompositions,
 )
 from .convert import Converter
-from .errors import CaptureError
+from .errors import CaptureError, CompilerError
 from .functionalize import (
     OptimizerRecord,
     StateSnapshot,
@@ -34,6 +35,7 @@ from .ir import Graph
 from .retarget import retarget
 from .supported import supported_torch_ops
 from .training import (
+    TRACING_NOTE,
     anchor_stack_traces,
     check_result,
     check_sample_inputs,
@@ -339,12 +341,19 @@ def _trace(
     if stack_traces:
         anchor_stack_traces(fn)
     try:
-        with _TRACE_LOCK, grad, exporting(), rnn_decompositions(), _one_fake_mode():
+        with (_TRACE_LOCK, grad, exporting(), rnn_decompositions(), _one_fake_mode(),
+              function_replacements()):
             module = make_fx(flat, decomposition_table=decomposition_table(),
                              tracing_mode="real", record_stack_traces=stack_traces)(*tensors)
         created = snapshot.created_state()
+    except CompilerError:
+        raise
     except RuntimeError as exc:
         raise explain_trace_error(exc, training) from exc
+    except Exception as exc:
+        # The function's own error propagates as it is, with where it was raised from.
+        exc.add_note(TRACING_NOTE)
+        raise
     finally:
         snapshot.restore()
     if created:

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from mncore_compiler.capture import capture
-from mncore_compiler.errors import UnsupportedOperationError
+from mncore_compiler.errors import CaptureError, UnsupportedOperationError
 from mncore_compiler.interpreter import interpret
 from mncore_compiler.passes import Compilation, run_pipeline
 
@@ -250,3 +250,18 @@ def test_attention_heads_that_do_not_group_are_refused() -> None:
     with pytest.raises((UnsupportedOperationError, RuntimeError), match="head"):
         capture(lambda d: {"y": F.scaled_dot_product_attention(d["q"], d["k"], d["v"],
                                                                enable_gqa=True)}, inputs)
+
+
+def test_a_zero_width_weight_concatenated_and_trained() -> None:
+    # MobileBERT's prediction head concatenates a weight of hidden - embedding columns, none in
+    # a tiny config: an operand of no elements adds nothing, and its update writes nothing.
+    empty = torch.zeros(0, 4, requires_grad=True)
+
+    def forward(d: TensorDict) -> torch.Tensor:
+        return torch.cat([d["x"], empty * 3], 0).tanh()
+
+    ops = _check(forward, {"x": _randn(4, 3, 4)}, 4)
+    assert "cat" not in ops
+    with pytest.raises(CaptureError, match=r"constant '.*' has zero elements \(shape \(0, 4\)\)"):
+        run_pipeline(Compilation(capture(lambda d: {"y": d["x"].sum() + empty.sum()},
+                                         {"x": _randn(5, 3)})))

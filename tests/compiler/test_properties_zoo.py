@@ -3,7 +3,7 @@
 its modes, in-place copies into ``slice``/``select`` views (and their backward, through
 ``as_strided`` views), funnel's relative shift, binary cross-entropy, ``sign``,
 transformers' grouped expert matmul, ``baddbmm``, the rounding ops, weight normalization and
-``unfold``/``fold`` (``im2col``/``col2im``).
+``unfold``/``fold`` (``im2col``/``col2im``), ``one_hot`` and ``softplus``.
 
 Tolerance: float32 ``rtol=1e-5, atol=1e-5`` (torch's default for float32 is 1.3e-6/1e-5; the
 backward of a sum of products may associate differently); integer results exactly.
@@ -335,3 +335,31 @@ def test_unfold_and_fold_property(case: tuple[tuple[int, ...], dict[str, tuple[i
            f"unfold {shape} {params}")
     _check(_with_grad(lambda v: {"img": F.fold(v, shape[2:], **params)}, weights),
            {"x": _randn(seed + 2, tuple(blocks.shape))}, f"fold {shape} {params}")
+
+
+@SETTINGS
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), classes=st.integers(1, 6),
+       seed=st.integers(0, 2**16))
+def test_one_hot_property(shape: list[int], classes: int, seed: int) -> None:
+    # Switch Transformers' router: torch's kernel reads the largest class from the values;
+    # the compiled one compares each index with every class.
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, classes, tuple(shape), generator=g)
+    _check(lambda d: {"y": F.one_hot(d["x"], num_classes=classes),
+                      "w": F.one_hot(d["x"], classes).float() * 0.5},
+           {"x": x}, f"{shape} classes={classes}")
+
+
+def test_one_hot_without_num_classes_says_why() -> None:
+    with pytest.raises(ValueError, match="one_hot needs num_classes="):
+        capture(lambda d: {"y": F.one_hot(d["x"])}, {"x": torch.tensor([0, 2, 1])})
+
+
+@SETTINGS
+@given(beta=st.sampled_from([1.0, 0.5, 2.0]), threshold=st.sampled_from([20.0, 1.0, 4.0]),
+       seed=st.integers(0, 2**16))
+def test_softplus_forward_and_backward(beta: float, threshold: float, seed: int) -> None:
+    # Mamba's time step; both sides of the threshold (x * beta above it is x itself).
+    x = _randn(seed, (4, 6)) * 4
+    _check(_with_grad(lambda v: {"y": F.softplus(v, beta=beta, threshold=threshold)},
+                      _randn(seed + 1, (64,))), {"x": x}, f"beta={beta} threshold={threshold}")

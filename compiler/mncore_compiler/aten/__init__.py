@@ -48,6 +48,7 @@ from .registry import (
     Unavailable,
     decompose,
     decomposition_table,
+    function_replacements,
     on,
 )
 from .rnn import rnn_decompositions
@@ -72,6 +73,7 @@ __all__ = [
     "cumulative_batch_norms",
     "decompose",
     "decomposition_table",
+    "function_replacements",
     "elementwise",
     "factories",
     "group_norm",

@@ -1,6 +1,7 @@
 """Handlers of indexing: slices and selects, ``index_select``, ``gather``, embeddings (forward
 and backward), ``masked_fill``, ``arange``, the scans ``cumsum`` and ``cumprod``; ``split``,
-``unbind``, ``stack``, ``narrow`` and ``masked_fill`` through torch's decompositions."""
+``unbind``, ``stack``, ``narrow`` and ``masked_fill`` through torch's decompositions, and
+``one_hot`` through the kit's own (a comparison with ``arange``)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .args import (
     tensor_arg,
     unsupported,
 )
-from .registry import Builder, Handler, decompose, on
+from .registry import Builder, Handler, decompose, on, replace_function
 
 __all__: list[str] = []
 
@@ -27,6 +28,18 @@ __all__: list[str] = []
 decompose("split.Tensor", "unbind.int", "stack.default", "masked_fill.Scalar",
           "masked_fill.Tensor", "masked_fill_.Scalar", "masked_fill_.Tensor",
           "_safe_softmax.default", "cumprod_backward.default")
+
+
+@replace_function(torch.nn.functional.one_hot)
+def _one_hot(x: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
+    # torch's kernel reads the largest class (and checks the smallest) from the values, which
+    # a trace cannot: with num_classes given, each row compares its class with every class.
+    # (An index outside [0, num_classes) gives a row of zeros where torch raises.)
+    if num_classes < 0:
+        raise ValueError("F.one_hot needs num_classes= in a compiled function: without it the "
+                         "class count is read from the tensor's values")
+    classes = torch.arange(num_classes, dtype=x.dtype, device=x.device)
+    return (x.unsqueeze(-1) == classes).to(torch.int64)
 
 
 def slice_of(b: Builder, x: str, dim: int, start: int, end: int, step: int = 1) -> str:
