@@ -2,8 +2,9 @@
 ``sort``/``argsort``/``topk``, ``cumsum``/``cumprod`` with ``dtype=``, ``histc``, ``F.pad`` in
 its modes, in-place copies into ``slice``/``select`` views (and their backward, through
 ``as_strided`` views), funnel's relative shift, binary cross-entropy, ``sign``,
-transformers' grouped expert matmul, ``baddbmm``, the rounding ops, weight normalization and
-``unfold``/``fold`` (``im2col``/``col2im``), ``one_hot`` and ``softplus``.
+transformers' grouped expert matmul, ``baddbmm``, the rounding ops, weight normalization,
+``unfold``/``fold`` (``im2col``/``col2im``), ``one_hot``, ``softplus``, bilinear upsampling
+and ``triu``/``tril``.
 
 Tolerance: float32 ``rtol=1e-5, atol=1e-5`` (torch's default for float32 is 1.3e-6/1e-5; the
 backward of a sum of products may associate differently); integer results exactly.
@@ -363,3 +364,34 @@ def test_softplus_forward_and_backward(beta: float, threshold: float, seed: int)
     x = _randn(seed, (4, 6)) * 4
     _check(_with_grad(lambda v: {"y": F.softplus(v, beta=beta, threshold=threshold)},
                       _randn(seed + 1, (64,))), {"x": x}, f"beta={beta} threshold={threshold}")
+
+
+@SETTINGS
+@given(size_in=st.tuples(st.integers(1, 5), st.integers(1, 5)),
+       size_out=st.tuples(st.integers(1, 9), st.integers(1, 9)), align=st.booleans(),
+       by_factor=st.booleans(), seed=st.integers(0, 2**16))
+def test_bilinear_upsampling_forward_and_backward(size_in: tuple[int, int],
+                                                  size_out: tuple[int, int], align: bool,
+                                                  by_factor: bool, seed: int) -> None:
+    # MobileViT's and segmentation heads' F.interpolate(mode="bilinear"), by size or factor.
+    size = {"scale_factor": (size_out[0] / size_in[0], 1.5)} if by_factor else {"size": size_out}
+
+    def forward(x: torch.Tensor) -> TensorDict:
+        return {"y": F.interpolate(x, mode="bilinear", align_corners=align, **size)}
+
+    _check(_with_grad(forward, _randn(seed + 1, (256,))), {"x": _randn(seed, (2, 3, *size_in))},
+           f"{size_in} {size} align_corners={align}")
+
+
+@SETTINGS
+@given(shape=st.tuples(st.integers(1, 3), st.integers(1, 5), st.integers(1, 5)),
+       diagonal=st.integers(-3, 3), seed=st.integers(0, 2**16))
+def test_triu_tril_forward_and_backward(shape: tuple[int, int, int], diagonal: int,
+                                        seed: int) -> None:
+    # ProphetNet's causal masks, and their backward (the same mask on the gradient).
+    def forward(x: torch.Tensor) -> TensorDict:
+        return {"u": x.triu(diagonal) * 2, "l": torch.tril(x, diagonal).exp(),
+                "i": torch.ones(shape, dtype=torch.int64).triu(diagonal)}
+
+    _check(_with_grad(forward, _randn(seed + 1, (64,))), {"x": _randn(seed, shape)},
+           f"{shape} diagonal={diagonal}")

@@ -1,7 +1,7 @@
 """Handlers of indexing: slices and selects, ``index_select``, ``gather``, embeddings (forward
 and backward), ``masked_fill``, ``arange``, the scans ``cumsum`` and ``cumprod``; ``split``,
-``unbind``, ``stack``, ``narrow`` and ``masked_fill`` through torch's decompositions, and
-``one_hot`` through the kit's own (a comparison with ``arange``)."""
+``unbind``, ``stack``, ``narrow``, ``masked_fill``, ``triu`` and ``tril`` through torch's
+decompositions, and ``one_hot`` through the kit's own (a comparison with ``arange``)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ __all__: list[str] = []
 
 decompose("split.Tensor", "unbind.int", "stack.default", "masked_fill.Scalar",
           "masked_fill.Tensor", "masked_fill_.Scalar", "masked_fill_.Tensor",
-          "_safe_softmax.default", "cumprod_backward.default")
+          "_safe_softmax.default", "cumprod_backward.default", "triu.default", "tril.default")
 
 
 @replace_function(torch.nn.functional.one_hot)
