@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch.fx.experimental import proxy_tensor
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
@@ -296,8 +297,6 @@ def _one_fake_mode() -> Iterator[None]:
     shapes, dtypes and strides, which one mode gives as well. Scoped to one trace (under
     ``_TRACE_LOCK``), and torch's own name is put back afterwards.
     """
-    from torch.fx.experimental import proxy_tensor
-
     original = proxy_tensor.FakeTensorMode
     shared: list[Any] = []
 
