@@ -265,3 +265,21 @@ def test_a_zero_width_weight_concatenated_and_trained() -> None:
     with pytest.raises(CaptureError, match=r"constant '.*' has zero elements \(shape \(0, 4\)\)"):
         run_pipeline(Compilation(capture(lambda d: {"y": d["x"].sum() + empty.sum()},
                                          {"x": _randn(5, 3)})))
+
+
+def test_an_update_of_no_elements_writes_nothing() -> None:
+    # MobileBERT's zero-width weight of a tiny config: its optimizer update has nothing to
+    # store, so it is no state write (whose output would be an empty tensor).
+    from mncore_compiler.capture import capture_step
+
+    empty, full = torch.zeros(0, 4), torch.ones(3)
+
+    def step(d: TensorDict) -> TensorDict:
+        empty.add_(1.0)
+        full.add_(d["x"].sum())
+        return {"y": d["x"] * 2}
+
+    captured = capture_step(step, {"x": _randn(6, 3)},
+                            registered={id(empty): "empty", id(full): "full"})
+    assert list(captured.state_writes) == ["full"]
+    assert torch.equal(full, torch.ones(3))  # the trace put the user's tensors back
