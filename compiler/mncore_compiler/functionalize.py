@@ -214,8 +214,9 @@ class Functionalizer:
             if undone is None:
                 raise UnsupportedOperationError(
                     f"{node.target} updates an {view.target} view of a tensor in place; the "
-                    "MN-Core compiler writes in place through whole-tensor views only "
-                    "(reshapes, transposes, permutes): update the tensor itself, or a clone()")
+                    "MN-Core compiler writes in place through whole-tensor views (reshapes, "
+                    "transposes, permutes), slices, selects and as_strided views of distinct "
+                    "elements of a dense tensor only: update the tensor itself, or a clone()")
             new = undone
         return new
 

@@ -11,7 +11,7 @@ import torch
 from mncore_hdl.layout import ElementRangeError, check_representable
 from torch import fx
 
-from .aten import HANDLERS, Deferred, Handler, Unavailable, write_into_view
+from .aten import HANDLERS, Deferred, Handler, Unavailable, write_into_strided, write_into_view
 from .capture_checks import Problems, unsupported_op
 from .errors import CompilerError, UnsupportedOperationError
 from .functionalize import (
@@ -196,6 +196,8 @@ class FxToIR:
             source = view.args[0]
             if not isinstance(source, fx.Node):
                 return None
+            if str(view.target) == "aten.as_strided.default":
+                return write_into_strided(self, view, self.resolve(source), value)
             return write_into_view(self, view, self.resolve(source), value)
         op, attrs = undo
         if op == "reshape" and self.type(value).shape == attrs["shape"]:
