@@ -25,6 +25,7 @@ the class grows a small documented public accessor (as ``Registry.store``,
 from __future__ import annotations
 
 import ast
+from fnmatch import fnmatch
 from pathlib import Path
 
 from mncore_hdl.paths import repo_root
@@ -55,11 +56,22 @@ CROSS_CUTTING = {
     # Hostile files of every format the kit reads back (docs/security.md).
     "sdk/test_artifact_errors.py", "sdk/test_artifact_fuzz.py", "sdk/test_artifact_mutants.py",
     "sdk/test_resource_bombs.py",
-    # Not yet renamed: files other helpers were editing while this check landed (issue 37).
-    "sdk/device/test_cosim_build_memo.py", "sdk/device/test_cosim_protocol.py",
-    "sdk/device/test_cosim_units.py", "sdk/device/test_session_trust.py",
-    "sdk/test_sdk_robustness.py",
 }
+
+# Files other helpers' branches were editing when these rules landed (issue 37, item 8): both
+# rules skip them until those branches are merged; then each is renamed after its module (or
+# split), moved to public names, and dropped from here.
+PENDING = (
+    "sdk/device/test_cosim_*.py",  # -> device/test_rtl_<module>_*.py
+    "sdk/device/test_session_trust.py",  # reads RtlDevice._request/_start
+    "sdk/device/test_decoded_cache.py",  # reads FunctionalDevice._views (kept_views now)
+    "sdk/test_sdk_robustness.py",  # a grab bag, to split by module
+    "compiler/test_prepared_graph.py",  # -> test_interpreter_prepared_graph.py
+)
+
+
+def _pending(name: str) -> bool:
+    return any(fnmatch(name, pattern) for pattern in PENDING)
 
 
 def _module_names(folder: Path) -> set[str]:
@@ -87,8 +99,8 @@ def _names_a_module(path: Path) -> bool:
 
 
 def test_every_test_file_names_a_module_or_is_cross_cutting():
-    unplaced = [str(p.relative_to(TESTS)) for p in _test_files()
-                if str(p.relative_to(TESTS)) not in CROSS_CUTTING
+    unplaced = [name for p in _test_files() if (name := str(p.relative_to(TESTS)))
+                not in CROSS_CUTTING and not _pending(name)
                 and (p.parent == TESTS or not _names_a_module(p))]
     assert not unplaced, (
         "test files that name no module (tests/<area>/[<subpackage>/]test_<module>[_<topic>].py;"
@@ -135,13 +147,6 @@ PRIVATE_READS = {
     "sdk/device/test_rtl_waves_reader.py": {
         "_generated": "Amaranth's Module (not the kit's) keeps its state machines only there",
         "_mark": "the command-track hook RtlDevice.execute calls, driven alone (no simulator)"},
-    # Not yet on public names: files other helpers were editing while this check landed.
-    "sdk/device/test_cosim_protocol.py": {
-        "_execute": "pending: a fault injected into RtlDevice's command hook",
-        "_responses": "pending: a stray answer put on AmaranthSession's queue"},
-    "sdk/device/test_session_trust.py": {
-        "_start": "pending: the session of a fake device", "_request": "pending: raw requests",
-        "_buffer": "pending: the session's receive buffer's bound"},
 }
 
 
@@ -195,6 +200,8 @@ def test_tests_touch_no_private_attribute_of_the_kit():
     bad, used = [], set()
     for path in sorted(TESTS.rglob("*.py")):
         name = str(path.relative_to(TESTS))
+        if _pending(name):
+            continue
         allowed = PRIVATE_READS.get(name, {})
         for attr, line in _private_reads(path.read_text()):
             if attr in allowed:
