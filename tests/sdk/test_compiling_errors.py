@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from mlsdk import Context, MNDevice, storage
+from mlsdk import CodegenError, Context, MNDevice, storage
 from mncore_compiler.errors import TraceError, UnsupportedOperationError
 
 HERE = "tests/sdk/test_compiling_errors.py"
@@ -75,3 +75,13 @@ def test_a_torch_error_while_tracing_is_the_kits_error(tmp_path):
     with Context(MNDevice("mncore2:auto")) as context, pytest.raises(
             TraceError, match=rf"(?s)mat1 and mat2.*\n  at {HERE}:\d+ in fn: return .*model"):
         context.compile(fn, {"x": torch.ones(3, 5)}, storage.path(tmp_path / "fn"))
+
+
+def add_one(inputs):
+    return {"out": inputs["x"] + 1}
+
+
+def test_a_codegen_directory_2000_levels_deep_is_a_codegen_error(context, tmp_path):
+    deep = storage.path(tmp_path).joinpath(*["d"] * 2000)
+    with pytest.raises(CodegenError, match="2[0-9]{3} levels deep|File name too long"):
+        context.compile(add_one, {"x": torch.randn(4)}, deep)

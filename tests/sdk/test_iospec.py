@@ -1,11 +1,14 @@
-"""IOSpec: how a compiled function's inputs and outputs print, compare and serialise."""
+"""IOSpec: how a compiled function's inputs and outputs print, compare and serialise, and the
+clear errors of bad fields."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import torch
 from mlsdk import IOSpec
+from mncore_hdl.layout import Layout
 
 
 def test_iospec_prints_compares_and_serialises(doubled):
@@ -23,3 +26,30 @@ def test_iospec_prints_compares_and_serialises(doubled):
     assert spec.nbytes == 32 * 64 * 4 and spec.location == "DRAM"
     with pytest.raises(TypeError, match="takes an IOSpec, not str"):
         spec.is_memcopyable_to("x")  # type: ignore[arg-type]
+
+
+def _layout():
+    return Layout.parse("(4,8)/((4:8), (8:1))", "float32")
+
+
+@pytest.mark.parametrize("shape", [(4.7, 8), "48", (True, 8), None])
+def test_iospec_refuses_shapes_that_are_not_ints(shape):
+    with pytest.raises(TypeError, match="shape must be a tuple of ints"):
+        IOSpec("x", shape, torch.float32, _layout())
+
+
+def test_iospec_accepts_int_like_dims():
+    spec = IOSpec("x", (torch.tensor(4).item(), torch.Size([8])[0]), torch.float32, _layout())
+    assert spec.shape == (4, 8)
+
+
+def test_iospec_from_dict_names_missing_keys():
+    with pytest.raises(ValueError, match=r"lacks \['dtype', 'layout'\]"):
+        IOSpec.from_dict({"name": "x", "shape": [4, 8]})
+    with pytest.raises(ValueError, match="must name a torch dtype"):
+        IOSpec.from_dict({"name": "x", "shape": [4, 8], "dtype": "nn", "layout": "(4)/((4:1))"})
+
+
+def test_iospec_round_trips_through_a_dict():
+    spec = IOSpec("x", (4, 8), torch.float32, _layout())
+    assert IOSpec.from_dict(spec.to_dict()) == spec

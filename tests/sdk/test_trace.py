@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -455,3 +456,29 @@ def test_example_runs(tmp_path, device):
     t = parse(out)
     assert t.named("add two tensors") and t.named("add")
     assert bool(t.on("compute")) == (device == "mncore2:auto")
+
+
+def add_one(inputs):
+    return {"out": inputs["x"] + 1}
+
+
+needs_dev_full = pytest.mark.skipif(not os.path.exists("/dev/full"),
+                                    reason="needs /dev/full to make writes fail")
+
+
+@needs_dev_full
+def test_a_trace_that_cannot_be_written_names_the_file(context, tmp_path):
+    with pytest.raises(OSError, match="could not write the trace file '/dev/full'"):
+        with trace_scope("/dev/full"):
+            context.compile(add_one, {"x": torch.randn(4)}, storage.path(tmp_path) / "out")
+
+
+@needs_dev_full
+def test_a_failed_trace_never_masks_the_blocks_own_exception(context, tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(KeyError, match="the user's own"):
+            with trace_scope("/dev/full"):
+                context.compile(add_one, {"x": torch.randn(4)}, storage.path(tmp_path) / "out")
+                raise KeyError("the user's own")
+    assert any("/dev/full" in str(w.message) for w in caught)
