@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlsdk.device.rtl import icarus
+from mlsdk.device.rtl import builds
 from mncore_hdl.arch import MNCORE2_SIM
 
 
 def test_a_build_is_checked_once_per_process_while_its_folder_exists(tmp_path):
-    memo = icarus.BuildMemo()
+    memo = builds.BuildMemo()
     calls: list[str] = []
     folder = tmp_path / "build"
 
