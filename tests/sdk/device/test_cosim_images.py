@@ -83,3 +83,11 @@ def test_a_profile_answer_holds_non_negative_figures():
     check_answer({"op": "profile"}, {"profile": {"sim_s": 1.5, "ops": 3}}, "Test")
     with pytest.raises(ProtocolError, match="non-negative number"):
         check_answer({"op": "profile"}, {"profile": {"sim_s": -1}}, "Test")
+
+
+def test_the_files_of_an_answer_nobody_takes_are_removed(tmp_path):
+    images = FileImages(tmp_path, True)
+    _dump(tmp_path / "out-3-0.dat", ROWS[0], True)
+    images.discard({"files": ["out-3-0.dat"]})
+    InlineImages().discard({"data": ""})
+    assert not list(tmp_path.iterdir())

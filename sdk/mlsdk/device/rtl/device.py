@@ -192,10 +192,13 @@ class RtlDevice(DramDevice):
 
     def _dropped(self, request: dict[str, Any], answer: dict[str, Any]) -> None:
         """An interrupted operation's late answer: nobody takes its result, but the port's
-        beat counters moved, so they become the baseline of the next operation's bytes."""
+        beat counters moved, so they become the baseline of the next operation's bytes; an
+        image it answered in files is removed."""
         path = request.get("path")
         if isinstance(path, str) and "port_beats" in answer:
             self._port_beats[path] = answer["port_beats"]
+        if self._session is not None:
+            self._session.images.discard(answer)
 
     def _say(self, text: str) -> None:
         if show_progress():

@@ -43,6 +43,10 @@ class Images(Protocol):
         """The image an answer returns, as ``shape`` (RuntimeError when it is not that)."""
         ...
 
+    def discard(self, answer: dict[str, Any]) -> None:
+        """Drop the image of an answer nobody takes (an interrupted request's)."""
+        ...
+
 
 class InlineImages:
     """Images as base64 in the JSON lines."""
@@ -55,6 +59,9 @@ class InlineImages:
 
     def incoming(self, answer: dict[str, Any], shape: tuple[int, ...]) -> np.ndarray:
         return unpack_words(answer["data"], shape)
+
+    def discard(self, answer: dict[str, Any]) -> None:
+        pass
 
 
 class FileImages:
@@ -100,6 +107,10 @@ class FileImages:
             for name in names:
                 (self.folder / name).unlink(missing_ok=True)
         return np.stack(rows).reshape(shape)
+
+    def discard(self, answer: dict[str, Any]) -> None:
+        for name in answer.get("files", []):  # names checked with the answer (check_answer)
+            (self.folder / name).unlink(missing_ok=True)
 
 
 def images_for(ready: dict[str, Any], folder: Path) -> Images:
