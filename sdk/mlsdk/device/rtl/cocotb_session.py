@@ -31,7 +31,7 @@ from .builds import BUILDS
 from .channel import AnswerChannel, SimulatorGone
 from .endpoint import Listener
 from .images import Images, images_for
-from .process import SimulatorProcess, simulator_environment, terminate
+from .process import SimulatorProcess, simulator_env, terminate
 from .protocol import Exchange, ProtocolError
 from .runfolder import RunFolder
 
@@ -86,20 +86,24 @@ class CocotbSession(ABC):
     def _command(self, build_dir: Path, vcd: Path | None) -> tuple[list[str], dict[str, str]]:
         """The simulator's command line and the environment it needs beside the session's."""
 
+    def _variant(self) -> str:
+        """Which of the simulator's builds the session runs (the build memo's key): the one
+        that writes its wave format, or the plain one."""
+        return f"+waves-{self.waves.suffix.lstrip('.')}" if self.waves else ""
+
     def __init__(self, config: ArchConfig, vcd: Path | None = None,
                  progress: Callable[[int, int], None] | None = None,
                  say: Callable[[str], None] = lambda s: None):
         self.config = config
         self.dead: str | None = None
         self.waves = Path(vcd) if vcd else None
-        variant = f"+waves-{self.waves.suffix.lstrip('.')}" if self.waves else ""
-        build_dir = BUILDS.folder(f"{self.kind}{variant}", config, self._build, say)
+        build_dir = BUILDS.folder(f"{self.kind}{self._variant()}", config, self._build, say)
         self.run = RunFolder(self.kind)
         self.test_dir = self.run.path
         self.log_path = self.test_dir / "simulator.log"
         listener = Listener(self.test_dir)
         argv, extra = self._command(build_dir, self.waves.resolve() if self.waves else None)
-        env = simulator_environment(config, listener.env(), extra)
+        env = simulator_env(config, listener.env(), extra)
         say(f"starting the {self.label} simulator")
         self.sock: Any = None
         try:

@@ -19,7 +19,7 @@ from mncore_hdl.arch import ArchConfig
 
 from ... import paths
 
-__all__ = ["SimulatorProcess", "SIMULATOR_ENV", "simulator_environment", "terminate"]
+__all__ = ["SimulatorProcess", "SIMULATOR_ENV", "simulator_env", "terminate"]
 
 #: Environment of every simulator process: cocotb would install pytest's assertion rewriting
 #: for every module the server imports (numpy included; 0.5 s per start where no bytecode is
@@ -27,7 +27,7 @@ __all__ = ["SimulatorProcess", "SIMULATOR_ENV", "simulator_environment", "termin
 SIMULATOR_ENV = {"COCOTB_REWRITE_ASSERTION_FILES": "", "OPENBLAS_NUM_THREADS": "1"}
 
 
-def simulator_environment(config: ArchConfig, *parts: dict[str, str]) -> dict[str, str]:
+def simulator_env(config: ArchConfig, *parts: dict[str, str]) -> dict[str, str]:
     """The simulator's environment: this process's, :data:`SIMULATOR_ENV` under it, these
     packages first on ``PYTHONPATH``, the design's config, then ``parts`` in order."""
     env = {**SIMULATOR_ENV, **os.environ}

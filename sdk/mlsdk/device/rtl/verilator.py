@@ -28,6 +28,7 @@ from mncore_hdl.arch import ArchConfig
 from mncore_hdl.tooling.files import atomic_output
 
 from ...errors import DeviceNotAvailableError
+from ...settings import SDK
 from .builds import BUILD_ROOT
 from .cocotb_session import SERVER_MODULE, CocotbSession
 from .device import RtlDevice
@@ -110,9 +111,19 @@ class VerilatorSession(CocotbSession):
     kind = "verilator"
     label = "Verilator"
 
+    def _trace(self) -> str | bool:
+        """The model the session runs: the one tracing its waves' format; without waves the
+        untraced one, or the FST one with tracing off under ``$MNCORE_VERILATOR_ONE_MODEL``."""
+        if self.waves is not None:
+            return self.waves.suffix.lstrip(".")
+        return "fst" if SDK["MNCORE_VERILATOR_ONE_MODEL"].get() else False
+
+    def _variant(self) -> str:
+        trace = self._trace()
+        return f"+waves-{trace}" if trace else ""
+
     def _build(self, say: Callable[[str], None]) -> Path:
-        trace = self.waves.suffix.lstrip(".") if self.waves is not None else False
-        return build_verilator(self.config, say, trace=trace)
+        return build_verilator(self.config, say, trace=self._trace())
 
     def _command(self, build_dir: Path, vcd: Path | None) -> tuple[list[str], dict[str, str]]:
         """The model's executable itself, with the environment cocotb's runner would give it.
