@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 
@@ -87,11 +89,21 @@ class PreparedGraph:
     done once.
 
     Preparing looks every node's op up in the op table, gives every value a slot in a flat
-    list, and binds each node's reference, operand slots, attributes and declared shape and
-    torch dtype into one step, so a call runs the steps with no lookup, no name resolution and
-    no type conversion. The graph must not change after it is prepared (prepare it again).
-    Ops registered after preparing are not seen, which is no loss: a prepared graph's ops all
-    exist.
+    list, and binds each node's reference, operand slots and attributes into one step, so a
+    call runs the steps with no lookup, no name resolution and no type conversion. Three more
+    things are settled at preparation, none of which changes a result:
+
+    - a node equal to an earlier one (same op, same operands, equal attributes) reuses the
+      earlier one's value instead of computing it again: every reference is a deterministic
+      function of its operands and attributes (common subexpressions: an optimizer's update
+      reads the learning rate the same way for every parameter);
+    - each value is dropped from the slot list after its last use (unless it is an output), so
+      the memory of a large graph's intermediates is reused while it runs, as in eager torch;
+    - the results are checked against their nodes' declared shapes and dtypes on the first run
+      only: both are functions of the input types, which every call checks.
+
+    The graph must not change after it is prepared (prepare it again). Ops registered after
+    preparing are not seen, which is no loss: a prepared graph's ops all exist.
 
     Parameters
     ----------
@@ -112,16 +124,25 @@ class PreparedGraph:
         self._inputs = tuple((slots[n], n, t.shape, t.torch_dtype, t.dtype)
                              for n, t in graph.inputs.items())
         self._constants = tuple((slots[n], n) for n in graph.constants)
-        steps = []
+        steps: list[tuple] = []
+        seen: dict[tuple, int] = {}
         for node in graph.nodes:
-            declared = node.type
             operands = tuple(slots[name] for name in node.operands)
+            key = _node_key(node.op, operands, node.attrs)
+            if key is not None and key in seen:
+                slots[node.name] = seen[key]  # the value of an equal earlier node
+                continue
             slots[node.name] = len(slots)
-            steps.append((get_op(node.op).reference, operands, node.attrs, declared.shape,
-                          declared.torch_dtype, slots[node.name], node))
-        self._steps = tuple(steps)
+            if key is not None:
+                seen[key] = slots[node.name]
+            steps.append((get_op(node.op).reference, operands, node.attrs, slots[node.name],
+                          node))
         self._size = len(slots)
         self._outputs = tuple((out, slots[value]) for out, value in graph.outputs.items())
+        self._checked_steps = tuple(steps)
+        self._steps = _with_frees(steps, {slot for _, slot in self._outputs})
+        #: Whether a run has checked every result against its node's declared type.
+        self.checked = False
 
     def __call__(self, inputs: Mapping[str, torch.Tensor], *, copy_outputs: bool = True,
                  constants: Mapping[str, torch.Tensor] | None = None
@@ -143,19 +164,85 @@ class PreparedGraph:
         given = self.graph.constants if constants is None else constants
         for slot, name in self._constants:
             env[slot] = given[name]
-        # One no_grad for the whole graph, and each result checked against its node's declared
-        # shape and dtype: this loop runs on every device call.
+        # One no_grad for the whole graph: this loop runs on every device call.
         with torch.no_grad():
-            for reference, operands, attrs, shape, dtype, slot, node in self._steps:
-                result = reference([env[i] for i in operands], attrs)
-                if result.shape != shape or result.dtype != dtype:
-                    raise RuntimeError(
-                        f"reference of %{node.name} ({node.op}) gave {tuple(result.shape)} "
-                        f"{result.dtype}, but the node declares {node.type}"
-                    )
-                env[slot] = result
+            if not self.checked:
+                self._run_checked(env)
+            else:
+                for reference, one, gather, attrs, slot, frees in self._steps:
+                    env[slot] = reference((env[one],) if gather is None else gather(env),
+                                          attrs)
+                    for i in frees:
+                        env[i] = None
         if not copy_outputs:
             return {out: env[slot] for out, slot in self._outputs}
         # Copies: an output may be a view of an input or a constant (e.g. a permute of one).
         return {out: env[slot].clone(memory_format=torch.contiguous_format)
                 for out, slot in self._outputs}
+
+    def _run_checked(self, env: list) -> None:
+        """Run every step with each result checked against its node's declared type."""
+        for reference, operands, attrs, slot, node in self._checked_steps:
+            result = reference([env[i] for i in operands], attrs)
+            declared = node.type
+            if result.shape != declared.shape or result.dtype != declared.torch_dtype:
+                raise RuntimeError(
+                    f"reference of %{node.name} ({node.op}) gave {tuple(result.shape)} "
+                    f"{result.dtype}, but the node declares {node.type}"
+                )
+            env[slot] = result
+        self.checked = True
+
+
+def _with_frees(steps: list[tuple], keep: set[int]) -> tuple[tuple, ...]:
+    """``steps`` as ``(reference, one, gather, attrs, slot, frees)``: a step of one operand
+    reads slot ``one`` (``gather`` None), any other calls ``gather(env)`` for its operands'
+    tuple; ``frees`` are the slots whose last use is that step (the values in ``keep`` are
+    never freed)."""
+    last: dict[int, int] = {}
+    for index, (_, operands, _, _, _) in enumerate(steps):
+        for slot in operands:
+            last[slot] = index
+    frees: list[list[int]] = [[] for _ in steps]
+    for slot, index in last.items():
+        if slot not in keep:
+            frees[index].append(slot)
+    return tuple((reference, *_gatherer(operands), attrs, slot, tuple(frees[index]))
+                 for index, (reference, operands, attrs, slot, _) in enumerate(steps))
+
+
+def _gatherer(operands: tuple[int, ...]) -> tuple[int, Callable[[list], tuple] | None]:
+    """How a step reads its operands from the slot list: ``(slot, None)`` for one operand
+    (the loop builds the 1-tuple: cheaper than any call), else ``(0, gather)``."""
+    if len(operands) == 1:
+        return operands[0], None
+    if not operands:
+        return 0, _no_operands
+    return 0, operator.itemgetter(*operands)  # a tuple of two or more
+
+
+def _no_operands(env: list) -> tuple:
+    return ()
+
+
+def _node_key(op: str, operands: tuple[int, ...], attrs: Mapping[str, Any]) -> tuple | None:
+    """What makes two nodes compute the same value, or None when their attributes hold
+    anything but plain values (a tensor attribute, say: never merged)."""
+    key = _plain(dict(attrs))
+    return None if key is None else (op, operands, key)
+
+
+def _plain(value: Any) -> Any:
+    """A hashable key equal for equal plain values (numbers by type and repr, so 0.0 and
+    -0.0, or 1 and 1.0, stay apart), or None for anything else."""
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
+        return (type(value).__name__, repr(value))
+    if isinstance(value, (tuple, list)):
+        items = [_plain(v) for v in value]
+        return None if any(i is None for i in items) else (type(value).__name__, *items)
+    if isinstance(value, dict):
+        items = [(k, _plain(v)) for k, v in sorted(value.items()) if isinstance(k, str)]
+        if len(items) != len(value) or any(i[1] is None for i in items):
+            return None
+        return ("dict", *items)
+    return None

@@ -6,9 +6,10 @@ import itertools
 from typing import Any
 
 import numpy as np
+import torch
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor, Layout, from_device
-from mncore_hdl.layout.mapping import check_tensor, is_dense, write_image
+from mncore_hdl.layout.mapping import is_dense, write_image
 
 from .base import DramDevice, DramSnapshot
 from .commands import Buffer
@@ -102,19 +103,20 @@ class FunctionalDevice(DramDevice):
 
     def _dram_store(self, path: str, buf: Buffer, tensor, layout) -> int:
         cycles = self._stream_cycles(buf.lw_per_group, write=True)
-        span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
+        dram = self.dram
         # Write-back: the tensor stands for the buffer's bytes until something looks at them
         # (dram.py); a reader in this layout gets it without a decode, and an output freed
         # before anyone looks is never laid out. Only a tensor nothing else can change
         # qualifies: not a view of DRAM, and of the layout's exact shape and dtype.
-        if (check_tensor(tensor, layout, raise_error=False) and tensor.device.type == "cpu"
-                and not self.dram.holds(tensor)
-                and not tensor.is_inference()
-                and self.dram.store_deferred((buf.id, layout_key(layout)), *span,
-                                             tensor.detach(), layout, owner=buf)):
+        shape, dtype = layout.memo("torch_type", _torch_type)
+        if (tensor.dtype == dtype and tensor.shape == shape and tensor.is_cpu
+                and not dram.holds(tensor) and not tensor.is_inference()
+                and dram.store_deferred((buf.id, layout_key(layout)), buf.group, buf.groups,
+                                        buf.address, buf.lw_per_group, tensor.detach(), layout,
+                                        owner=buf)):
             return cycles
         # Lays the tensor out straight into DRAM: no image in between.
-        dst = self.dram.writable(*span, covers=True)
+        dst = dram.writable(buf.group, buf.groups, buf.address, buf.lw_per_group, covers=True)
         if not is_dense(layout):
             dst[...] = 0
         write_image(dst, tensor, layout)
@@ -163,6 +165,13 @@ class FunctionalDevice(DramDevice):
     def dram_snapshot(self) -> DramSnapshot:
         """Every Group's non-zero pages (to compare with another backend's DRAM)."""
         return [d.snapshot() for d in self.drams]
+
+
+def _torch_type(layout: Layout) -> tuple[tuple[int, ...], Any]:
+    """The shape and torch dtype of the tensors ``layout`` holds (None: no torch dtype by that
+    name, so no tensor matches)."""
+    dtype = getattr(torch, layout.dtype, None)
+    return tuple(layout.shape), dtype if isinstance(dtype, torch.dtype) else None
 
 
 class LayoutNumbers:

@@ -155,27 +155,28 @@ def test_registered_parameters_are_decoded_once_and_see_a_poke(tmp_path):
 
 def test_invalidate_forgets_exactly_the_overlapping_entries():
     """The overlap index against the overlap test written out, over random spans (nested,
-    equal, adjacent, over several Groups) and random writes."""
+    equal, adjacent, over several Groups, empty, and long enough for every index level) and
+    random writes."""
     rng = np.random.default_rng(7)
     cache = DecodedCache(limit_bytes=1 << 30)
     spans: dict[int, tuple[int, int, int, int]] = {}
 
-    def overlaps(span, group, groups, address, count):
-        return (span[0] < group + groups and group < span[0] + span[1]
+    def overlaps(span, group, groups, address, count):  # an empty range overlaps nothing
+        return (span[3] > 0 and span[0] < group + groups and group < span[0] + span[1]
                 and span[2] < address + count and address < span[2] + span[3])
 
     for step in range(3000):
         if rng.random() < 0.6 or not spans:
             group = int(rng.integers(0, 4))
             span = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 640)) * 8,
-                    int(rng.choice([1, 8, 16, 100, 300, 5000])))
+                    int(rng.choice([0, 1, 8, 16, 100, 300, 5000, 70_000, 1_500_000])))
             key = int(rng.integers(0, 40))
             cache.put(key, torch.zeros(1), span)
             spans[key] = span
         else:
             group = int(rng.integers(0, 4))
             write = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 6000)),
-                     int(rng.choice([1, 50, 3000, 9000])))
+                     int(rng.choice([1, 50, 3000, 9000, 80_000, 2_000_000])))
             cache.invalidate(*write)
             spans = {k: s for k, s in spans.items() if not overlaps(s, *write)}
         held = {k for k in range(40) if cache.get(k) is not None}
@@ -185,3 +186,39 @@ def test_invalidate_forgets_exactly_the_overlapping_entries():
     cache.put("again", torch.zeros(1), (0, 1, 0, 1))
     cache.invalidate(0, 1, 0, 1)
     assert cache.get("again") is None
+
+
+def test_flush_range_lays_out_exactly_the_dirty_entries_it_overlaps():
+    """The dirty entries' own index against the overlap test written out: a random mix of
+    clean and dirty entries, random observations; each flushes the dirty entries it overlaps,
+    once, and they stay (clean)."""
+    rng = np.random.default_rng(11)
+    flushed: list[object] = []
+    cache = DecodedCache(limit_bytes=1 << 30, flush=lambda entry: flushed.append(entry.owner))
+    dirty: dict[int, tuple[int, int, int, int]] = {}
+
+    def overlaps(span, group, groups, address, count):
+        return (span[3] > 0 and span[0] < group + groups and group < span[0] + span[1]
+                and span[2] < address + count and address < span[2] + span[3])
+
+    for step in range(2000):
+        key = int(rng.integers(0, 30))
+        if rng.random() < 0.5:
+            group = int(rng.integers(0, 4))
+            span = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 640)) * 8,
+                    int(rng.choice([1, 16, 300, 5000, 70_000])))
+            is_dirty = bool(rng.random() < 0.6)
+            cache.put(key, torch.zeros(1), span, owner=key, dirty=is_dirty)
+            dirty.pop(key, None)
+            if is_dirty:
+                dirty[key] = span
+            continue
+        group = int(rng.integers(0, 4))
+        seen = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 6000)),
+                int(rng.choice([1, 50, 3000, 80_000])))
+        flushed.clear()
+        cache.flush_range(*seen)
+        want = {k for k, s in dirty.items() if overlaps(s, *seen)}
+        assert sorted(flushed) == sorted(want), f"step {step}"
+        dirty = {k: s for k, s in dirty.items() if k not in want}
+        assert cache.dirty == len(dirty) and all(cache.is_dirty(k) for k in dirty)
