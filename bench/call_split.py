@@ -27,6 +27,7 @@ __all__ = ["CallSplit", "ROLES"]
 ROLES = ("interpreter", "DRAM model", "cycle model", "host copies")
 
 _HOOKS = {
+    "_load_reads": "DRAM model",
     "_load_input": "DRAM model",
     "_dram_store": "DRAM model",
     "_convert": "DRAM model",

@@ -120,6 +120,30 @@ class DecodedCache:
         self.dirty += dirty
         return True
 
+    def put_dirty(self, key: Hashable, value: Any, span: tuple[int, int, int, int],
+                  owner: Any, layout: Any) -> bool:
+        """:meth:`invalidate` the whole ``span`` (covered), then :meth:`put` ``value`` there,
+        dirty: what storing a write-back value does. When the one entry over the range is
+        ``key``'s own, over the same range and of the same size (a state updated in place,
+        step after step), it is replaced where it stands."""
+        found = self._index.overlapping(*span)
+        entry = self._entries.get(key)
+        if (entry is not None and len(found) == 1 and found[0] == key and entry.span == span
+                and entry.nbytes == value.element_size() * value.nelement()
+                and self.flush is not None):
+            if not entry.dirty:
+                entry.dirty = True
+                self.dirty += 1
+                self._dirty.add(key, span)
+            entry.value, entry.version = value, value._version
+            entry.owner, entry.layout = owner, layout
+            self._entries.move_to_end(key)
+            return True
+        entries = self._entries
+        for other in found:
+            self._drop(other, flush=not _inside(entries[other].span, *span))
+        return self.put(key, value, span, owner, dirty=True, layout=layout)
+
     def is_dirty(self, key: Hashable) -> bool:
         entry = self._entries.get(key)
         return entry is not None and entry.dirty

@@ -136,8 +136,7 @@ class DramStore:
         span = (group, groups, address, count)
         if tensor.element_size() * tensor.nelement() > self._decoded.limit_bytes:
             return False
-        self._decoded.invalidate(group, groups, address, count, covers=True)
-        if not self._decoded.put(key, tensor, span, owner, dirty=True, layout=layout):
+        if not self._decoded.put_dirty(key, tensor, span, owner, layout):
             return False
         self._touch(group, groups, address, count)
         return True

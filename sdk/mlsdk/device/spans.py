@@ -32,7 +32,7 @@ Span = tuple[int, int, int, int]
 class SpanIndex:
     """Ranges by key, and which of them overlap a range (see the module docstring)."""
 
-    __slots__ = ("_blocks", "_levels", "_spans")
+    __slots__ = ("_active", "_blocks", "_levels", "_spans")
 
     def __init__(self) -> None:
         # Per level: block number -> the keys listed in it; and the keys on the level.
@@ -40,6 +40,8 @@ class SpanIndex:
         self._levels: list[dict[Hashable, None]] = [{} for _ in _SHIFTS]
         #: Each key's range and the level it is listed on (-1: empty, not listed).
         self._spans: dict[Hashable, tuple[Span, int]] = {}
+        #: The levels listing any key, with their shift, blocks and keys (what a lookup visits).
+        self._active: tuple[tuple[int, dict, dict], ...] = ()
 
     def __len__(self) -> int:
         return len(self._spans)
@@ -62,6 +64,8 @@ class SpanIndex:
                 break
         self._spans[key] = (span, level)
         self._levels[level][key] = None
+        if len(self._levels[level]) == 1:
+            self._activate()
         blocks = self._blocks[level]
         for block in range(first, last + 1):
             keys = blocks.get(block)
@@ -76,6 +80,8 @@ class SpanIndex:
         if level < 0:
             return
         del self._levels[level][key]
+        if not self._levels[level]:
+            self._activate()
         shift = _SHIFTS[level]
         blocks = self._blocks[level]
         for block in range(span[2] >> shift, ((span[2] + span[3] - 1) >> shift) + 1):
@@ -91,9 +97,7 @@ class SpanIndex:
         spans = self._spans
         top, end = group + groups, address + count
         found: dict[Hashable, None] = {}
-        for shift, blocks, keys in zip(_SHIFTS, self._blocks, self._levels, strict=True):
-            if not keys:
-                continue
+        for shift, blocks, keys in self._active:
             first, last = address >> shift, (end - 1) >> shift
             candidates: Iterable[Hashable]
             if last - first >= len(keys):
@@ -109,7 +113,12 @@ class SpanIndex:
                     found[key] = None
         return list(found)
 
+    def _activate(self) -> None:
+        self._active = tuple((shift, blocks, keys) for shift, blocks, keys
+                             in zip(_SHIFTS, self._blocks, self._levels, strict=True) if keys)
+
     def clear(self) -> None:
+        self._active = ()
         self._spans.clear()
         for blocks, keys in zip(self._blocks, self._levels, strict=True):
             blocks.clear()

@@ -222,3 +222,49 @@ def test_flush_range_lays_out_exactly_the_dirty_entries_it_overlaps():
         assert sorted(flushed) == sorted(want), f"step {step}"
         dirty = {k: s for k, s in dirty.items() if k not in want}
         assert cache.dirty == len(dirty) and all(cache.is_dirty(k) for k in dirty)
+
+
+def test_put_dirty_is_invalidate_then_put_also_when_it_replaces_in_place():
+    """put_dirty against its definition written out (drop what overlaps the range, laying
+    out the dirty values that stick out of it, then keep the value dirty), over random
+    clean puts, dirty puts (often the same key over the same range: the in-place path)
+    and observations."""
+    rng = np.random.default_rng(5)
+    flushed: list[object] = []
+    cache = DecodedCache(limit_bytes=1 << 30, flush=lambda entry: flushed.append(entry.owner))
+    held: dict[int, tuple[tuple[int, int, int, int], bool]] = {}
+    spans = [(0, 1, 0, 300), (0, 1, 200, 300), (1, 2, 0, 5000), (0, 4, 4096, 70_000),
+             (2, 1, 1000, 16)]
+
+    def overlaps(span, group, groups, address, count):
+        return (span[3] > 0 and span[0] < group + groups and group < span[0] + span[1]
+                and span[2] < address + count and address < span[2] + span[3])
+
+    def inside(span, group, groups, address, count):
+        return (group <= span[0] and span[0] + span[1] <= group + groups
+                and address <= span[2] and span[2] + span[3] <= address + count)
+
+    for step in range(3000):
+        key = int(rng.integers(0, 8))
+        span = spans[(key + int(rng.integers(0, 2))) % len(spans)]
+        action = rng.random()
+        flushed.clear()
+        if action < 0.5:
+            # ... and the key's own dirty value elsewhere: its old range keeps its bytes
+            want = sorted(k for k, (s, d) in held.items()
+                          if d and (overlaps(s, *span) or k == key) and not inside(s, *span))
+            assert cache.put_dirty(key, torch.zeros(int(rng.integers(1, 3))), span, key, None)
+            held = {k: v for k, v in held.items() if not overlaps(v[0], *span)}
+            held[key] = (span, True)
+        elif action < 0.7:
+            cache.put(key, torch.zeros(1), span, owner=key)
+            want = sorted({key} & {k for k, (_, d) in held.items() if d})
+            held[key] = (span, False)
+        else:
+            want = sorted(k for k, (s, d) in held.items() if d and overlaps(s, *span))
+            cache.flush_range(*span)
+            held.update({k: (held[k][0], False) for k in want})
+        assert sorted(flushed) == want, f"step {step}"
+        assert {k for k in range(8) if cache.get(k) is not None} == set(held), f"step {step}"
+        assert {k for k in held if cache.is_dirty(k)} == {k for k, v in held.items() if v[1]}
+        assert cache.dirty == sum(d for _, d in held.values())
