@@ -100,7 +100,12 @@ class PreparedGraph:
     - each value is dropped from the slot list after its last use (unless it is an output), so
       the memory of a large graph's intermediates is reused while it runs, as in eager torch;
     - the results are checked against their nodes' declared shapes and dtypes on the first run
-      only: both are functions of the input types, which every call checks.
+      only: both are functions of the input types, which every call checks;
+    - the nodes that read only constants (a transposed weight, an inference BatchNorm's scale)
+      run first, and their values are kept for the next call, which reuses them when it is
+      given the very same constant tensors, unchanged since (same objects, same version
+      counters): a caller whose constants change must pass new tensors or bump their version
+      (the functional model bumps a DRAM view's version when its range is written).
 
     The graph must not change after it is prepared (prepare it again). Ops registered after
     preparing are not seen, which is no loss: a prepared graph's ops all exist.
@@ -139,8 +144,14 @@ class PreparedGraph:
                           node))
         self._size = len(slots)
         self._outputs = tuple((out, slots[value]) for out, value in graph.outputs.items())
-        self._checked_steps = tuple(steps)
-        self._steps = _with_frees(steps, {slot for _, slot in self._outputs})
+        early, late, self._roots, self._kept = _split_constant_steps(
+            steps, {slot for slot, _ in self._constants}, {slot for _, slot in self._outputs})
+        self._checked_steps = tuple(early + late)
+        freed = _with_frees(early + late, {slot for _, slot in self._outputs})
+        self._early, self._steps = freed[:len(early)], freed[len(early):]
+        # The constant-only values of the last call and what they were computed from: the
+        # root tensors and their version counters.
+        self._memo: tuple[tuple, tuple[int, ...], tuple] | None = None
         #: Whether a run has checked every result against its node's declared type.
         self.checked = False
 
@@ -168,12 +179,13 @@ class PreparedGraph:
         with torch.no_grad():
             if not self.checked:
                 self._run_checked(env)
+                self._remember(env, tuple(env[slot] for slot in self._roots))
             else:
-                for reference, one, gather, attrs, slot, frees in self._steps:
-                    env[slot] = reference((env[one],) if gather is None else gather(env),
-                                          attrs)
-                    for i in frees:
-                        env[i] = None
+                if self._early and not self._recall(env):
+                    roots = tuple(env[slot] for slot in self._roots)  # before any is freed
+                    _run(self._early, env)
+                    self._remember(env, roots)
+                _run(self._steps, env)
         if not copy_outputs:
             return {out: env[slot] for out, slot in self._outputs}
         # Copies: an output may be a view of an input or a constant (e.g. a permute of one).
@@ -192,6 +204,61 @@ class PreparedGraph:
                 )
             env[slot] = result
         self.checked = True
+
+
+    def _recall(self, env: list) -> bool:
+        """Put the kept constant-only values into ``env`` if the roots are those they were
+        computed from; say whether they were."""
+        memo = self._memo
+        if memo is None:
+            return False
+        tensors, versions, values = memo
+        for slot, tensor, version in zip(self._roots, tensors, versions, strict=True):
+            given = env[slot]
+            if given is not tensor or given._version != version:
+                return False
+        for slot, value in zip(self._kept, values, strict=True):
+            env[slot] = value
+        return True
+
+    def _remember(self, env: list, tensors: tuple) -> None:
+        """Keep the constant-only values of this run, with what they were computed from: the
+        root tensors ``tensors``."""
+        if not self._early:
+            return
+        try:
+            versions = tuple(t._version for t in tensors)
+        except RuntimeError:  # an inference tensor has no version counter: nothing is kept
+            self._memo = None
+            return
+        self._memo = (tensors, versions, tuple(env[slot] for slot in self._kept))
+
+
+def _run(steps: tuple[tuple, ...], env: list) -> None:
+    """Run prepared steps (:func:`_with_frees`) over the slot list ``env``."""
+    for reference, one, gather, attrs, slot, frees in steps:
+        env[slot] = reference((env[one],) if gather is None else gather(env), attrs)
+        for i in frees:
+            env[i] = None
+
+
+def _split_constant_steps(steps: list[tuple], constants: set[int], outputs: set[int]
+                          ) -> tuple[list[tuple], list[tuple], tuple[int, ...], tuple[int, ...]]:
+    """``steps`` as the steps that read only constants (directly or through each other) and
+    the rest, each in graph order; the constant slots the first read (the roots), and the
+    values of the first that the rest or the outputs use (what a call keeps)."""
+    derived = set(constants)
+    early, late = [], []
+    for step in steps:
+        if all(slot in derived for slot in step[1]):
+            derived.add(step[3])
+            early.append(step)
+        else:
+            late.append(step)
+    roots = sorted({slot for step in early for slot in step[1] if slot in constants})
+    made = {step[3] for step in early}
+    used = {slot for step in late for slot in step[1]} | outputs
+    return early, late, tuple(roots), tuple(sorted(made & used))
 
 
 def _with_frees(steps: list[tuple], keep: set[int]) -> tuple[tuple, ...]:

@@ -111,8 +111,13 @@ class FunctionalDevice(DramDevice):
         value = from_device(image, layout, copy=False)
         if self.dram.holds(value):  # a view of DRAM: kept as it is, never stale
             if len(self._views) >= 4096:
+                for old in self._views:
+                    self.dram.unwatch(old)
                 self._views.clear()
             self._views[key] = (buf, value)
+            # Writes to the buffer change the view's bytes: they bump its version counter
+            # (what the interpreter's kept constant-only values are checked against).
+            self.dram.watch(key, (buf.group, buf.groups, buf.address, buf.lw_per_group), value)
         else:
             decoded.drop_owners(self.allocator.is_live)
             span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
@@ -121,7 +126,10 @@ class FunctionalDevice(DramDevice):
 
     def _forget_dead(self) -> None:
         self.dram.decoded.drop_owners(self.allocator.is_live)
-        self._views = {k: v for k, v in self._views.items() if self.allocator.is_live(v[0])}
+        live = self.allocator.is_live
+        for key in [k for k, v in self._views.items() if not live(v[0])]:
+            del self._views[key]
+            self.dram.unwatch(key)
 
     def free(self, buf: Buffer) -> None:
         with self.lock:

@@ -32,7 +32,7 @@ Span = tuple[int, int, int, int]
 class SpanIndex:
     """Ranges by key, and which of them overlap a range (see the module docstring)."""
 
-    __slots__ = ("_active", "_blocks", "_levels", "_spans")
+    __slots__ = ("_active", "_blocks", "_levels", "_spans", "_visited")
 
     def __init__(self) -> None:
         # Per level: block number -> the keys listed in it; and the keys on the level.
@@ -40,8 +40,10 @@ class SpanIndex:
         self._levels: list[dict[Hashable, None]] = [{} for _ in _SHIFTS]
         #: Each key's range and the level it is listed on (-1: empty, not listed).
         self._spans: dict[Hashable, tuple[Span, int]] = {}
-        #: The levels listing any key, with their shift, blocks and keys (what a lookup visits).
+        #: The levels ever listing a key, with their shift, blocks and keys (what a lookup
+        #: visits).
         self._active: tuple[tuple[int, dict, dict], ...] = ()
+        self._visited = 0  # bit k: level k is in _active
 
     def __len__(self) -> int:
         return len(self._spans)
@@ -63,9 +65,9 @@ class SpanIndex:
             if last - first < _FAN or level == top:
                 break
         self._spans[key] = (span, level)
+        if not self._visited >> level & 1:
+            self._activate(level)
         self._levels[level][key] = None
-        if len(self._levels[level]) == 1:
-            self._activate()
         blocks = self._blocks[level]
         for block in range(first, last + 1):
             keys = blocks.get(block)
@@ -80,8 +82,6 @@ class SpanIndex:
         if level < 0:
             return
         del self._levels[level][key]
-        if not self._levels[level]:
-            self._activate()
         shift = _SHIFTS[level]
         blocks = self._blocks[level]
         for block in range(span[2] >> shift, ((span[2] + span[3] - 1) >> shift) + 1):
@@ -98,6 +98,8 @@ class SpanIndex:
         top, end = group + groups, address + count
         found: dict[Hashable, None] = {}
         for shift, blocks, keys in self._active:
+            if not keys:
+                continue
             first, last = address >> shift, (end - 1) >> shift
             candidates: Iterable[Hashable]
             if last - first >= len(keys):
@@ -113,12 +115,17 @@ class SpanIndex:
                     found[key] = None
         return list(found)
 
-    def _activate(self) -> None:
-        self._active = tuple((shift, blocks, keys) for shift, blocks, keys
-                             in zip(_SHIFTS, self._blocks, self._levels, strict=True) if keys)
+    def _activate(self, level: int) -> None:
+        """Visit ``level`` on lookups from now on (a level once used stays visited: one
+        emptiness test a lookup, and no bookkeeping as ranges come and go)."""
+        self._active = tuple(sorted(
+            (*self._active, (_SHIFTS[level], self._blocks[level], self._levels[level])),
+            key=lambda active: active[0]))
+        self._visited |= 1 << level
 
     def clear(self) -> None:
         self._active = ()
+        self._visited = 0
         self._spans.clear()
         for blocks, keys in zip(self._blocks, self._levels, strict=True):
             blocks.clear()

@@ -268,3 +268,33 @@ def test_put_dirty_is_invalidate_then_put_also_when_it_replaces_in_place():
         assert {k for k in range(8) if cache.get(k) is not None} == set(held), f"step {step}"
         assert {k for k in held if cache.is_dirty(k)} == {k for k, v in held.items() if v[1]}
         assert cache.dirty == sum(d for _, d in held.values())
+
+
+def test_a_write_under_a_dram_view_is_seen_through_kept_constant_values(tmp_path):
+    """A registered parameter read as a view of DRAM (a row-major layout) feeds nodes that read
+    only constants, whose values the interpreter keeps between calls: a poke, and an update
+    from the host, under the view bump its version, so the next call computes them again."""
+    torch.manual_seed(0)
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.randn(16))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * (self.scale * 2 + 1)
+
+    model, x = Scaled(), torch.randn(4, 16)
+    with Context(MNDevice("mncore2:auto")) as context:
+        context.registry.register("model", model)
+        f = context.compile(lambda d: {"y": model(d["x"])}, {"x": x}, storage.path(tmp_path))
+        assert torch.equal(f({"x": x})["y"].cpu(), f({"x": x})["y"].cpu())
+        proxy = context.get_registered_value_proxy(model.scale)
+        assert any(key[0] == proxy.buffer.id for key in context.device._views), "not a view"
+        new = torch.arange(16.0)
+        context.device.poke(proxy.buffer, to_device(new, proxy.spec.layout).copy())
+        assert torch.equal(f({"x": x})["y"].cpu(), x * (new * 2 + 1))
+        with torch.no_grad():
+            model.scale.copy_(-new)
+        context.registry.update_from_host(model.scale)
+        assert torch.equal(f({"x": x})["y"].cpu(), x * (-new * 2 + 1))
