@@ -7,11 +7,11 @@ the device layer never builds front-end objects. A backend with device memory su
 :class:`DramDevice` and implements the abstract hooks that touch its memory system:
 ``_dram_read``, ``_dram_write``, ``_convert``, ``_poke``, ``peek`` and ``dram_snapshot``. The
 documented default hooks (``_bind``, ``_compute_cycles``, ``counters``, ``create``,
-``_load_input``, ``_load_reads``, ``_dram_store``, ``_read_tensor``) may be overridden.
-Everything else (allocation, the command stream, Launch as loads -> compute -> stores,
-per-path byte counting, the record of what ran) is shared, so two backends given the same
-commands are comparable word for word. The host reference (``pfvm:cpu``) has no device
-memory: it subclasses :class:`Device` alone.
+``_load_input``, ``_load_reads``, ``_dram_store``, ``_store_outputs``, ``_read_tensor``)
+may be overridden. Everything else (allocation, the command stream, Launch as loads ->
+compute -> stores, per-path byte counting, the record of what ran) is shared, so two
+backends given the same commands are comparable word for word. The host reference
+(``pfvm:cpu``) has no device memory: it subclasses :class:`Device` alone.
 
 Threads: :attr:`Device.lock` (a re-entrant :class:`DeviceLock`) guards the device. Every
 command, allocation and program (un)load takes it, and the front end holds it across a whole
@@ -331,14 +331,23 @@ class DramDevice(Device, ABC):
         values, cycles, nbytes = self._load_reads(program, bindings)
         outputs = self._own_outputs(program.run(values))
         cycles += self._compute_cycles(program)
+        stored, moved = self._store_outputs(program, stores, outputs)
+        result.cycles += cycles + stored
+        result.bytes["compute"] += nbytes + moved
+
+    def _store_outputs(self, program: LoadedProgram, stores: Mapping[str, Buffer],
+                       outputs: Mapping[str, Any]) -> tuple[int, int]:
+        """A Launch's stores: each output of ``program`` into its buffer (checked live), and
+        the cycles and compute-port bytes they took (default hook: :meth:`_dram_store` of
+        each, in output order)."""
+        cycles = nbytes = 0
         layouts, check, store = program.output_layouts, self._check_buffer, self._dram_store
         for name in program.outputs:
             buf = stores[name]
             check(buf)
             cycles += store("compute", buf, outputs[name], layouts[name])
             nbytes += buf.nbytes
-        result.cycles += cycles
-        result.bytes["compute"] += nbytes
+        return cycles, nbytes
 
     def _load_reads(self, program: LoadedProgram, bindings: Mapping[str, Buffer]
                     ) -> tuple[dict[str, Any], int, int]:

@@ -48,6 +48,8 @@ class _Entry:
     dirty: bool = False
     #: The layout a dirty value is laid out in when flushed.
     layout: Any = None
+    #: No other entry overlaps this one's range (known since it was put; see put_dirty).
+    alone: bool = False
 
 
 class DecodedCache:
@@ -105,14 +107,23 @@ class DecodedCache:
         With ``dirty``, ``value`` is what the range must hold in ``layout`` but does not yet
         (the caller has dropped every entry overlapping it first). Returns whether the value
         is kept: a value over the limit is not (a dirty one must then be stored at once)."""
-        nbytes = value.element_size() * value.nelement()
         if key in self._entries:
             self._drop(key, flush=True)
+        found = self._index.overlapping(*span)
+        for other in found:
+            self._entries[other].alone = False
+        return self._insert(key, value, span, owner, dirty, layout, alone=not found)
+
+    def _insert(self, key: Hashable, value: Any, span: tuple[int, int, int, int], owner: Any,
+                dirty: bool, layout: Any, alone: bool) -> bool:
+        """:meth:`put` once ``key`` is not held; ``alone``: no other entry overlaps ``span``."""
+        nbytes = value.element_size() * value.nelement()
         if nbytes > self.limit_bytes or (dirty and self.flush is None):
             return False
         while self.nbytes + nbytes > self.limit_bytes:
             self._drop(next(iter(self._entries)), flush=True)
-        self._entries[key] = _Entry(value, value._version, nbytes, span, owner, dirty, layout)
+        self._entries[key] = _Entry(value, value._version, nbytes, span, owner, dirty, layout,
+                                    alone)
         self._index.add(key, span)
         if dirty:
             self._dirty.add(key, span)
@@ -125,9 +136,14 @@ class DecodedCache:
         """:meth:`invalidate` the whole ``span`` (covered), then :meth:`put` ``value`` there,
         dirty: what storing a write-back value does. When the one entry over the range is
         ``key``'s own, over the same range and of the same size (a state updated in place,
-        step after step), it is replaced where it stands."""
-        found = self._index.overlapping(*span)
+        step after step), it is replaced where it stands. An entry put here is alone over its
+        range (everything overlapping it was just dropped) until a plain :meth:`put`
+        overlaps it, so storing it again needs no lookup."""
         entry = self._entries.get(key)
+        if entry is not None and entry.alone:
+            found = [key]
+        else:
+            found = self._index.overlapping(*span)
         if (entry is not None and len(found) == 1 and found[0] == key and entry.span == span
                 and entry.nbytes == value.element_size() * value.nelement()
                 and self.flush is not None):
@@ -140,9 +156,13 @@ class DecodedCache:
             self._entries.move_to_end(key)
             return True
         entries = self._entries
+        if entry is not None and entry.alone and entry.span != span:
+            found = self._index.overlapping(*span)  # its own range is not this one
         for other in found:
             self._drop(other, flush=not _inside(entries[other].span, *span))
-        return self.put(key, value, span, owner, dirty=True, layout=layout)
+        if key in entries:  # held, outside the range: laid out before it is forgotten
+            self._drop(key, flush=True)
+        return self._insert(key, value, span, owner, True, layout, alone=True)
 
     def is_dirty(self, key: Hashable) -> bool:
         entry = self._entries.get(key)

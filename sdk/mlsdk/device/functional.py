@@ -39,8 +39,8 @@ class FunctionalDevice(DramDevice):
         # Launch inputs whose layout decodes as a view of DRAM (row-major): by (buffer id,
         # layout), the buffer and the view. Cache keys use the buffer's id (never reused).
         self._views: dict[tuple[int, Any], tuple[Buffer, Any]] = {}
-        # Per loaded program: the program and its reads' layouts and layout numbers.
-        self._plans: dict[str, tuple[LoadedProgram, tuple[tuple[str, Layout, int], ...]]] = {}
+        # Per loaded program: the program, and its reads' and outputs' layout facts (_plan).
+        self._plans: dict[str, tuple[LoadedProgram, tuple, tuple]] = {}
 
     def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
         # A view of DRAM, no copy: the host copies what it keeps (from_device), and a Launch
@@ -59,7 +59,7 @@ class FunctionalDevice(DramDevice):
         cycles = nbytes = 0
         live, decoded, views = self.allocator.is_live, self.dram.decoded, self._views
         get, memo = decoded.get, self._stream_memo
-        for name, layout, number in self._read_plan(program):
+        for name, layout, number in self._plan(program)[0]:
             buf = bindings[name]
             if not live(buf):
                 self._check_buffer(buf)  # raises
@@ -83,14 +83,19 @@ class FunctionalDevice(DramDevice):
             nbytes += buf.nbytes
         return values, cycles, nbytes
 
-    def _read_plan(self, program: LoadedProgram) -> tuple[tuple[str, Layout, int], ...]:
-        """``program``'s reads with their layouts and layout numbers, worked out once."""
+    def _plan(self, program: LoadedProgram) -> tuple[tuple, tuple]:
+        """``program``'s reads as (name, layout, layout number) and its outputs as (name,
+        layout, layout number, torch shape and dtype), worked out once per loaded program."""
         kept = self._plans.get(program.name)
         if kept is None or kept[0] is not program:
-            plan = tuple((n, program.layouts[n], layout_key(program.layouts[n]))
-                         for n in program.reads)
-            kept = self._plans[program.name] = (program, plan)
-        return kept[1]
+            reads = tuple((n, program.layouts[n], layout_key(program.layouts[n]))
+                          for n in program.reads)
+            layouts = program.output_layouts
+            stores = tuple((n, layouts[n], layout_key(layouts[n]),
+                            layouts[n].memo("torch_type", _torch_type))
+                           for n in program.outputs)
+            kept = self._plans[program.name] = (program, reads, stores)
+        return kept[1], kept[2]
 
     def _load_input(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         # Decoding from a compute-native layout copies the whole buffer: the tensor is kept
@@ -156,26 +161,46 @@ class FunctionalDevice(DramDevice):
                 outputs[name] = tensor.clone()
         return outputs
 
+    def _store_outputs(self, program: LoadedProgram, stores: Mapping[str, Buffer],
+                       outputs: Mapping[str, Any]) -> tuple[int, int]:
+        # The default loop with each output's layout facts worked out once (_plan).
+        cycles = nbytes = 0
+        live, memo = self.allocator.is_live, self._stream_memo
+        for name, layout, number, torch_type in self._plan(program)[1]:
+            buf = stores[name]
+            if not live(buf):
+                self._check_buffer(buf)  # raises
+            self._store(buf, outputs[name], layout, number, torch_type)
+            memoised = memo.get((buf.lw_per_group, True))
+            cycles += (memoised if memoised is not None
+                       else self._stream_cycles(buf.lw_per_group, write=True))
+            nbytes += buf.nbytes
+        return cycles, nbytes
+
     def _dram_store(self, path: str, buf: Buffer, tensor, layout) -> int:
-        cycles = self._stream_cycles(buf.lw_per_group, write=True)
+        self._store(buf, tensor, layout, layout_key(layout), layout.memo("torch_type", _torch_type))
+        return self._stream_cycles(buf.lw_per_group, write=True)
+
+    def _store(self, buf: Buffer, tensor: Any, layout: Layout, number: int,
+               torch_type: tuple[tuple[int, ...], Any]) -> None:
         dram = self.dram
         # Write-back: the tensor stands for the buffer's bytes until something looks at them
         # (dram.py); a reader in this layout gets it without a decode, and an output freed
         # before anyone looks is never laid out. Only a tensor nothing else can change
         # qualifies: not a view of DRAM, and of the layout's exact shape and dtype.
-        shape, dtype = layout.memo("torch_type", _torch_type)
+        shape, dtype = torch_type
         if (tensor.dtype == dtype and tensor.shape == shape and tensor.is_cpu
                 and not dram.holds(tensor) and not tensor.is_inference()
-                and dram.store_deferred((buf.id, layout_key(layout)), buf.group, buf.groups,
-                                        buf.address, buf.lw_per_group, tensor.detach(), layout,
-                                        owner=buf)):
-            return cycles
+                and dram.store_deferred((buf.id, number), buf.group, buf.groups, buf.address,
+                                        buf.lw_per_group,
+                                        tensor.detach() if tensor.requires_grad else tensor,
+                                        layout, owner=buf)):
+            return
         # Lays the tensor out straight into DRAM: no image in between.
         dst = dram.writable(buf.group, buf.groups, buf.address, buf.lw_per_group, covers=True)
         if not is_dense(layout):
             dst[...] = 0
         write_image(dst, tensor, layout)
-        return cycles
 
     def _read_tensor(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         # A tensor kept for the buffer in this layout (a Launch output, a decoded input) is
