@@ -39,6 +39,8 @@ class FunctionalDevice(DramDevice):
         # Launch inputs whose layout decodes as a view of DRAM (row-major): by (buffer id,
         # layout), the buffer and the view. Cache keys use the buffer's id (never reused).
         self._views: dict[tuple[int, Any], tuple[Buffer, Any]] = {}
+        # A buffer was given back by a finalizer since the decoded tensors were last pruned.
+        self._released = False
         # Per loaded program: the program, and its reads' and outputs' layout facts (_plan).
         self._plans: dict[str, tuple[LoadedProgram, tuple, tuple]] = {}
 
@@ -124,7 +126,9 @@ class FunctionalDevice(DramDevice):
             # (what the interpreter's kept constant-only values are checked against).
             self.dram.watch(key, (buf.group, buf.groups, buf.address, buf.lw_per_group), value)
         else:
-            decoded.drop_owners(self.allocator.is_live)
+            if self._released:  # forget what buffers given back since held, before keeping more
+                self._released = False
+                self._forget_dead()
             span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
             decoded.put(key, value, span, owner=buf)
         return value, cycles
@@ -140,6 +144,11 @@ class FunctionalDevice(DramDevice):
         with self.lock:
             super().free(buf)
             self._forget_dead()
+
+    def release(self, buf: Buffer) -> None:
+        super().release(buf)
+        # From a finalizer, which never waits: the next decode forgets what it held.
+        self._released = True
 
     def unload_program(self, name: str, buffers: tuple[Buffer, ...] = ()) -> None:
         with self.lock:

@@ -32,7 +32,7 @@ Span = tuple[int, int, int, int]
 class SpanIndex:
     """Ranges by key, and which of them overlap a range (see the module docstring)."""
 
-    __slots__ = ("_active", "_blocks", "_levels", "_spans", "_visited")
+    __slots__ = ("_active", "_blocks", "_hi", "_levels", "_lo", "_spans", "_visited")
 
     def __init__(self) -> None:
         # Per level: block number -> the keys listed in it; and the keys on the level.
@@ -44,6 +44,9 @@ class SpanIndex:
         #: visits).
         self._active: tuple[tuple[int, dict, dict], ...] = ()
         self._visited = 0  # bit k: level k is in _active
+        # Bounds of every listed range's LW addresses (at least: a removal may leave them
+        # wider), so a lookup away from all of them costs two comparisons.
+        self._lo, self._hi = 0, 0
 
     def __len__(self) -> int:
         return len(self._spans)
@@ -65,6 +68,10 @@ class SpanIndex:
             if last - first < _FAN or level == top:
                 break
         self._spans[key] = (span, level)
+        if len(self._spans) == 1:
+            self._lo, self._hi = address, end + 1
+        else:
+            self._lo, self._hi = min(self._lo, address), max(self._hi, end + 1)
         if not self._visited >> level & 1:
             self._activate(level)
         self._levels[level][key] = None
@@ -79,6 +86,10 @@ class SpanIndex:
     def remove(self, key: Hashable) -> None:
         """Forget ``key`` (KeyError if it is not listed)."""
         span, level = self._spans.pop(key)
+        if len(self._spans) <= 8:  # few left: their bounds again, exactly
+            listed = [s for s, lv in self._spans.values() if lv >= 0]
+            self._lo = min((s[2] for s in listed), default=0)
+            self._hi = max((s[2] + s[3] for s in listed), default=0)
         if level < 0:
             return
         del self._levels[level][key]
@@ -92,7 +103,7 @@ class SpanIndex:
 
     def overlapping(self, group: int, groups: int, address: int, count: int) -> list[Hashable]:
         """The keys whose range overlaps ``(group, groups, address, count)``, each once."""
-        if count <= 0 or not self._spans:
+        if count <= 0 or address >= self._hi or address + count <= self._lo:
             return []
         spans = self._spans
         top, end = group + groups, address + count
@@ -126,6 +137,7 @@ class SpanIndex:
     def clear(self) -> None:
         self._active = ()
         self._visited = 0
+        self._lo, self._hi = 0, 0
         self._spans.clear()
         for blocks, keys in zip(self._blocks, self._levels, strict=True):
             blocks.clear()
