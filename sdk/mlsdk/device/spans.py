@@ -86,12 +86,16 @@ class SpanIndex:
     def remove(self, key: Hashable) -> None:
         """Forget ``key`` (KeyError if it is not listed)."""
         span, level = self._spans.pop(key)
-        if len(self._spans) <= 8:  # few left: their bounds again, exactly
+        if level < 0:
+            return
+        if not self._spans:
+            self._lo, self._hi = 0, 0
+        elif (len(self._spans) <= 8
+              and (span[2] == self._lo or span[2] + span[3] == self._hi)):
+            # A bound was this range's, and few are left: their bounds again, exactly.
             listed = [s for s, lv in self._spans.values() if lv >= 0]
             self._lo = min((s[2] for s in listed), default=0)
             self._hi = max((s[2] + s[3] for s in listed), default=0)
-        if level < 0:
-            return
         del self._levels[level][key]
         shift = _SHIFTS[level]
         blocks = self._blocks[level]
