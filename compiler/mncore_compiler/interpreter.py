@@ -105,7 +105,9 @@ class PreparedGraph:
       run first, and their values are kept for the next call, which reuses them when it is
       given the very same constant tensors, unchanged since (same objects, same version
       counters): a caller whose constants change must pass new tensors or bump their version
-      (the functional model bumps a DRAM view's version when its range is written).
+      (the functional model bumps a DRAM view's version when its range is written). A graph
+      whose constant-only values are computed afresh two calls in a row (a training step's,
+      whose state changes every call) stops keeping them and runs in graph order.
 
     The graph must not change after it is prepared (prepare it again). Ops registered after
     preparing are not seen, which is no loss: a prepared graph's ops all exist.
@@ -147,11 +149,15 @@ class PreparedGraph:
         early, late, self._roots, self._kept = _split_constant_steps(
             steps, {slot for slot, _ in self._constants}, {slot for _, slot in self._outputs})
         self._checked_steps = tuple(early + late)
-        freed = _with_frees(early + late, {slot for _, slot in self._outputs})
+        outputs = {slot for _, slot in self._outputs}
+        freed = _with_frees(early + late, outputs)
         self._early, self._steps = freed[:len(early)], freed[len(early):]
+        # The steps in graph order, for a graph whose constants change on every call.
+        self._in_order = _with_frees(steps, outputs)
         # The constant-only values of the last call and what they were computed from: the
-        # root tensors and their version counters.
+        # root tensors and their version counters; and the calls in a row that recomputed them.
         self._memo: tuple[tuple, tuple[int, ...], tuple] | None = None
+        self._misses = 0
         #: Whether a run has checked every result against its node's declared type.
         self.checked = False
 
@@ -180,11 +186,21 @@ class PreparedGraph:
             if not self.checked:
                 self._run_checked(env)
                 self._remember(env, tuple(env[slot] for slot in self._roots))
-            else:
-                if self._early and not self._recall(env):
+            elif self._early:
+                if self._recall(env):
+                    self._misses = 0
+                else:
                     roots = tuple(env[slot] for slot in self._roots)  # before any is freed
                     _run(self._early, env)
                     self._remember(env, roots)
+                    self._misses += 1
+                _run(self._steps, env)
+                if self._misses >= 2:
+                    # The constants change on every call (a training step's state): what is
+                    # kept is never reused, and running those steps first holds their values
+                    # longer. From now on: graph order, nothing kept.
+                    self._early, self._steps, self._memo = (), self._in_order, None
+            else:
                 _run(self._steps, env)
         if not copy_outputs:
             return {out: env[slot] for out, slot in self._outputs}
@@ -204,7 +220,6 @@ class PreparedGraph:
                 )
             env[slot] = result
         self.checked = True
-
 
     def _recall(self, env: list) -> bool:
         """Put the kept constant-only values into ``env`` if the roots are those they were

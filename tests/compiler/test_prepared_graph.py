@@ -90,3 +90,23 @@ def test_values_are_dropped_after_their_last_use() -> None:
     for _ in range(2):
         seen.append(prepared({"x": torch.tensor([-2.0, 0.0, 1.0])})["c"])
     assert all(torch.equal(s, torch.tensor([0.0, 2.0, 4.0])) for s in seen)
+
+
+def test_constants_that_change_every_call_stop_being_kept() -> None:
+    """A training step's state changes on every call: after two calls in a row that recompute
+    the constant-only values, nothing is kept and the steps run in graph order, with the
+    same results."""
+    graph = scaled_graph()
+    prepared = PreparedGraph(graph)
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(5))
+    w = torch.eye(3)
+    for step in range(5):
+        c = torch.full((3,), float(step))  # a new tensor every call
+        assert torch.equal(prepared({"x": x}, constants={"c": c, "w": w})["y"],
+                           expected(x, c, w))
+        assert bool(prepared._early) == (step < 2)
+    assert prepared._memo is None
+    still = PreparedGraph(graph)  # the same constants every call: kept throughout
+    for _ in range(5):
+        still({"x": x}, constants={"c": c, "w": w})
+    assert still._early and still._memo is not None
