@@ -26,7 +26,7 @@ class WriteEngine(wiring.Component):
     destination ends up exactly as ``ConversionDescriptor.execute`` says. Beats collect in a
     FIFO; a write request is issued only once all its beats are there, so a write never waits
     for data that itself waits for a read from the same controller, unless ``assured`` says no
-    beat still to come waits for a read (the engine's reads are all in): then requests go
+    beat still to come waits for a read (every engine's reads are in): then requests go
     ahead of their beats (up to the burst FIFO's four), so the controller opens the row while
     the gather fills it, and the run's last block starts writing a burst's time earlier.
 
@@ -43,7 +43,7 @@ class WriteEngine(wiring.Component):
     gather_done : In(1)
         No more LWs will come.
     assured : In(1)
-        Every LW still to come is in the buffer (the engine's read engine is done); it stays
+        Every LW still to come is in the buffer (every engine's reads are in); it stays
         high until the next ``start``.
     group_lo, group_hi : In
         The destination Groups this engine writes, relative to the destination's first:
