@@ -22,7 +22,6 @@ wait for a signal to change.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Protocol, TypeGuard
 
 import numpy as np
 from mncore_hdl.contracts import testbench as tb
-from mncore_hdl.tooling.files import atomic_write
+from mncore_hdl.tooling.files import atomic_write, hand_over
 
 __all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "load_file", "dump_file",
            "dma_transfer", "write_word_file", "read_word_file"]
@@ -124,7 +123,7 @@ async def load_file(bus: BulkBus, sel: int, lo: int, count: int, source: Path) -
     at ``lo`` of memory ``sel``, with no clock edge."""
     if count == 0:
         return
-    os.replace(source, bus.memfile)
+    hand_over(source, bus.memfile)
     await _mem(bus, sel, lo, count, dump=False)
 
 
@@ -135,7 +134,7 @@ async def dump_file(bus: BulkBus, sel: int, lo: int, count: int, target: Path) -
         target.write_bytes(b"")
         return
     await _mem(bus, sel, lo, count, dump=True)
-    os.replace(bus.memfile, target)
+    hand_over(bus.memfile, target)
 
 
 async def dump_words(bus: BulkBus, sel: int, lo: int, count: int) -> np.ndarray:
