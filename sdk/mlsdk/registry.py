@@ -294,6 +294,11 @@ class Registry:
                 layout = program.output_layouts[out]
                 if values is not None:
                     self._entry(name).copies[layout] = values[out]
+                else:
+                    entry = self._entries.get(name)
+                    if (entry is not None and entry.dirty == layout
+                            and len(entry.copies) == 1):
+                        continue  # written in this layout, its only copy: already so marked
                 self.mark_written(name, layout)
 
     def host_values(self, program: DeviceProgram) -> dict[str, torch.Tensor]:
