@@ -65,7 +65,6 @@ PENDING = (
     "sdk/device/test_session_trust.py",  # reads RtlDevice._request/_start
     "sdk/device/test_decoded_cache.py",  # reads FunctionalDevice._views (kept_views now)
     "sdk/test_sdk_robustness.py",  # a grab bag, to split by module
-    "compiler/test_prepared_graph.py",  # -> test_interpreter_prepared_graph.py
 )
 
 
