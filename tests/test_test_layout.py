@@ -63,7 +63,6 @@ CROSS_CUTTING = {
 PENDING = (
     "sdk/device/test_cosim_*.py",  # -> device/test_rtl_<module>_*.py
     "sdk/device/test_session_trust.py",  # reads RtlDevice._request/_start
-    "sdk/device/test_decoded_cache.py",  # reads FunctionalDevice._views (kept_views now)
     "sdk/test_sdk_robustness.py",  # a grab bag, to split by module
 )
 
