@@ -10,6 +10,7 @@ import torch
 from mlsdk import DEVICE_STRINGS, Context, MNDevice, storage
 from mlsdk.device.base import Device, DramDevice
 from mlsdk.device.registry import DEVICES
+from mncore_hdl.arch import MNCORE2, MNCORE2_SIM
 
 
 def double(inputs):
@@ -41,3 +42,17 @@ def test_every_device_table_row_names_a_device_class():
         assert DEVICE_STRINGS[name] == (entry.backend, entry.description)
     with pytest.raises(TypeError, match="Can't instantiate abstract class DramDevice"):
         DramDevice(MNDevice("mncore2:auto").config, "x")  # type: ignore[abstract]
+
+
+def test_rtl_device_strings_and_options():
+    dev = MNDevice("mncore2:rtl?waves=/tmp/w")
+    assert dev.backend == "rtl" and dev.options == {"waves": "/tmp/w"}
+    assert dev.config == MNCORE2_SIM
+    assert MNDevice("mncore2:icarus").config == MNCORE2_SIM
+    assert MNDevice("mncore2:auto").config == MNCORE2
+    with pytest.raises(ValueError, match=r"Unknown option\(s\) \[.wave.\].*known options"):
+        MNDevice("mncore2:rtl?wave=x")
+    with pytest.raises(ValueError, match="takes no options"):
+        MNDevice("mncore2:auto?waves=x")
+    with pytest.raises(ValueError, match="valid device strings are: mncore2:auto"):
+        MNDevice("mncore2:rtx?waves=x")
