@@ -61,8 +61,6 @@ CROSS_CUTTING = {
 # rules skip them until those branches are merged; then each is renamed after its module (or
 # split), moved to public names, and dropped from here.
 PENDING = (
-    "sdk/device/test_cosim_*.py",  # -> device/test_rtl_<module>_*.py
-    "sdk/device/test_session_trust.py",  # reads RtlDevice._request/_start
     "sdk/test_sdk_robustness.py",  # a grab bag, to split by module
 )
 
