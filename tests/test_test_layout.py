@@ -25,7 +25,6 @@ the class grows a small documented public accessor (as ``Registry.store``,
 from __future__ import annotations
 
 import ast
-from fnmatch import fnmatch
 from pathlib import Path
 
 from mncore_hdl.paths import repo_root
@@ -57,18 +56,6 @@ CROSS_CUTTING = {
     "sdk/test_resource_bombs.py",
 }
 
-# Files other helpers' branches were editing when these rules landed (issue 37, item 8): both
-# rules skip them until those branches are merged; then each is renamed after its module (or
-# split), moved to public names, and dropped from here.
-PENDING = (
-    "sdk/test_sdk_robustness.py",  # a grab bag, to split by module
-)
-
-
-def _pending(name: str) -> bool:
-    return any(fnmatch(name, pattern) for pattern in PENDING)
-
-
 def _module_names(folder: Path) -> set[str]:
     """What ``test_<name>.py`` may name for the modules under ``folder``."""
     names = set()
@@ -95,7 +82,7 @@ def _names_a_module(path: Path) -> bool:
 
 def test_every_test_file_names_a_module_or_is_cross_cutting():
     unplaced = [name for p in _test_files() if (name := str(p.relative_to(TESTS)))
-                not in CROSS_CUTTING and not _pending(name)
+                not in CROSS_CUTTING
                 and p.relative_to(TESTS).parts[0] not in CROSS_CUTTING_FOLDERS
                 and (p.parent == TESTS or not _names_a_module(p))]
     assert not unplaced, (
@@ -197,8 +184,6 @@ def test_tests_touch_no_private_attribute_of_the_kit():
     bad, used = [], set()
     for path in sorted(TESTS.rglob("*.py")):
         name = str(path.relative_to(TESTS))
-        if _pending(name):
-            continue
         allowed = PRIVATE_READS.get(name, {})
         for attr, line in _private_reads(path.read_text()):
             if attr in allowed:

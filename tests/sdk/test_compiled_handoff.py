@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from mlsdk import Context, MNDevice, storage
+from mncore_hdl.layout import Layout
 
 
 def producer(inputs):
@@ -218,3 +219,23 @@ def test_an_interrupted_compiled_call_hands_nothing_out_and_rebinds(context, tmp
     monkeypatch.setattr(device, "execute", real)
     assert "x" not in f.bindings  # forgotten, so the next call binds it again
     assert torch.equal(f({"x": x})["y"].cpu(), x * 3)
+
+
+def test_equivalent_layouts_with_different_footprints_are_converted(context, tmp_path):
+    """(5)/((5:1)) and (5)/((3:2, 2:1)) place every element alike, but the second pads to 6
+    LW: binding the 5-LW buffer to it made Launch read a short image (found by the soak)."""
+    dense = Layout.parse("(5)/((5:1))", "bfloat16")
+    padded = Layout.parse("(5)/((3:2, 2:1))", "bfloat16")
+    assert dense.equivalent(padded) and dense.lw_per_group != padded.lw_per_group
+    sample = torch.zeros(5, dtype=torch.bfloat16)
+    consumer = context.compile(lambda d: {"z": d["y"] + 1}, {"y": sample},
+                               storage.path(tmp_path / "c"), io_spec_constraints={"y": padded})
+    producer = context.compile(lambda d: {"y": d["x"] * 2}, {"x": sample},
+                               storage.path(tmp_path / "p"), io_spec_constraints={"y": dense})
+    assert not producer.output_specs["y"].is_memcopyable_to(consumer.input_specs["y"])
+    assert "footprint 1x5 LW vs 1x6 LW" in producer.output_specs["y"].describe_difference(
+        consumer.input_specs["y"])
+    x = torch.arange(5, dtype=torch.bfloat16)
+    out = consumer({"y": producer({"x": x})["y"]})["z"].cpu()
+    assert torch.equal(out, x * 2 + 1)
+    assert context.report().calls()[-1].conversions == 1

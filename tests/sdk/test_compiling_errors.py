@@ -1,5 +1,7 @@
 """Context.compile errors that save rounds: every unsupported op of a model in one error, each
-with the user's source line; torch's own errors while tracing named at the user's line."""
+with the user's source line; torch's own errors while tracing named at the user's line; a
+function that writes its samples (left untouched), zero-size tensors and codegen directories
+that cannot be written, each a clear error."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from mlsdk import CodegenError, Context, MNDevice, storage
-from mncore_compiler.errors import TraceError, UnsupportedOperationError
+from mncore_compiler.errors import CaptureError, TraceError, UnsupportedOperationError
 
 HERE = "tests/sdk/test_compiling_errors.py"
 
@@ -85,3 +87,66 @@ def test_a_codegen_directory_2000_levels_deep_is_a_codegen_error(context, tmp_pa
     deep = storage.path(tmp_path).joinpath(*["d"] * 2000)
     with pytest.raises(CodegenError, match="2[0-9]{3} levels deep|File name too long"):
         context.compile(add_one, {"x": torch.randn(4)}, deep)
+
+
+def double(inputs):
+    return {"y": inputs["x"] * 2}
+
+
+def test_compile_of_an_in_place_function_leaves_the_samples_alone(context, tmp_path):
+    sample = torch.ones(4, 4)
+
+    def scale_in_place(inputs):
+        inputs["x"].mul_(3)  # rejected by the compiler, after tracing ran it
+        return {"y": inputs["x"] + 1}
+
+    with pytest.raises(CaptureError, match="updates its input 'x' in place"):
+        context.compile(scale_in_place, {"x": sample}, storage.path(tmp_path / "f"))
+    assert torch.equal(sample, torch.ones(4, 4))
+
+
+def test_compile_of_a_function_that_writes_its_input_via_a_view(context, tmp_path):
+    sample = torch.arange(16.0).reshape(4, 4)
+    before = sample.clone()
+
+    def writes_a_row(inputs):
+        inputs["x"][0].fill_(7)
+        return {"y": inputs["x"] * 2}
+
+    with pytest.raises(Exception):  # noqa: B017 - whichever the compiler raises
+        context.compile(writes_a_row, {"x": sample}, storage.path(tmp_path / "g"))
+    assert torch.equal(sample, before)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 4), (4, 0)])
+def test_zero_size_input_is_named(context, tmp_path, shape):
+    with pytest.raises(CaptureError, match=r"sample input 'x' has zero elements.*not supported"):
+        context.compile(double, {"x": torch.ones(shape)}, storage.path(tmp_path / "z"))
+
+
+def test_zero_size_output_is_named(context, tmp_path):
+    with pytest.raises(CaptureError, match=r"output 'y' has zero elements"):
+        context.compile(lambda d: {"y": d["x"][:0] * 2}, {"x": torch.ones(4, 4)},
+                        storage.path(tmp_path / "z"))
+
+
+def test_unwritable_codegen_directory_is_a_codegen_error(context, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(CodegenError, match=f"Cannot write the codegen directory.*{blocker}"):
+        context.compile(double, {"x": torch.ones(4, 4)}, storage.path(blocker / "out"))
+
+
+def test_read_only_codegen_directory_is_a_codegen_error(context, tmp_path):
+    import os
+
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only directories")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        with pytest.raises(CodegenError, match=f"Cannot write the codegen directory.*{locked}"):
+            context.compile(double, {"x": torch.ones(4, 4)}, storage.path(locked / "out"))
+    finally:
+        locked.chmod(0o755)

@@ -53,3 +53,15 @@ def test_iospec_from_dict_names_missing_keys():
 def test_iospec_round_trips_through_a_dict():
     spec = IOSpec("x", (4, 8), torch.float32, _layout())
     assert IOSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_iospec_dtype_must_match_its_layout():
+    layout = Layout.parse("(4,4)/((4:4), (4:1))", "float32")
+    assert IOSpec("x", (4, 4), torch.float32, layout).dtype == torch.float32
+    with pytest.raises(ValueError, match="dtype float16 disagrees with its layout's element "
+                                         "type float32"):
+        IOSpec("x", (4, 4), torch.float16, layout)
+    with pytest.raises(ValueError, match=r"shape \(2, 8\) disagrees with its layout's shape"):
+        IOSpec("x", (2, 8), torch.float32, layout)
+    with pytest.raises(TypeError, match="dtype must be a torch.dtype"):
+        IOSpec("x", (4, 4), "float32", layout)  # type: ignore[arg-type]
