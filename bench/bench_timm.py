@@ -1,7 +1,7 @@
 """How closely run_timm-style training on mncore2:auto follows torch eager, per reproduced
 timm family (``mlsdk.testing.timm``) and training path: the first and last loss, the largest
 relative loss difference over the steps and the largest parameter difference after them (the
-figures ``tests/sdk/test_timm_families.py`` states). Prints a table; asserts nothing."""
+figures ``tests/models/test_timm_families.py`` states). Prints a table; asserts nothing."""
 
 from __future__ import annotations
 

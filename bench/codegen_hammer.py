@@ -1,6 +1,6 @@
 """Codegen directories under load: a reader loading while another process recompiles, and kills.
 
-The long version of ``tests/sdk/test_codegen_atomic.py`` (issue 22, item 4): one process saves
+The long version of ``tests/sdk/test_compiling_atomic.py`` (issue 22, item 4): one process saves
 two programs (different constants) into one codegen directory ``--recompiles`` times in turn,
 while this one loads it as fast as it can; every load must succeed and hold one program whole.
 Then ``--kills`` writers are killed with SIGKILL at random points of their saves; after each,

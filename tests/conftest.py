@@ -25,3 +25,15 @@ def context():
     ctx = Context(MNDevice("mncore2:auto"))
     yield ctx
     ctx.close()
+
+
+def double(inputs):
+    return {"y": inputs["x"] * 2}
+
+
+@pytest.fixture
+def doubled(context, tmp_path):
+    """``y = 2 * x`` of one 32x64 float32 input, compiled on ``context``."""
+    from mlsdk import storage
+
+    return context.compile(double, {"x": torch.randn(32, 64)}, storage.path(tmp_path / "d"))

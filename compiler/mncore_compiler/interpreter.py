@@ -161,6 +161,40 @@ class PreparedGraph:
         #: Whether a run has checked every result against its node's declared type.
         self.checked = False
 
+    @property
+    def computed_nodes(self) -> tuple[str, ...]:
+        """The names of the nodes a call computes, in the order of the first (checked) run: a
+        node equal to an earlier one is not among them (it reuses that one's value)."""
+        return tuple(step[4].name for step in self._checked_steps)
+
+    @property
+    def frees(self) -> dict[str, tuple[str, ...]]:
+        """For each computed node (by name), the values (by name) dropped after its step on
+        the calls after the first; a merged node's value goes by the name of the node that
+        computes it."""
+        names = self._slot_names()
+        return {names[slot]: tuple(names[i] for i in frees)
+                for *_, slot, frees in (*self._early, *self._steps)}
+
+    @property
+    def keeps_constant_values(self) -> bool:
+        """Whether calls keep the constant-only values for the next call: False when the
+        graph has none, or once they were computed afresh two calls in a row."""
+        return bool(self._early)
+
+    @property
+    def kept(self) -> tuple[str, ...]:
+        """The names of the constant-only values held now for the next call (empty when
+        nothing is held)."""
+        names = self._slot_names()
+        return () if self._memo is None else tuple(names[slot] for slot in self._kept)
+
+    def _slot_names(self) -> dict[int, str]:
+        """Each slot's name: the input, constant or computing node's."""
+        return {**{slot: name for slot, name, *_ in self._inputs},
+                **dict(self._constants),
+                **{step[3]: step[4].name for step in self._checked_steps}}
+
     def __call__(self, inputs: Mapping[str, torch.Tensor], *, copy_outputs: bool = True,
                  constants: Mapping[str, torch.Tensor] | None = None
                  ) -> dict[str, torch.Tensor]:

@@ -1,7 +1,7 @@
 """The torch operations capture supports, read from the handler registry, and their docs page.
 
 ``python -m mncore_compiler.supported docs/ops.md`` writes ``docs/ops.md`` from the registry,
-so the page cannot drift: ``tests/compiler/test_ops_doc.py`` fails when it is stale.
+so the page cannot drift: ``tests/compiler/test_supported.py`` fails when it is stale.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ it charges with: a Launch streams each input and constant in through the compute
 is one Bind (:data:`mlsdk.device.base.BIND_CYCLES`) when the specs are memcopyable, else a
 Convert (:func:`mncore_hdl.converter.timing.conversion_cycles`, moving
 :func:`mlsdk.device.base.converter_bytes`). So the model equals what ``context.report()``
-measures on ``mncore2:auto``, to the cycle (``tests/sdk/test_pipeline_costs.py``).
+measures on ``mncore2:auto``, to the cycle (``tests/sdk/test_costs.py``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 from mncore_compiler.interpreter import PreparedGraph
+from mncore_compiler.ir import Graph
 
 from ._values import check_output_values
 from .compiled import CompiledFunction
@@ -46,6 +47,12 @@ class HostFunction(CompiledFunction):
     def _unload_on_collect(self) -> weakref.finalize | None:
         """Nothing was loaded on a device: nothing to unload."""
         return None
+
+    @property
+    def loaded_graph(self) -> Graph:
+        """The graph each call runs: the program's, its constants moved to
+        :attr:`torch_device` once, at load."""
+        return self._graph
 
     @property
     def torch_device(self) -> torch.device:

@@ -80,6 +80,13 @@ class TensorProxy:
         return self._storage.buffer
 
     @property
+    def storage(self) -> ProxyStorage:
+        """Where the data is (:mod:`mlsdk.stores`): the device buffer (:attr:`buffer`), or on
+        the host reference the tensor it holds on its torch device (``storage.tensor``, not a
+        copy)."""
+        return self._storage
+
+    @property
     def shape(self) -> torch.Size:
         return torch.Size(self.spec.shape)
 

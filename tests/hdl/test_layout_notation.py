@@ -115,3 +115,10 @@ def test_host_layout_is_row_major_packed():
 
 def test_native_layout_tiles_and_spreads_rows():
     assert str(native_layout((32, 64))) == "(32,64)/((4_G:1, 8:4), (8:32, 4:1, 2_W:1))"
+
+
+@pytest.mark.parametrize("text", [f"({'9' * 400})/(({'9' * 400}:1))",
+                                  "(4)/((4:99999999999999999999))"])
+def test_huge_layout_extents_are_layout_errors(text):
+    with pytest.raises(LayoutError, match="below 2\\*\\*48"):
+        Layout.parse(text)

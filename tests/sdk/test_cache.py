@@ -457,3 +457,14 @@ def test_compiling_runs_torch_on_one_thread_and_restores_the_count(tmp_path, cac
         assert torch.get_num_threads() == 2  # restored after an error too
     finally:
         torch.set_num_threads(before)
+
+
+def add_one(inputs):
+    return {"out": inputs["x"] + 1}
+
+
+def test_a_cache_directory_2000_levels_deep_is_a_cache_error(context, tmp_path):
+    deep = tmp_path.joinpath(*["d"] * 2000)
+    with pytest.raises(CacheError, match="levels deep|File name too long"):
+        context.compile(add_one, {"x": torch.randn(4)}, storage.path(tmp_path) / "out",
+                        cache_options=CacheOptions(deep))

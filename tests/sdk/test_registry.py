@@ -1,4 +1,5 @@
-"""Registered module state: tensor names, the Context's registry, device copies, synchronize."""
+"""Registered module state: the Context's registry, device copies, synchronize (tensor names:
+tests/sdk/test_naming.py)."""
 
 from __future__ import annotations
 
@@ -46,44 +47,6 @@ def _state_nbytes(model: torch.nn.Module, context) -> int:
     config = context.mndevice.config
     return sum(native_layout(tuple(t.shape), "float32", config).nbytes
                for t in model.state_dict().values())
-
-
-# -- names --------------------------------------------------------------------------------------
-
-
-def test_names_are_set_read_and_given_to_a_module():
-    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
-    assert get_tensor_name(model[0].weight) is None
-    set_tensor_name(model[0].weight, "w")
-    assert get_tensor_name(model[0].weight) == "w"
-    set_tensor_name_in_module(model, "net")
-    assert get_tensor_name(model[0].weight) == "net.0.weight"
-    assert get_tensor_name(model[1].running_mean) == "net.1.running_mean"
-    assert get_tensor_name(model[0].weight.detach()) is None, "a view is another tensor"
-
-
-def test_a_name_does_not_keep_the_tensor_alive():
-    import weakref
-
-    tensor = torch.ones(3)
-    set_tensor_name(tensor, "t")
-    ref = weakref.ref(tensor)
-    del tensor
-    gc.collect()
-    assert ref() is None
-
-
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: set_tensor_name([1.0], "x"), TypeError, "must be a torch.Tensor, not list"),
-    (lambda: set_tensor_name(torch.ones(1), 3), TypeError, "must be a str, not int"),
-    (lambda: set_tensor_name(torch.ones(1), ""), ValueError, "non-empty"),
-    (lambda: get_tensor_name("w"), TypeError, "must be a torch.Tensor, not str"),
-    (lambda: set_tensor_name_in_module(torch.ones(2), "m"), TypeError,
-     "Expected a torch.nn.Module, not Tensor"),
-])
-def test_bad_names_are_clear_errors(call, error, match):
-    with pytest.raises(error, match=match):
-        call()
 
 
 # -- inference ----------------------------------------------------------------------------------
@@ -254,7 +217,7 @@ def test_synchronize_brings_device_writes_back_in_place(ctx, tmp_path):
     weight = model.weight
     proxy = ctx.get_registered_value_proxy(weight)
     new = torch.randn_like(weight)
-    _write_device_copy(ctx, "model.weight", proxy, new)
+    _write_device_copy(ctx, proxy, new)
     ctx.registry.mark_written("model.weight")
     assert not torch.equal(weight.detach(), new), "the host is stale until synchronize"
     ctx.synchronize()
@@ -271,7 +234,7 @@ def test_a_copy_in_another_layout_starts_from_the_written_value(context, tmp_pat
     f32 = _compile(context, lambda d: {"y": model(d["x"])}, tmp_path / "f32")
     proxy = context.get_registered_value_proxy(model.bias)
     new = torch.randn_like(model.bias)
-    _write_device_copy(context, "model.bias", proxy, new)
+    _write_device_copy(context, proxy, new)
     context.registry.mark_written("model.bias")
     f16 = _compile(context, lambda d: {"y": model(d["x"])}, tmp_path / "f16",
                    options={"float_dtype": "half"})
@@ -283,11 +246,10 @@ def test_a_copy_in_another_layout_starts_from_the_written_value(context, tmp_pat
         torch.testing.assert_close(f32({"x": x})["y"].cpu(), model(x), **TOL)
 
 
-def _write_device_copy(context, name, proxy, value):
+def _write_device_copy(context, proxy, value):
     """What a training Launch would do: write a registered tensor's device copy."""
-    if proxy.buffer is None:  # the host reference: its copy is a host snapshot
-        copies = context.registry._entry(name).copies
-        next(iter(copies.values())).copy_(value)
+    if proxy.buffer is None:  # the host reference: the proxy holds the registry's snapshot
+        proxy.storage.tensor.copy_(value)
     else:
         context.device.poke(proxy.buffer, to_device(value, proxy.spec.layout))
 

@@ -135,3 +135,15 @@ def test_example_reloads_in_a_second_process(tmp_path, device):
     assert lines[-1] == "load_codegen_dir: success"
     assert str(tmp_path) in lines[0]
     assert any("same input_specs and output_specs" in line for line in lines)
+
+
+def test_a_path_of_an_unknown_user_is_a_value_error():
+    with pytest.raises(ValueError, match="~nosuchuser.*user after '~'"):
+        storage.path("~nosuchuser/x")
+
+
+def test_a_nul_byte_in_a_path_is_a_value_error(tmp_path):
+    with pytest.raises(ValueError, match="NUL byte"):
+        storage.path(f"{tmp_path}/a\0b")
+    with pytest.raises(ValueError, match="NUL byte"):
+        storage.path(tmp_path) / "a\0b"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -374,16 +375,19 @@ def test_permission_denied_message(tmp_path, monkeypatch):
     assert mlsdk.trace.active is None
 
 
-def test_a_failed_write_is_reported_on_exit(tmp_path, context):
+def test_a_failed_write_is_reported_on_exit(tmp_path, context, monkeypatch):
+    from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
+
     inputs = _pair()
     f = context.compile(add, inputs, storage.path(tmp_path / "add"))
 
-    def full(packet):
+    def full(builder, packet):
         raise OSError(28, "No space left on device")
 
     with pytest.raises(OSError, match="could not write the trace file.*No space left"):
-        with trace_scope(tmp_path / "t.pftrace") as scope:
-            scope.tracer._builder.write_packet = full
+        with trace_scope(tmp_path / "t.pftrace"):
+            # perfetto's writer, as a full disk would fail it (the first packets are written)
+            monkeypatch.setattr(StreamingTraceProtoBuilder, "write_packet", full)
             z = f(inputs)["z"].cpu()  # the program itself goes on
     torch.testing.assert_close(z, inputs["x"] + inputs["y"])
 
@@ -452,3 +456,29 @@ def test_example_runs(tmp_path, device):
     t = parse(out)
     assert t.named("add two tensors") and t.named("add")
     assert bool(t.on("compute")) == (device == "mncore2:auto")
+
+
+def add_one(inputs):
+    return {"out": inputs["x"] + 1}
+
+
+needs_dev_full = pytest.mark.skipif(not os.path.exists("/dev/full"),
+                                    reason="needs /dev/full to make writes fail")
+
+
+@needs_dev_full
+def test_a_trace_that_cannot_be_written_names_the_file(context, tmp_path):
+    with pytest.raises(OSError, match="could not write the trace file '/dev/full'"):
+        with trace_scope("/dev/full"):
+            context.compile(add_one, {"x": torch.randn(4)}, storage.path(tmp_path) / "out")
+
+
+@needs_dev_full
+def test_a_failed_trace_never_masks_the_blocks_own_exception(context, tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(KeyError, match="the user's own"):
+            with trace_scope("/dev/full"):
+                context.compile(add_one, {"x": torch.randn(4)}, storage.path(tmp_path) / "out")
+                raise KeyError("the user's own")
+    assert any("/dev/full" in str(w.message) for w in caught)

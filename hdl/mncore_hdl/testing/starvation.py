@@ -1,6 +1,6 @@
 """Starvation bounds far past the BMC depth: the memory controller under long random traffic
 in Amaranth's simulator, the worst gap and waits found (the logic of
-``bench/bench_starvation.py``, which prints it; ``tests/hdl/test_memctrl_starvation_sim.py``
+``bench/bench_starvation.py``, which prints it; ``tests/hdl/test_testing_starvation.py``
 runs a short share).
 
 The fr_fcfs chunk bound (``formal.starvation.chunk_bound_cycles``) is composed of three

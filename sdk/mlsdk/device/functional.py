@@ -133,6 +133,17 @@ class FunctionalDevice(DramDevice):
             decoded.put(key, value, span, owner=buf)
         return value, cycles
 
+    @property
+    def kept_views(self) -> int:
+        """How many Launch inputs are kept as views of DRAM (decoded once, never copied);
+        a freed buffer's are forgotten."""
+        return len(self._views)
+
+    def keeps_view(self, buf: Buffer) -> bool:
+        """Whether a Launch input read from ``buf`` is kept as a view of DRAM (in any
+        layout)."""
+        return any(key[0] == buf.id for key in self._views)
+
     def _forget_dead(self) -> None:
         self.dram.decoded.drop_owners(self.allocator.is_live)
         live = self.allocator.is_live

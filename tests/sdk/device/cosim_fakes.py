@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mlsdk.device.rtl.device import RtlDevice
 from mlsdk.device.rtl.icarus import IcarusSession
+from mlsdk.testing.interrupts import sigint_after
 
 FAKE_SERVER = Path(__file__).with_name("fake_cosim_server.py")
 
@@ -35,3 +37,9 @@ class FakeDevice(RtlDevice):
 def echo(value: int, delay: float = 0.0) -> dict:
     """The fake server's echo operation: it answers ``value`` after ``delay`` seconds."""
     return {"op": "echo", "value": value, "delay": delay}
+
+
+def interrupted(session, msg: dict, after: float = 0.2) -> None:
+    """Send ``msg`` on ``session`` and interrupt the caller (SIGINT) ``after`` seconds in."""
+    with pytest.raises(KeyboardInterrupt), sigint_after(after):
+        session.request(msg, 30.0)

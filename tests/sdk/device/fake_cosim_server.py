@@ -1,4 +1,5 @@
-"""A stand-in for the cocotb server, for ``tests/sdk/device/test_cosim_protocol.py`` (a script).
+"""A stand-in for the cocotb server, for ``tests/sdk/device/test_rtl_cocotb_session*.py`` (a
+script).
 
 It speaks the session's protocol (one JSON line per request and per answer, progress lines in
 between) without a simulator: ``{"op": "echo", "value": v, "delay": s}`` answers ``{"value":

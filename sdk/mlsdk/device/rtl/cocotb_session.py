@@ -86,9 +86,11 @@ class CocotbSession(ABC):
     def _command(self, build_dir: Path, vcd: Path | None) -> tuple[list[str], dict[str, str]]:
         """The simulator's command line and the environment it needs beside the session's."""
 
-    def _variant(self) -> str:
-        """Which of the simulator's builds the session runs (the build memo's key): the one
-        that writes its wave format, or the plain one."""
+    @property
+    def build_variant(self) -> str:
+        """Which of the simulator's builds the session runs (its suffix of the build memo's
+        key): ``+waves-<format>`` for the one that writes its wave format, ``""`` for the
+        plain one."""
         return f"+waves-{self.waves.suffix.lstrip('.')}" if self.waves else ""
 
     def __init__(self, config: ArchConfig, vcd: Path | None = None,
@@ -97,7 +99,7 @@ class CocotbSession(ABC):
         self.config = config
         self.dead: str | None = None
         self.waves = Path(vcd) if vcd else None
-        build_dir = BUILDS.folder(f"{self.kind}{self._variant()}", config, self._build, say)
+        build_dir = BUILDS.folder(f"{self.kind}{self.build_variant}", config, self._build, say)
         self.run = RunFolder(self.kind)
         self.test_dir = self.run.path
         self.log_path = self.test_dir / "simulator.log"

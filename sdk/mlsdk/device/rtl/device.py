@@ -187,6 +187,22 @@ class RtlDevice(DramDevice):
         self._add_wall("start", start)
         return session
 
+    def start_session(self) -> RtlSession:
+        """The simulator session, started now if it is not running (as the first operation
+        would); raises DeviceError when the simulator cannot start."""
+        return self._start()
+
+    def request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Send one driver operation ``msg`` (a :mod:`.protocol` request) as the commands send
+        theirs, for tools and tests that speak the protocol: its checked answer.
+
+        Raises
+        ------
+        DeviceError
+            When the operation fails, or its answer is malformed (the session is then lost).
+        """
+        return self._request(msg)
+
     def _add_wall(self, what: str, since: float) -> None:
         self.wall_seconds[what] = self.wall_seconds.get(what, 0.0) + time.perf_counter() - since
 

@@ -111,19 +111,23 @@ class VerilatorSession(CocotbSession):
     kind = "verilator"
     label = "Verilator"
 
-    def _trace(self) -> str | bool:
-        """The model the session runs: the one tracing its waves' format; without waves the
-        untraced one, or the FST one with tracing off under ``$MNCORE_VERILATOR_ONE_MODEL``."""
+    @property
+    def model_trace(self) -> str | bool:
+        """The model the session runs, by the wave format it traces (``"fst"``, ``"vcd"``) or
+        False: with waves the one tracing their format; without waves the untraced one, or the
+        FST one with tracing off under ``$MNCORE_VERILATOR_ONE_MODEL``."""
         if self.waves is not None:
             return self.waves.suffix.lstrip(".")
         return "fst" if SDK["MNCORE_VERILATOR_ONE_MODEL"].get() else False
 
-    def _variant(self) -> str:
-        trace = self._trace()
+    @property
+    def build_variant(self) -> str:
+        """The build of :attr:`model_trace` (``+waves-<format>``, or ``""`` untraced)."""
+        trace = self.model_trace
         return f"+waves-{trace}" if trace else ""
 
     def _build(self, say: Callable[[str], None]) -> Path:
-        return build_verilator(self.config, say, trace=self._trace())
+        return build_verilator(self.config, say, trace=self.model_trace)
 
     def _command(self, build_dir: Path, vcd: Path | None) -> tuple[list[str], dict[str, str]]:
         """The model's executable itself, with the environment cocotb's runner would give it.

@@ -163,7 +163,7 @@ def split_llama(model: Any, n_stages: int) -> list[nn.Module]:
 
     Chained on the same inputs, the stages compute the model's logits and KV cache (the
     decoder stages' caches concatenated along the layers): see
-    ``tests/sdk/test_staged_llama.py``.
+    ``tests/sdk/experimental/test_llm_modeling_staged_llama.py``.
 
     Raises
     ------

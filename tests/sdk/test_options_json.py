@@ -177,3 +177,10 @@ def test_example_runs(tmp_path, argv):
     assert lines[0].startswith(f"on {argv[0] if argv else 'mncore2:auto'}")
     assert any("{'float_dtype': 'float32', 'strict': True}" in line for line in lines)
     assert lines[-1] == "option_json: options from the file applied, dict keys override them"
+
+
+def test_a_deeply_nested_option_file_is_a_value_error(tmp_path):
+    path = tmp_path / "opts.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="opts.json.*nested too deeply"):
+        read_option_json(path)

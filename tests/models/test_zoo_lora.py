@@ -2,7 +2,7 @@
 of the adapter alone against eager (the causal-LM loss pads its labels with ``F.pad``:
 ``constant_pad_nd``), and the adapted model's inference.
 
-Tolerance (float32): logits ``rtol=1e-5, atol=1e-5`` (as tests/sdk/test_hf_models.py); losses
+Tolerance (float32): logits ``rtol=1e-5, atol=1e-5`` (as tests/models/test_hf_models.py); losses
 over 3 steps ``rtol=1e-5, atol=1e-5``; the adapter's parameters ``rtol=1e-4, atol=1e-5``
 (AdamW's division by ``sqrt(v) + eps`` magnifies an ulp of a small second moment; LoRA's B
 starts at zero, so its first steps are all such divisions). The frozen base weights must not

@@ -1,8 +1,9 @@
-"""Images between the runtime and a cocotb simulator: inline, or as files in the run folder.
+"""Images between the runtime and a cocotb simulator (``mlsdk/device/rtl/images.py``): inline,
+or as files in the run folder.
 
 The files are the back door's own formats (``mlsdk.device.rtl.dma``): a load is big-endian raw
 words on Verilator and hex lines on Icarus, a dump little-endian raw words or hex lines. The
-runtime trusts no file name and no file size an answer gives.
+runtime trusts no file size an answer gives (nor its file names: ``test_rtl_protocol.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import numpy as np
 import pytest
 from mlsdk.device.rtl.dma import read_word_file
 from mlsdk.device.rtl.images import FileImages, InlineImages, images_for
-from mlsdk.device.rtl.protocol import ProtocolError, check_answer
 
 ROWS = np.arange(12, dtype=np.uint64).reshape(3, 4) * np.uint64(0x0101010101010101)
 
@@ -67,22 +67,6 @@ def test_inline_images_are_base64_both_ways():
     fields = images.outgoing(ROWS)
     assert images.asking() == {}
     assert np.array_equal(images.incoming(fields, (3, 4)), ROWS)
-
-
-@pytest.mark.parametrize("files", [["../escape.dat"], ["a/b.dat"], ["ok.dat"], [""], "x.dat"])
-def test_a_read_answer_must_name_one_plain_file_per_group(files):
-    request = {"op": "read", "to_files": True,
-               "buffer": {"group": 0, "groups": 2, "address": 0, "lw_per_group": 4}}
-    answer = {"cycles": 1, "files": files, "port_beats": [[0, 0]]}
-    with pytest.raises(ProtocolError, match="plain file name"):
-        check_answer(request, answer, "Test")
-    check_answer(request, {**answer, "files": ["out-1-0.dat", "out-1-1.dat"]}, "Test")
-
-
-def test_a_profile_answer_holds_non_negative_figures():
-    check_answer({"op": "profile"}, {"profile": {"sim_s": 1.5, "ops": 3}}, "Test")
-    with pytest.raises(ProtocolError, match="non-negative number"):
-        check_answer({"op": "profile"}, {"profile": {"sim_s": -1}}, "Test")
 
 
 def test_the_files_of_an_answer_nobody_takes_are_removed(tmp_path):

@@ -1,5 +1,6 @@
-"""PreparedGraph: what it settles once (equal nodes merged, values dropped after their last
-use, constant-only values kept between calls) never changes a result."""
+"""PreparedGraph (``mncore_compiler/interpreter.py``): what it settles once (equal nodes
+merged, values dropped after their last use, constant-only values kept between calls) never
+changes a result."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def test_equal_nodes_are_computed_once_and_negative_zero_stays_apart() -> None:
     graph = scaled_graph()
     prepared = PreparedGraph(graph)
     # again and again1 are s and s1, so b (x * again1) is a (x * s1): three merged
-    assert len(prepared._checked_steps) == len(graph.nodes) - 3
+    assert len(prepared.computed_nodes) == len(graph.nodes) - 3
+    assert set(prepared.computed_nodes) == {"s", "s1", "wt", "a", "m", "y"}
     zeros = Graph(
         inputs={"x": t(2)},
         nodes=[Node("p", "mul_scalar", ("x",), {"scalar": 0.0}, t(2)),
@@ -84,9 +86,7 @@ def test_values_are_dropped_after_their_last_use() -> None:
         outputs={"c": "c"},
     )
     prepared = PreparedGraph(graph)
-    frees = {step[4]: step[5] for step in prepared._steps}  # slot -> slots freed after it
-    slot_a, slot_b, slot_c = (step[4] for step in prepared._steps)
-    assert frees == {slot_a: (0,), slot_b: (slot_a,), slot_c: (slot_b,)}
+    assert prepared.frees == {"a": ("x",), "b": ("a",), "c": ("b",)}
     for _ in range(2):
         seen.append(prepared({"x": torch.tensor([-2.0, 0.0, 1.0])})["c"])
     assert all(torch.equal(s, torch.tensor([0.0, 2.0, 4.0])) for s in seen)
@@ -104,9 +104,9 @@ def test_constants_that_change_every_call_stop_being_kept() -> None:
         c = torch.full((3,), float(step))  # a new tensor every call
         assert torch.equal(prepared({"x": x}, constants={"c": c, "w": w})["y"],
                            expected(x, c, w))
-        assert bool(prepared._early) == (step < 2)
-    assert prepared._memo is None
+        assert prepared.keeps_constant_values == (step < 2)
+    assert prepared.kept == ()
     still = PreparedGraph(graph)  # the same constants every call: kept throughout
     for _ in range(5):
         still({"x": x}, constants={"c": c, "w": w})
-    assert still._early and still._memo is not None
+    assert still.keeps_constant_values and still.kept == ("s1", "wt")

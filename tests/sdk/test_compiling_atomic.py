@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import resource
+import signal
 from pathlib import Path
 
 import pytest
@@ -121,3 +123,32 @@ def test_load_codegen_dir_of_a_normal_program_still_works(context, programs, tmp
     programs["b"].save(tmp_path / "again")
     assert _which(DeviceProgram.load(tmp_path / "again")) == "b"
 
+
+def double(inputs):
+    return {"y": inputs["x"] * 2}
+
+
+def test_a_write_failing_half_way_leaves_the_old_program_whole(context, tmp_path):
+    """A file-size limit makes the OS fail the write part-way, as a full disk would."""
+    out = tmp_path / "prog"
+    context.compile(double, {"x": torch.ones(4, 4)}, storage.path(out))
+    before = (out / "program.json").read_bytes()
+    assert len(before) > 600
+
+    def bigger(inputs):
+        return {"y": (inputs["x"] * 3 + 1).relu() - inputs["x"]}
+
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (512, limits[1]))
+    try:
+        with pytest.raises(CodegenError, match="Cannot write the codegen directory"):
+            context.compile(bigger, {"x": torch.ones(4, 4)}, storage.path(out))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert (out / "program.json").read_bytes() == before
+    assert json.loads(before)["name"] == "double"
+    reloaded = context.load_codegen_dir(storage.path(out))
+    assert reloaded({"x": torch.ones(4, 4)})["y"].cpu().eq(2).all()
+    assert not [p for p in out.rglob("*.tmp")], "temporary files left behind"

@@ -5,7 +5,7 @@ one's tokens (``histc``, ``cumsum(dtype=int32)``) and runs one matmul per expert
 (``transformers.grouped_mm_fallback`` and its backward); ``batched_mm`` gathers each token's
 expert weights instead.
 
-Tolerance (float32): logits ``rtol=1e-5, atol=1e-5`` (as tests/sdk/test_hf_models.py); losses
+Tolerance (float32): logits ``rtol=1e-5, atol=1e-5`` (as tests/models/test_hf_models.py); losses
 over 3 steps ``rtol=1e-5, atol=1e-5``; parameters ``rtol=1e-4, atol=1e-5`` (AdamW's division
 by ``sqrt(v) + eps`` magnifies an ulp of a small second moment). AdamW runs with
 ``eps=1e-6``: a gradient that is pure cancellation noise (Qwen2-MoE's ``lm_head`` row of a

@@ -6,7 +6,7 @@ with ``io_spec_constraints`` from the decoder's input, so its output is relocate
 decoder), in transformers' default attention (SDPA) and ``attn_implementation="eager"``.
 
 Tolerance (float32): ``rtol=1e-5, atol=1e-5``, as for the kit's own GPT
-(``tests/sdk/test_model_gpt.py``): the device runs the aten ops torch traced, in torch's own
+(``tests/models/test_model_gpt.py``): the device runs the aten ops torch traced, in torch's own
 decomposition, but its matmuls and reductions may associate differently (an ulp or so per op).
 """
 

@@ -4,7 +4,7 @@ eager on the same weights and batches: an LSTM and a GRU sequence classifier, a 
 attention block with 4 query heads over 2 key/value heads (``enable_gqa=True``, causal and
 not), each for inference and for compiled Adam training steps.
 
-Tolerances (float32). Inference: ``rtol=1e-5, atol=1e-5``, as ``tests/sdk/test_hf_models.py``:
+Tolerances (float32). Inference: ``rtol=1e-5, atol=1e-5``, as ``tests/models/test_hf_models.py``:
 the device runs the aten ops torch traced with torch's kernels as references, but its matmuls
 and sums may associate differently (an ulp or so per op), and an LSTM carries that through
 every time step. Training, over ``STEPS`` Adam steps: the losses to ``rtol=1e-5, atol=1e-6``,

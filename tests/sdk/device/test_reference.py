@@ -1,4 +1,5 @@
-"""pfvm:cuda: the host reference on a CUDA GPU, and its clear error where torch sees none."""
+"""The host reference (``pfvm:cpu``, ``pfvm:cuda``): no device memory; pfvm:cuda on a CUDA GPU,
+and its clear error where torch sees none."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import pytest
 import torch
 from mlsdk import DEVICE_STRINGS, Context, DeviceError, DeviceNotAvailableError, MNDevice, storage
 from mlsdk.device import reference
+from mlsdk.device.commands import Buffer, HostRead
 from mlsdk.device.reference import ReferenceDevice
 from mncore_hdl.arch import MNCORE2
+from mncore_hdl.layout import host_layout
 from torch import nn
 
 NO_GPU = not torch.cuda.is_available()
@@ -59,10 +62,10 @@ def _mlp_run(device: str, tmp_path, x: torch.Tensor, mlp: nn.Module):
                         options={"float_dtype": "mixed"})
         first = f({"x": x})["y"]
         chained = f({"x": first})["y"].cpu()  # a TensorProxy input: moved to the device
-        held = first._storage.tensor  # the result, held on the torch device
+        held = first.storage.tensor  # the result, held on the torch device
         out = first.cpu()
         kind = ctx.report().calls()[0].cycles_kind
-        constants = f._graph.constants
+        constants = f.loaded_graph.constants
     return out, chained, held, kind, constants
 
 
@@ -92,3 +95,19 @@ def test_on_a_real_gpu(tmp_path, seed):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(chained, want_chained, rtol=1e-5, atol=1e-5)
     assert kind == "none"
+
+
+def test_the_host_reference_has_no_device_memory():
+    with Context(MNDevice("pfvm:cpu")) as ctx:
+        assert ctx.device.cycles_kind == "none" and ctx.device.counters() == {}
+        assert not ctx.device.has_memory
+        # It implements no memory hooks at all, rather than each one raising.
+        for hook in ("allocate", "execute", "dram_snapshot", "peek", "poke"):
+            assert not hasattr(ctx.device, hook), hook
+        with pytest.raises(DeviceError, match="pfvm:cpu runs on the host and has no device "
+                                              "memory"):
+            ctx.session.dram.allocate(host_layout((4, 8)))
+        with pytest.raises(DeviceError, match="pfvm:cpu runs on the host and has no device "
+                                              "memory"):
+            ctx.session.execute(HostRead(Buffer(1, 0, 1, 0, 8)),
+                                ctx.session.new_record("x.cpu()", kind="read"))

@@ -3,7 +3,7 @@ with labels (its ``_shift_right`` copies into a slice of a new tensor) for infer
 training steps with AdamW (traced in torch.export's state, so that transformers' mask code
 never reads a tensor's value) against eager.
 
-Tolerance (float32): logits ``rtol=1e-5, atol=1e-5`` (as tests/sdk/test_hf_models.py); losses
+Tolerance (float32): logits ``rtol=1e-5, atol=1e-5`` (as tests/models/test_hf_models.py); losses
 over 3 AdamW steps ``rtol=1e-5, atol=1e-5``; parameters ``rtol=1e-4, atol=1e-5``: the device
 associates matmuls and reductions in its own order (an ulp or so per op, through 2 + 2 layers
 and the relative-position bias), and AdamW's division by ``sqrt(v) + eps`` magnifies an ulp of

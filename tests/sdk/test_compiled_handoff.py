@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from mlsdk import Context, MNDevice, storage
+from mncore_hdl.layout import Layout
 
 
 def producer(inputs):
@@ -166,3 +167,75 @@ def test_conversion_the_converter_cannot_run_is_refused_before_anything_runs(con
         cons({"v": y})
     assert len(context.report()) == before
     torch.testing.assert_close(y.cpu(), torch.arange(30.0))
+
+
+def scale(inputs):
+    return {"y": inputs["x"] * 3}
+
+
+def test_an_interrupted_compiled_call_hands_nothing_out_and_rebinds(context, tmp_path,
+                                                                   monkeypatch):
+    """Ctrl-C inside a call: the lock is free, its outputs are given back, the next call is
+    right, and a Bind that was under way is redone."""
+    x = torch.arange(64.0).reshape(8, 8)
+    f = context.compile(scale, {"x": x}, storage.path(tmp_path / "f"))
+    g = context.compile(scale, {"x": x}, storage.path(tmp_path / "g"),
+                        io_spec_constraints={"y": f.input_specs["x"]})
+    producer = g({"x": x})["y"]  # in f's input layout: handed over by a Bind
+    device = context.device
+    live = len(device.allocator.live)
+    real = device.execute
+    state = {"armed": True}
+
+    def interrupt_at_launch(command):
+        if state["armed"] and type(command).__name__ == "Launch":
+            state["armed"] = False
+            raise KeyboardInterrupt
+        return real(command)
+
+    monkeypatch.setattr(device, "execute", interrupt_at_launch)
+    with pytest.raises(KeyboardInterrupt):
+        f({"x": producer})  # relocation: binds x to the producer's buffer, then Launch
+    assert device.lock.acquire_if_idle()
+    device.lock.__exit__()
+    assert len(device.allocator.live) == live
+    assert torch.equal(f({"x": x})["y"].cpu(), x * 3)
+    assert torch.equal(f({"x": producer})["y"].cpu(), x * 9)
+
+    state["armed"] = True
+    binds = []
+
+    def interrupt_after_bind(command):
+        result = real(command)
+        if state["armed"] and type(command).__name__ == "Bind":
+            state["armed"] = False
+            binds.append(command)
+            raise KeyboardInterrupt  # the register was written; the runtime never heard
+        return result
+
+    monkeypatch.setattr(device, "execute", interrupt_after_bind)
+    with pytest.raises(KeyboardInterrupt):
+        f({"x": producer})
+    monkeypatch.setattr(device, "execute", real)
+    assert "x" not in f.bindings  # forgotten, so the next call binds it again
+    assert torch.equal(f({"x": x})["y"].cpu(), x * 3)
+
+
+def test_equivalent_layouts_with_different_footprints_are_converted(context, tmp_path):
+    """(5)/((5:1)) and (5)/((3:2, 2:1)) place every element alike, but the second pads to 6
+    LW: binding the 5-LW buffer to it made Launch read a short image (found by the soak)."""
+    dense = Layout.parse("(5)/((5:1))", "bfloat16")
+    padded = Layout.parse("(5)/((3:2, 2:1))", "bfloat16")
+    assert dense.equivalent(padded) and dense.lw_per_group != padded.lw_per_group
+    sample = torch.zeros(5, dtype=torch.bfloat16)
+    consumer = context.compile(lambda d: {"z": d["y"] + 1}, {"y": sample},
+                               storage.path(tmp_path / "c"), io_spec_constraints={"y": padded})
+    producer = context.compile(lambda d: {"y": d["x"] * 2}, {"x": sample},
+                               storage.path(tmp_path / "p"), io_spec_constraints={"y": dense})
+    assert not producer.output_specs["y"].is_memcopyable_to(consumer.input_specs["y"])
+    assert "footprint 1x5 LW vs 1x6 LW" in producer.output_specs["y"].describe_difference(
+        consumer.input_specs["y"])
+    x = torch.arange(5, dtype=torch.bfloat16)
+    out = consumer({"y": producer({"x": x})["y"]})["z"].cpu()
+    assert torch.equal(out, x * 2 + 1)
+    assert context.report().calls()[-1].conversions == 1

@@ -1,4 +1,5 @@
-"""The simulator connection, answers and run folders trust nothing they did not check.
+"""The cocotb sessions (``mlsdk/device/rtl/cocotb_session.py``): the simulator connection,
+answers and run folders trust nothing they did not check.
 
 A fake server (``fake_cosim_server.py``) stands in for the cocotb server behind the real
 :class:`~mlsdk.device.rtl.cocotb_session.CocotbSession`: an intruder that reaches the session's
@@ -31,6 +32,14 @@ def runs(monkeypatch, tmp_path) -> Path:
     monkeypatch.setattr(runfolder, "COSIM_ROOT", tmp_path)
     monkeypatch.delenv(KEEP_RUNS_ENV, raising=False)
     return tmp_path / "runs"
+
+
+@pytest.fixture
+def device(runs):
+    """The real RTL device over the fake server, closed after the test."""
+    device = FakeDevice(MNCORE2_SIM, "fake")
+    yield device
+    device.close()
 
 
 def wait_for(path: Path, key: str, seconds: float = 30.0) -> dict:
@@ -85,54 +94,38 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("raw", MALFORMED.values(), ids=MALFORMED.keys())
-def test_a_malformed_answer_loses_the_session_with_a_device_error(runs, raw):
-    device = FakeDevice(MNCORE2_SIM, "fake")
-    try:
-        with pytest.raises(DeviceError, match="lost the Fake simulator") as first:
-            device._request({"op": "read" if "cycles" in raw else "echo", "raw": raw,
-                             "buffer": {"groups": 1, "lw_per_group": 1}})
-        assert "run folder kept" in str(first.value)
-        with pytest.raises(DeviceError, match="lost the Fake simulator"):
-            device._request(echo(2))  # refused: the session is gone
-    finally:
-        device.close()
+def test_a_malformed_answer_loses_the_session_with_a_device_error(device, raw):
+    with pytest.raises(DeviceError, match="lost the Fake simulator") as first:
+        device.request({"op": "read" if "cycles" in raw else "echo", "raw": raw,
+                        "buffer": {"groups": 1, "lw_per_group": 1}})
+    assert "run folder kept" in str(first.value)
+    with pytest.raises(DeviceError, match="lost the Fake simulator"):
+        device.request(echo(2))  # refused: the session is gone
 
 
-def test_an_answer_without_its_fields_is_a_device_error(runs):
+def test_an_answer_without_its_fields_is_a_device_error(device):
     """The fake answers ``{"value": ...}`` to anything: a peek's answer has no data."""
-    device = FakeDevice(MNCORE2_SIM, "fake")
-    try:
-        with pytest.raises(DeviceError, match="has no 'data'"):
-            device.peek(Buffer(1, 0, 1, 0, 4))
-        with pytest.raises(DeviceError, match="lost"):
-            device.counters()
-    finally:
-        device.close()
+    with pytest.raises(DeviceError, match="has no 'data'"):
+        device.peek(Buffer(1, 0, 1, 0, 4))
+    with pytest.raises(DeviceError, match="lost"):
+        device.counters()
 
 
-def test_words_of_the_wrong_length_are_refused(runs):
-    device = FakeDevice(MNCORE2_SIM, "fake")
-    try:
-        session = device._start()
-        short = '{"data": "AAAAAAAAAAA=", "seq": SEQ}'  # 8 bytes, one LW: four were asked
-        answer = session.request({"op": "peek", "count": 4, "raw": short}, 5.0)
-        assert answer["fatal"] and "base64 of 4 64-bit words" in answer["error"]
-    finally:
-        device.close()
+def test_words_of_the_wrong_length_are_refused(device):
+    session = device.start_session()
+    short = '{"data": "AAAAAAAAAAA=", "seq": SEQ}'  # 8 bytes, one LW: four were asked
+    answer = session.request({"op": "peek", "count": 4, "raw": short}, 5.0)
+    assert answer["fatal"] and "base64 of 4 64-bit words" in answer["error"]
 
 
-def test_an_oversized_answer_is_refused_and_the_buffer_stays_bounded(runs):
-    device = FakeDevice(MNCORE2_SIM, "fake")
-    try:
-        session = device._start()
-        session.channel.limit = 4096
-        with pytest.raises(DeviceError, match="more than 4096 bytes"):
-            device._request({"op": "echo", "raw": "x" * 100_000})
-        assert session.channel.buffered <= 4096 + (1 << 20)
-        with pytest.raises(DeviceError, match="lost"):
-            device._request(echo(1))
-    finally:
-        device.close()
+def test_an_oversized_answer_is_refused_and_the_buffer_stays_bounded(device):
+    session = device.start_session()
+    session.channel.limit = 4096
+    with pytest.raises(DeviceError, match="more than 4096 bytes"):
+        device.request({"op": "echo", "raw": "x" * 100_000})
+    assert session.channel.buffered <= 4096 + (1 << 20)
+    with pytest.raises(DeviceError, match="lost"):
+        device.request(echo(1))
 
 
 def test_the_answer_limit_admits_a_read_of_the_whole_window():

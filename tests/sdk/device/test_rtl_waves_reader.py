@@ -12,6 +12,7 @@ from mlsdk.device.rtl.waves import (
     Mark,
     parse_calls,
     pick_wave_format,
+    vcd_variables,
     wave_variables,
     waves_calls,
     write_gtkw,
@@ -248,3 +249,32 @@ def test_a_dump_without_the_testbench_clock_has_no_cycles(tmp_path):
     assert waves.cycles() == 0 and not waves.has(tb.MARK_SEQ)
     times, values = waves.changes("busy")
     assert list(times) == [0, 5] and values == [0, 1]
+
+
+VCD = """$timescale 1ps $end
+$scope module cosim_top $end
+$var wire 1 ! busy $end
+$var wire 32 " busy_cycles $end
+$var wire 1 # host__0__req__valid $end
+$var wire 28 $ compute__1__req__payload $end
+$var wire 1 % desc_we $end
+$scope module system $end
+$var wire 1 & busy $end
+$upscope $end
+$upscope $end
+$enddefinitions $end
+#0
+0!
+"""
+
+
+def test_gtkw_groups_the_top_ports(tmp_path):
+    vcd = tmp_path / "s.vcd"
+    vcd.write_text(VCD)
+    assert ("cosim_top.system", "busy", 1) in vcd_variables(vcd)
+    text = write_gtkw(vcd).read_text()
+    for group in ("host ports", "compute ports", "layout converter", "counters",
+                  "input descriptors"):
+        assert group in text
+    assert "cosim_top.compute__1__req__payload[27:0]" in text
+    assert "cosim_top.busy" in text and "system.busy" not in text

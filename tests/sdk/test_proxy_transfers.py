@@ -91,22 +91,22 @@ def test_allocated_buffers_are_freed_with_the_proxies(context, tmp_path):
     assert len(context.device.allocator.live) == live
 
 
-def test_allocation_is_all_or_nothing(context, tmp_path):
+def test_allocation_is_all_or_nothing(context, tmp_path, monkeypatch):
     from mlsdk import DeviceMemoryError
 
     compiled = context.compile(mlp, _sample(), storage.path(tmp_path / "mlp"))
     live = len(context.device.allocator.live)
-    real = compiled._input_buffer
+    real = context.device.allocate
     given = []
 
-    def fail_on_third(spec):
+    def fail_on_third(layout, owner):
         if len(given) == 2:
-            raise DeviceMemoryError(f"no room for {spec.name}")
-        given.append(real(spec))
+            raise DeviceMemoryError(f"no room for a third buffer ({owner})")
+        given.append(real(layout, owner))
         return given[-1]
 
-    compiled._input_buffer = fail_on_third
-    with pytest.raises(DeviceMemoryError, match="no room for b1"):
+    monkeypatch.setattr(context.device, "allocate", fail_on_third)
+    with pytest.raises(DeviceMemoryError, match="no room for a third buffer"):
         compiled.allocate_input_proxy()
     assert len(context.device.allocator.live) == live
     assert not any(context.device.is_live(b) for b in given)

@@ -1,0 +1,46 @@
+"""The allocator: multi-Group buffers at one address, its errors, and its running Group usage
+against the live buffers' extents."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from mlsdk.device.allocator import ALIGN_LW, Allocator
+from mlsdk.errors import DeviceMemoryError
+
+
+def test_allocator_places_multi_group_buffers_at_one_address():
+    alloc = Allocator(groups=4, lw_per_group=1024)
+    a = alloc.allocate(1, 100)
+    b = alloc.allocate(4, 10)
+    assert b.group == 0 and b.groups == 4
+    assert all(alloc.used_lw(g) >= 16 for g in range(4))
+    c = alloc.allocate(1, 900)
+    assert c.group != a.group
+    alloc.free(a)
+    with pytest.raises(ValueError, match="not allocated"):
+        alloc.free(a)
+    with pytest.raises(DeviceMemoryError, match="spanning 5 Groups"):
+        alloc.allocate(5, 1)
+    with pytest.raises(DeviceMemoryError, match="exhausted"):
+        alloc.allocate(4, 1000)
+
+
+def test_running_group_usage_matches_the_ranges_in_use():
+    rng = random.Random(1234)
+    alloc = Allocator(4, 1 << 16)
+    live = []
+    for step in range(400):
+        if live and rng.random() < 0.45:
+            alloc.free(live.pop(rng.randrange(len(live))))
+        else:
+            live.append(alloc.allocate(rng.randint(1, 4), rng.randint(1, 900)))
+        assert set(alloc.live) == {b.id for b in live}
+        for g in range(4):
+            # Each live buffer holds its LWs, rounded up to ALIGN_LW, in every Group it spans.
+            expected = sum(-(-b.lw_per_group // ALIGN_LW) * ALIGN_LW for b in live
+                           if b.group <= g < b.group + b.groups)
+            assert alloc.used_lw(g) == expected, f"step {step}, Group {g} (seed 1234)"
+    assert all(b.address % ALIGN_LW == 0 for b in live)
+
