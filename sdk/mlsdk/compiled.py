@@ -164,10 +164,11 @@ class CompiledFunction:
         except BaseException:
             self._release()
             raise
-        run = _runner(graph, self.name)
+        run, unread = _runner(graph, self.name)
         device.load_program(LoadedProgram(
             self.key, graph, dict(layouts), dict(program.output_layouts), program.inputs,
-            program.launch_outputs, program.constants, program.flops, run))
+            program.launch_outputs, program.constants, program.flops, run,
+            unread=unread))
         record = self.session.new_record(self.name, kind="load")
         for name in constants:
             image = to_device(graph.constants[name], layouts[name])
@@ -419,9 +420,13 @@ def _runner(graph, name: str):
     it write-back, and an output that is a view of what the Launch read is the device's to
     copy before it stores anything over it (``DramDevice._own_outputs``: only a backend whose
     loads are views of its live DRAM has such outputs). Only int64 outputs can hold a value
-    their lanes cannot, so only they are range-checked."""
-    prepared = PreparedGraph(graph)
-    inputs, constants = tuple(graph.inputs), tuple(graph.constants)
+    their lanes cannot, so only they are range-checked. Returns ``run`` and the inputs and
+    constants it never reads (:attr:`LoadedProgram.unread`)."""
+    prepared = PreparedGraph(graph, unused_optional=True)
+    # What the graph reads: an input or constant it never reads need not be given (the
+    # functional model's Launch then skips decoding it: LoadedProgram.unread).
+    inputs = tuple(n for n in graph.inputs if n not in prepared.unused)
+    constants = tuple(n for n in graph.constants if n not in prepared.unused)
     types = graph.value_types()
     lanes = {out: element_type(types[value].torch_dtype) for out, value in graph.outputs.items()}
     narrowed = tuple(out for out, lane in lanes.items()
@@ -433,4 +438,4 @@ def _runner(graph, name: str):
         if narrowed:
             check_output_values(name, {n: outputs[n] for n in narrowed})
         return outputs
-    return run
+    return run, prepared.unused

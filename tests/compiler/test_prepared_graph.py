@@ -3,6 +3,7 @@ use, constant-only values kept between calls) never changes a result."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from mncore_compiler.interpreter import PreparedGraph, interpret
 from mncore_compiler.ir import Graph, Node, TensorType
@@ -110,3 +111,26 @@ def test_constants_that_change_every_call_stop_being_kept() -> None:
     for _ in range(5):
         still({"x": x}, constants={"c": c, "w": w})
     assert still._early and still._memo is not None
+
+
+def test_unused_inputs_and_constants_may_be_left_out_only_when_asked() -> None:
+    graph = Graph(
+        inputs={"x": t(2), "label": TensorType((2,), "int64")},
+        constants={"c": torch.full((2,), 3.0), "spare": torch.ones(5)},
+        nodes=[Node("y", "mul", ("x", "c"), {}, t(2))],
+        outputs={"y": "y"},
+    )
+    x = torch.tensor([1.0, -2.0])
+    strict, lenient = PreparedGraph(graph), PreparedGraph(graph, unused_optional=True)
+    assert strict.unused == lenient.unused == {"label", "spare"}
+    full = strict({"x": x, "label": torch.zeros(2, dtype=torch.long)})["y"]
+    assert torch.equal(full, x * 3)
+    with pytest.raises(ValueError, match=r"missing \['label'\]"):
+        strict({"x": x})
+    alone = lenient({"x": x}, constants={"c": graph.constants["c"]})["y"]
+    assert torch.equal(alone, full)
+    # Given anyway, an unused input is still checked; an unknown one is still refused.
+    with pytest.raises(TypeError, match="input 'label' must have dtype int64"):
+        lenient({"x": x, "label": torch.zeros(2)})
+    with pytest.raises(ValueError, match=r"unexpected \['z'\]"):
+        lenient({"x": x, "z": x})

@@ -56,15 +56,21 @@ class FunctionalDevice(DramDevice):
         # The default loop, with the two common cases taken at once: a kept decoded tensor
         # (a parameter, a constant, a state the last step stored) and a view of DRAM (a
         # row-major buffer, laid out first if a write-back value overlaps it); anything else
-        # through _load_input. Same values, cycles and bytes.
+        # through _load_input. Same values, cycles and bytes; a read the program never uses
+        # (LoadedProgram.unread: a label an inference takes) costs its cycles and bytes, and
+        # is not decoded.
         values: dict[str, Any] = {}
         cycles = nbytes = 0
         live, decoded, views = self.allocator.is_live, self.dram.decoded, self._views
         get, memo = decoded.get, self._stream_memo
-        for name, layout, number in self._plan(program)[0]:
+        for name, layout, number, unread in self._plan(program)[0]:
             buf = bindings[name]
             if not live(buf):
                 self._check_buffer(buf)  # raises
+            if unread:
+                cycles += self._stream_cycles(buf.lw_per_group, write=False)
+                nbytes += buf.nbytes
+                continue
             key = (buf.id, number)
             value = get(key)
             if value is None:
@@ -86,12 +92,13 @@ class FunctionalDevice(DramDevice):
         return values, cycles, nbytes
 
     def _plan(self, program: LoadedProgram) -> tuple[tuple, tuple]:
-        """``program``'s reads as (name, layout, layout number) and its outputs as (name,
-        layout, layout number, torch shape and dtype), worked out once per loaded program."""
+        """``program``'s reads as (name, layout, layout number, unread) and its outputs as
+        (name, layout, layout number, torch shape and dtype), worked out once per loaded
+        program."""
         kept = self._plans.get(program.name)
         if kept is None or kept[0] is not program:
-            reads = tuple((n, program.layouts[n], layout_key(program.layouts[n]))
-                          for n in program.reads)
+            reads = tuple((n, program.layouts[n], layout_key(program.layouts[n]),
+                           n in program.unread) for n in program.reads)
             layouts = program.output_layouts
             stores = tuple((n, layouts[n], layout_key(layouts[n]),
                             layouts[n].memo("torch_type", _torch_type))

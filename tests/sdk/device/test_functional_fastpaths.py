@@ -128,3 +128,28 @@ def test_equal_layouts_share_a_cache_key_and_hit_the_same_entry():
     kept = device.dram.decoded.get((y.id, layout_key(twin)))
     assert kept is not None and torch.equal(kept, values + 1)
     assert np.array_equal(device.peek(y), to_device(values + 1, NATIVE))
+
+
+def test_a_read_the_program_never_uses_costs_its_cycles_and_is_not_decoded():
+    label = native_layout((16, 64), "int64")
+
+    def run(values: dict) -> dict:
+        assert "label" not in values  # unread: not decoded, not passed
+        return {"y": values["x"] + 1}
+
+    costs = []
+    for unread in (frozenset({"label"}), frozenset()):
+        device = FunctionalDevice(MNCORE2, "mncore2:auto")
+        device.load_program(LoadedProgram(
+            "p", None, {"x": HOST, "label": label}, {"y": NATIVE}, ("x", "label"), ("y",), (),
+            run=run if unread else lambda v: {"y": v["x"] + 1}, unread=unread))
+        x, lab, y = device.allocate(HOST), device.allocate(label), device.allocate(NATIVE)
+        values = torch.randn(SHAPE, generator=torch.Generator().manual_seed(0))
+        device.execute(HostWrite(x, to_device(values, HOST)))
+        device.execute(HostWrite(lab, to_device(torch.arange(16 * 64).view(16, 64), label)))
+        launched = device.execute(Launch("p", {"x": x, "label": lab}, {"y": y}))
+        assert torch.equal(device.execute(HostRead(y, NATIVE)).tensor, values + 1)
+        costs.append((launched.cycles, dict(launched.bytes)))
+        decoded = {key[0] for key in device.dram.decoded._entries}
+        assert (lab.id in decoded) == (not unread)
+    assert costs[0] == costs[1]
