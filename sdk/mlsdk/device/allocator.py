@@ -52,6 +52,18 @@ class Allocator:
         self._used_total = [0] * groups
 
     @property
+    def by_id(self) -> dict[int, Buffer]:
+        """The live buffers by id, as held (read-only; not a copy, so no lock): a buffer
+        released from a finalizer stays in it until drained, so it says a buffer is live
+        only while :attr:`pending` is empty (what :meth:`is_live` does in one call)."""
+        return self._live
+
+    @property
+    def pending(self) -> collections.deque[Buffer]:
+        """Buffers released from finalizers and not yet freed (read-only)."""
+        return self._released
+
+    @property
     def live(self) -> dict[int, Buffer]:
         """The buffers currently allocated, by id."""
         with self._lock:

@@ -82,6 +82,13 @@ class DecodedCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def entries(self) -> collections.OrderedDict[Hashable, Any]:
+        """The entries by key, least recently used first: read-only, for a caller that
+        inlines :meth:`get` (an entry's ``value`` is what :meth:`get` returns while
+        ``value._version == version``; a hit moves the key to the end)."""
+        return self._entries
+
     def get(self, key: Hashable) -> Any:
         """The tensor kept under ``key``, or None (also when it was modified in place since)."""
         entry = self._entries.get(key)
