@@ -39,8 +39,8 @@ class FunctionalDevice(DramDevice):
         # Launch inputs whose layout decodes as a view of DRAM (row-major): by (buffer id,
         # layout), the buffer and the view. Cache keys use the buffer's id (never reused).
         self._views: dict[tuple[int, Any], tuple[Buffer, Any]] = {}
-        # A buffer was given back by a finalizer since the decoded tensors were last pruned.
-        self._released = False
+        # Buffers given back by finalizers since the decoded tensors were last pruned.
+        self._released: list[Buffer] = []
         # Per loaded program: the program, and its reads' and outputs' layout facts (_plan).
         self._plans: dict[str, tuple[LoadedProgram, tuple, tuple]] = {}
 
@@ -142,11 +142,23 @@ class FunctionalDevice(DramDevice):
             self.dram.watch(key, (buf.group, buf.groups, buf.address, buf.lw_per_group), value)
         else:
             if self._released:  # forget what buffers given back since held, before keeping more
-                self._released = False
-                self._forget_dead()
+                self._forget_released()
             span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
             decoded.put(key, value, span, owner=buf)
         return value, cycles
+
+    def _forget_released(self) -> None:
+        """:meth:`_forget_dead` of the buffers given back by finalizers since the last time:
+        their entries and views only, no test of every entry."""
+        released, self._released = self._released, []
+        live = self.allocator.is_live
+        dead = [buf for buf in released if not live(buf)]
+        for buf in dead:
+            self.dram.decoded.drop_owner(buf)
+        ids = {buf.id for buf in dead}
+        for key in [k for k in self._views if k[0] in ids]:
+            del self._views[key]
+            self.dram.unwatch(key)
 
     def _forget_dead(self) -> None:
         self.dram.decoded.drop_owners(self.allocator.is_live)
@@ -162,8 +174,9 @@ class FunctionalDevice(DramDevice):
 
     def release(self, buf: Buffer) -> None:
         super().release(buf)
-        # From a finalizer, which never waits: the next decode forgets what it held.
-        self._released = True
+        # From a finalizer, which never waits: the next decode forgets what it held (a list
+        # append is atomic under the GIL; _forget_released swaps the list out first).
+        self._released.append(buf)
 
     def unload_program(self, name: str, buffers: tuple[Buffer, ...] = ()) -> None:
         with self.lock:

@@ -105,6 +105,25 @@ class SpanIndex:
             if not keys:
                 del blocks[block]
 
+    def rename(self, old: Hashable, new: Hashable) -> None:
+        """List ``new`` over ``old``'s range in its place (KeyError if ``old`` is not listed
+        or ``new`` is): :meth:`remove` and :meth:`add` without working the range out again."""
+        if new in self._spans:
+            raise KeyError(new)
+        span, level = self._spans.pop(old)
+        self._spans[new] = (span, level)
+        if level < 0:
+            return
+        keys = self._levels[level]
+        del keys[old]
+        keys[new] = None
+        shift = _SHIFTS[level]
+        blocks = self._blocks[level]
+        for block in range(span[2] >> shift, ((span[2] + span[3] - 1) >> shift) + 1):
+            listed = blocks[block]
+            del listed[old]
+            listed[new] = None
+
     def overlapping(self, group: int, groups: int, address: int, count: int) -> list[Hashable]:
         """The keys whose range overlaps ``(group, groups, address, count)``, each once."""
         if count <= 0 or address >= self._hi or address + count <= self._lo:

@@ -153,3 +153,26 @@ def test_a_read_the_program_never_uses_costs_its_cycles_and_is_not_decoded():
         decoded = {key[0] for key in device.dram.decoded._entries}
         assert (lab.id in decoded) == (not unread)
     assert costs[0] == costs[1]
+
+
+def test_a_renamed_span_is_found_as_removed_and_added_would_be():
+    from mlsdk.device.spans import SpanIndex
+
+    rng = random.Random(4)
+    spans = {k: (rng.randrange(4), rng.randrange(1, 3), rng.randrange(0, 1 << 20),
+                 rng.choice([0, 1, 300, 5000, 1 << 18])) for k in range(40)}
+    renamed, rebuilt = SpanIndex(), SpanIndex()
+    for key, span in spans.items():
+        renamed.add(key, span)
+        rebuilt.add(key, span)
+    for key in range(0, 40, 3):
+        renamed.rename(key, ("new", key))
+        rebuilt.remove(key)
+        rebuilt.add(("new", key), spans[key])
+    with pytest.raises(KeyError):
+        renamed.rename(1, ("new", 0))
+    for _ in range(200):
+        probe = (rng.randrange(4), rng.randrange(1, 4), rng.randrange(0, 1 << 20),
+                 rng.randrange(1, 1 << 19))
+        assert sorted(map(str, renamed.overlapping(*probe))) == sorted(
+            map(str, rebuilt.overlapping(*probe)))
