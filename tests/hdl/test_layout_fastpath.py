@@ -187,3 +187,16 @@ def test_identity_layouts_encode_and_decode_as_the_index_path(dtype):
     if dtype == "int64":
         with pytest.raises(ValueError, match="outside"):
             to_device(torch.full((6, 8), 1 << 31), layout)
+
+
+def test_a_large_int64_identity_layout_lays_out_and_is_range_checked():
+    from mncore_hdl.layout import host_layout
+
+    layout = host_layout((300, 256), "int64")  # more elements than numpy's min and max take
+    tensor = torch.randint(-(1 << 31), 1 << 31, (300, 256), generator=torch.Generator()
+                           .manual_seed(3))
+    assert np.array_equal(to_device(tensor, layout), to_device_reference(tensor, layout))
+    assert torch.equal(from_device(to_device(tensor, layout).copy(), layout), tensor)
+    tensor[299, 255] = -(1 << 31) - 1
+    with pytest.raises(ValueError, match=r"value -2147483649 at index \(299, 255\)"):
+        to_device(tensor, layout)

@@ -47,7 +47,7 @@ class _Identity:
     shape and torch dtype, the torch and numpy integer types of its lanes, the image's shape."""
 
     __slots__ = ("aminmax", "bounds", "dtype", "image", "lanes", "narrowed", "numpy_lanes",
-                 "shape", "stored")
+                 "numpy_stored", "numpy_wide", "shape", "stored", "via_lanes")
 
     def __init__(self, layout: Layout) -> None:
         import torch
@@ -63,6 +63,11 @@ class _Identity:
         #: The values a narrowed integer lane holds (None: every value round-trips).
         self.bounds = etype.value_range if etype.narrowed else None
         self.aminmax = torch.aminmax
+        # numpy holds every type but bfloat16 as it is: a tensor's bytes reach numpy in one
+        # step, and a narrowing or widening costs less there than as a torch op.
+        self.via_lanes = etype.name == "bfloat16"
+        self.numpy_stored = np.dtype(etype.stored_as) if etype.narrowed else None
+        self.numpy_wide = np.dtype(etype.name) if etype.narrowed else None
 
 
 def _identity(layout: Layout) -> _Identity | None:
@@ -76,14 +81,14 @@ def _encode_identity(tensor: Any, ident: _Identity) -> np.ndarray | None:
             or not tensor.is_contiguous()):
         return None
     t = tensor.detach() if tensor.requires_grad else tensor
+    values: np.ndarray = (t.view(ident.lanes) if ident.via_lanes else t).numpy()
     if ident.narrowed:
-        if ident.bounds is not None and t.numel():
-            least, most = ident.aminmax(t)
+        if ident.bounds is not None and values.size:
+            least, most = ident.aminmax(t)  # one pass (numpy's min and max cost more)
             if int(least) < ident.bounds[0] or int(most) > ident.bounds[1]:
                 check_representable(t)  # raises, naming the first value outside
-        t = t.to(ident.stored)
-    view: np.ndarray = t.view(ident.lanes).numpy().reshape(-1).view(np.uint64).reshape(
-        ident.image)
+        values = values.astype(ident.numpy_stored)  # as torch's .to() converts
+    view = values.reshape(-1).view(np.uint64).reshape(ident.image)
     view.flags.writeable = False
     return view
 
@@ -145,10 +150,10 @@ def from_device(words: np.ndarray, layout: Layout, *, copy: bool = True) -> Any:
         # tensor for a narrowed type, or copied when asked.
         import torch
 
-        stored = torch.from_numpy(words.view(ident.numpy_lanes).reshape(ident.shape))
-        stored = stored.view(ident.stored)
-        if ident.narrowed:
-            return stored.to(ident.dtype)
+        lanes = words.view(ident.numpy_lanes).reshape(ident.shape)
+        if ident.narrowed:  # widened in numpy: a new array, as torch's .to() makes it
+            return torch.from_numpy(lanes.astype(ident.numpy_wide))
+        stored = torch.from_numpy(lanes).view(ident.stored)
         return stored.clone() if copy else stored
     words = check_image(words, layout)
     if (not copy and strided_plan(layout).identity and words.flags.writeable
