@@ -41,15 +41,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CompiledFunction", "producer_of"]
 
-#: Which compiled function produced each live output TensorProxy: (its name, its key).
-_PRODUCERS: weakref.WeakKeyDictionary[TensorProxy, tuple[str, str]] = (
-    weakref.WeakKeyDictionary())
-
-
 def producer_of(proxy: TensorProxy) -> tuple[str, str] | None:
     """The ``(name, key)`` of the compiled function whose call returned ``proxy``; None for a
     TensorProxy no compiled call returned (an allocated input, registered state)."""
-    return _PRODUCERS.get(proxy)
+    return proxy.producer
 
 
 class CompiledFunction:
@@ -264,10 +259,10 @@ class CompiledFunction:
             for buf in outputs.values():
                 device.free(buf)
             raise
-        results = {n: TensorProxy(self.session, self.output_specs[n], outputs[n])
+        producer = (self.name, self.key)
+        results = {n: TensorProxy(self.session, self.output_specs[n], outputs[n],
+                                  producer=producer)
                    for n in self.program.outputs}
-        for proxy in results.values():
-            _PRODUCERS[proxy] = (self.name, self.key)
         return results
 
     def _check_names(self, inputs: Any) -> None:
