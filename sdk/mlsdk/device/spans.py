@@ -71,7 +71,10 @@ class SpanIndex:
         if len(self._spans) == 1:
             self._lo, self._hi = address, end + 1
         else:
-            self._lo, self._hi = min(self._lo, address), max(self._hi, end + 1)
+            if address < self._lo:
+                self._lo = address
+            if end >= self._hi:
+                self._hi = end + 1
         if not self._visited >> level & 1:
             self._activate(level)
         self._levels[level][key] = None
@@ -93,9 +96,14 @@ class SpanIndex:
         elif (len(self._spans) <= 8
               and (span[2] == self._lo or span[2] + span[3] == self._hi)):
             # A bound was this range's, and few are left: their bounds again, exactly.
-            listed = [s for s, lv in self._spans.values() if lv >= 0]
-            self._lo = min((s[2] for s in listed), default=0)
-            self._hi = max((s[2] + s[3] for s in listed), default=0)
+            lo = hi = None
+            for s, lv in self._spans.values():
+                if lv >= 0:
+                    if lo is None or s[2] < lo:
+                        lo = s[2]
+                    if hi is None or s[2] + s[3] > hi:
+                        hi = s[2] + s[3]
+            self._lo, self._hi = (0, 0) if lo is None else (lo, hi)
         del self._levels[level][key]
         shift = _SHIFTS[level]
         blocks = self._blocks[level]

@@ -176,3 +176,27 @@ def test_a_renamed_span_is_found_as_removed_and_added_would_be():
                  rng.randrange(1, 1 << 19))
         assert sorted(map(str, renamed.overlapping(*probe))) == sorted(
             map(str, rebuilt.overlapping(*probe)))
+
+
+def test_the_span_index_finds_what_a_test_of_every_range_finds():
+    from mlsdk.device.spans import SpanIndex
+
+    rng = random.Random(9)
+    index, held = SpanIndex(), {}
+    for step in range(3000):
+        key = rng.randrange(12)
+        if key in held and rng.random() < 0.4:
+            index.remove(key)
+            del held[key]
+        else:
+            span = (rng.randrange(4), rng.randrange(1, 3), rng.randrange(0, 1 << 16),
+                    rng.choice([0, 1, 17, 300, 5000, 1 << 14]))
+            index.add(key, span)
+            held[key] = span
+        probe = (rng.randrange(4), rng.randrange(1, 4), rng.randrange(0, 1 << 16),
+                 rng.randrange(1, 1 << 15))
+        group, groups, address, count = probe
+        want = {k for k, s in held.items()
+                if s[3] > 0 and s[0] < group + groups and group < s[0] + s[1]
+                and s[2] < address + count and address < s[2] + s[3]}
+        assert set(index.overlapping(*probe)) == want, f"step {step}"
