@@ -199,6 +199,29 @@ class PreparedGraph:
         given = self.graph.constants if constants is None else constants
         for slot, name in self._constants:
             env[slot] = given[name]
+        return self._execute(env, copy_outputs)
+
+    def run_loaded(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """:meth:`__call__` of one mapping holding the inputs and the constants by name (what
+        a device's loads give it), the outputs as computed (``copy_outputs=False``): no
+        mapping of each is built per call. Same checks and errors as :meth:`__call__`."""
+        env: list = [None] * self._size
+        try:
+            for slot, name, shape, dtype, _ in self._inputs:
+                value = values[name]
+                if value.shape != shape or value.dtype != dtype:
+                    raise TypeError
+                env[slot] = value
+        except (KeyError, TypeError, AttributeError):
+            given = {n: values[n] for n in self.graph.inputs if n in values}
+            check_inputs(self.graph, given, self._optional)  # says what is wrong
+            raise  # check_inputs found nothing wrong with the inputs: a bad mapping
+        for slot, name in self._constants:
+            env[slot] = values[name]
+        return self._execute(env, False)
+
+    def _execute(self, env: list, copy_outputs: bool) -> dict[str, torch.Tensor]:
+        """Run the steps over ``env`` (inputs and constants placed) and return the outputs."""
         # One no_grad for the whole graph: this loop runs on every device call.
         with torch.no_grad():
             if not self.checked:

@@ -417,19 +417,16 @@ def _runner(graph, name: str):
     loads are views of its live DRAM has such outputs). Only int64 outputs can hold a value
     their lanes cannot, so only they are range-checked. Returns ``run`` and the inputs and
     constants it never reads (:attr:`LoadedProgram.unread`)."""
+    # An input or constant the graph never reads need not be given (the functional model's
+    # Launch then skips decoding it: LoadedProgram.unread).
     prepared = PreparedGraph(graph, unused_optional=True)
-    # What the graph reads: an input or constant it never reads need not be given (the
-    # functional model's Launch then skips decoding it: LoadedProgram.unread).
-    inputs = tuple(n for n in graph.inputs if n not in prepared.unused)
-    constants = tuple(n for n in graph.constants if n not in prepared.unused)
     types = graph.value_types()
     lanes = {out: element_type(types[value].torch_dtype) for out, value in graph.outputs.items()}
     narrowed = tuple(out for out, lane in lanes.items()
                      if lane.narrowed and lane.value_range is not None)
 
     def run(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        outputs = prepared({n: values[n] for n in inputs}, copy_outputs=False,
-                           constants={n: values[n] for n in constants})
+        outputs = prepared.run_loaded(values)
         if narrowed:
             check_output_values(name, {n: outputs[n] for n in narrowed})
         return outputs

@@ -134,3 +134,16 @@ def test_unused_inputs_and_constants_may_be_left_out_only_when_asked() -> None:
         lenient({"x": x, "label": torch.zeros(2)})
     with pytest.raises(ValueError, match=r"unexpected \['z'\]"):
         lenient({"x": x, "z": x})
+
+
+def test_run_loaded_takes_inputs_and_constants_in_one_mapping():
+    graph = scaled_graph()
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(8))
+    prepared = PreparedGraph(graph, unused_optional=True)
+    want = PreparedGraph(graph)({"x": x}, copy_outputs=False)
+    got = prepared.run_loaded({"x": x, **graph.constants})
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in got)
+    with pytest.raises(ValueError, match="input 'x' must have shape"):
+        prepared.run_loaded({"x": torch.zeros(3, 4), **graph.constants})
+    with pytest.raises(ValueError, match=r"missing \['x'\]"):
+        prepared.run_loaded(dict(graph.constants))
