@@ -86,6 +86,12 @@ class DecodedCache:
         return len(self._entries)
 
     @property
+    def dirty_bounds(self) -> tuple[int, int]:
+        """LW addresses ``[lo, hi)`` around every dirty entry's range (at least): a range
+        outside them needs no :meth:`flush_range`."""
+        return self._dirty.bounds if self.dirty else (0, 0)
+
+    @property
     def entries(self) -> collections.OrderedDict[Hashable, Any]:
         """The entries by key, least recently used first: read-only, for a caller that
         inlines :meth:`get` (an entry's ``value`` is what :meth:`get` returns while

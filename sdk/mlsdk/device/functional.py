@@ -66,6 +66,9 @@ class FunctionalDevice(DramDevice):
         allocator, decoded, views = self.allocator, self.dram.decoded, self._views
         live, released, lives = allocator.is_live, allocator.pending, allocator.by_id
         get, entries, memo = decoded.get, decoded.entries, self._stream_memo
+        # Write-back values a view read must see laid out lie within these addresses (taken
+        # once: flushing only narrows them), so a view away from them skips the flush call.
+        low, high = decoded.dirty_bounds
         for name, layout, number, unread in self._plan(program)[0]:
             buf = bindings[name]
             if (released or lives.get(buf.id) is not buf) and not live(buf):
@@ -90,7 +93,7 @@ class FunctionalDevice(DramDevice):
                     nbytes += buf.nbytes
                     continue
                 value = kept[1]
-                if decoded.dirty:
+                if buf.address < high and buf.address + buf.lw_per_group > low:
                     self.dram.flush(buf.group, buf.groups, buf.address, buf.lw_per_group)
             memoised = memo.get((buf.lw_per_group, False))
             values[name] = value

@@ -51,6 +51,12 @@ class SpanIndex:
     def __len__(self) -> int:
         return len(self._spans)
 
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """LW addresses ``[lo, hi)`` around every listed range (at least: a removal may leave
+        them wider): a range outside them overlaps nothing listed."""
+        return self._lo, self._hi
+
     def __contains__(self, key: Hashable) -> bool:
         return key in self._spans
 
