@@ -31,8 +31,9 @@ class Buffer:
     address: int
     lw_per_group: int
 
-    @property
+    @functools.cached_property
     def nbytes(self) -> int:
+        # Worked out once per buffer: a Launch counts the bytes of every buffer it reads.
         return self.groups * self.lw_per_group * LW_BYTES
 
     @property
