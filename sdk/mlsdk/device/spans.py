@@ -102,14 +102,15 @@ class SpanIndex:
         elif (len(self._spans) <= 8
               and (span[2] == self._lo or span[2] + span[3] == self._hi)):
             # A bound was this range's, and few are left: their bounds again, exactly.
-            lo = hi = None
+            lo, hi, listed = 0, 0, False
             for s, lv in self._spans.values():
                 if lv >= 0:
-                    if lo is None or s[2] < lo:
+                    if not listed or s[2] < lo:
                         lo = s[2]
-                    if hi is None or s[2] + s[3] > hi:
+                    if not listed or s[2] + s[3] > hi:
                         hi = s[2] + s[3]
-            self._lo, self._hi = (0, 0) if lo is None else (lo, hi)
+                    listed = True
+            self._lo, self._hi = lo, hi
         del self._levels[level][key]
         shift = _SHIFTS[level]
         blocks = self._blocks[level]
