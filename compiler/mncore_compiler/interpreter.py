@@ -14,8 +14,10 @@ from .ops import get_op
 __all__ = ["PreparedGraph", "check_inputs", "interpret"]
 
 
-def check_inputs(graph: Graph, inputs: Mapping[str, object]) -> None:
-    """Check that ``inputs`` match the graph's inputs by name, kind, shape and dtype.
+def check_inputs(graph: Graph, inputs: Mapping[str, object],
+                 optional: frozenset[str] = frozenset()) -> None:
+    """Check that ``inputs`` match the graph's inputs by name, kind, shape and dtype; the
+    inputs named in ``optional`` may be left out.
 
     Raises
     ------
@@ -29,11 +31,13 @@ def check_inputs(graph: Graph, inputs: Mapping[str, object]) -> None:
             f"inputs must be a dict of str to torch.Tensor, not {type(inputs).__name__}"
         )
     expected, given = list(graph.inputs), list(inputs)
-    missing = [n for n in expected if n not in inputs]
+    missing = [n for n in expected if n not in inputs and n not in optional]
     extra = [n for n in given if n not in graph.inputs]
     if missing or extra:
         raise ValueError(f"inputs must be named {expected}; missing {missing}, unexpected {extra}")
     for name, ttype in graph.inputs.items():
+        if name not in inputs:
+            continue  # optional
         value = inputs[name]
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"input {name!r} must be a torch.Tensor, not {type(value).__name__}")
@@ -101,6 +105,10 @@ class PreparedGraph:
       the memory of a large graph's intermediates is reused while it runs, as in eager torch;
     - the results are checked against their nodes' declared shapes and dtypes on the first run
       only: both are functions of the input types, which every call checks;
+    - with ``unused_optional``, the inputs and constants no node reads and no output is
+      (:attr:`unused`: a label a function takes but its inference never reads, say) may be
+      left out of a call: a caller that produces its inputs at a cost (the device decoding
+      them from DRAM) skips them;
     - the nodes that read only constants (a transposed weight, an inference BatchNorm's scale)
       run first, and their values are kept for the next call, which reuses them when it is
       given the very same constant tensors, unchanged since (same objects, same version
@@ -116,6 +124,9 @@ class PreparedGraph:
     ----------
     graph : Graph
         A verified graph.
+    unused_optional : bool
+        Let a call leave out the inputs and constants in :attr:`unused` (by default every
+        input is required, as :func:`interpret` requires it).
 
     Raises
     ------
@@ -123,14 +134,11 @@ class PreparedGraph:
         When a node's op is not in the op table.
     """
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, *, unused_optional: bool = False):
         self.graph = graph
         slots: dict[str, int] = {}
         for name in (*graph.inputs, *graph.constants):
             slots.setdefault(name, len(slots))
-        self._inputs = tuple((slots[n], n, t.shape, t.torch_dtype, t.dtype)
-                             for n, t in graph.inputs.items())
-        self._constants = tuple((slots[n], n) for n in graph.constants)
         steps: list[tuple] = []
         seen: dict[tuple, int] = {}
         for node in graph.nodes:
@@ -146,6 +154,15 @@ class PreparedGraph:
                           node))
         self._size = len(slots)
         self._outputs = tuple((out, slots[value]) for out, value in graph.outputs.items())
+        read = {slot for step in steps for slot in step[1]} | {s for _, s in self._outputs}
+        #: The inputs and constants no node reads and no output is: a call may leave them out.
+        self.unused = frozenset(n for n in (*graph.inputs, *graph.constants)
+                                if slots[n] not in read)
+        skipped = self.unused if unused_optional else frozenset()
+        self._inputs = tuple((slots[n], n, t.shape, t.torch_dtype, t.dtype)
+                             for n, t in graph.inputs.items() if n not in skipped)
+        self._optional = skipped & set(graph.inputs)
+        self._constants = tuple((slots[n], n) for n in graph.constants if n not in skipped)
         early, late, self._roots, self._kept = _split_constant_steps(
             steps, {slot for slot, _ in self._constants}, {slot for _, slot in self._outputs})
         self._checked_steps = tuple(early + late)
@@ -201,7 +218,8 @@ class PreparedGraph:
         """:func:`interpret` of the prepared graph (same parameters, result and errors)."""
         env: list = [None] * self._size
         if not isinstance(inputs, Mapping) or len(inputs) != len(self._inputs):
-            check_inputs(self.graph, inputs)
+            # Unused inputs given too (checked, not used), or something wrong (says what).
+            check_inputs(self.graph, inputs, self._optional)
         try:
             for slot, name, shape, dtype, _ in self._inputs:
                 value = inputs[name]
@@ -209,12 +227,35 @@ class PreparedGraph:
                     raise TypeError
                 env[slot] = value
         except (KeyError, TypeError, AttributeError):
-            check_inputs(self.graph, inputs)  # says what is wrong
+            check_inputs(self.graph, inputs, self._optional)  # says what is wrong
             for slot, name, *_ in self._inputs:
                 env[slot] = inputs[name]
         given = self.graph.constants if constants is None else constants
         for slot, name in self._constants:
             env[slot] = given[name]
+        return self._execute(env, copy_outputs)
+
+    def run_loaded(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """:meth:`__call__` of one mapping holding the inputs and the constants by name (what
+        a device's loads give it), the outputs as computed (``copy_outputs=False``): no
+        mapping of each is built per call. Same checks and errors as :meth:`__call__`."""
+        env: list = [None] * self._size
+        try:
+            for slot, name, shape, dtype, _ in self._inputs:
+                value = values[name]
+                if value.shape != shape or value.dtype != dtype:
+                    raise TypeError
+                env[slot] = value
+        except (KeyError, TypeError, AttributeError):
+            given = {n: values[n] for n in self.graph.inputs if n in values}
+            check_inputs(self.graph, given, self._optional)  # says what is wrong
+            raise  # check_inputs found nothing wrong with the inputs: a bad mapping
+        for slot, name in self._constants:
+            env[slot] = values[name]
+        return self._execute(env, False)
+
+    def _execute(self, env: list, copy_outputs: bool) -> dict[str, torch.Tensor]:
+        """Run the steps over ``env`` (inputs and constants placed) and return the outputs."""
         # One no_grad for the whole graph: this loop runs on every device call.
         with torch.no_grad():
             if not self.checked:

@@ -41,15 +41,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CompiledFunction", "producer_of"]
 
-#: Which compiled function produced each live output TensorProxy: (its name, its key).
-_PRODUCERS: weakref.WeakKeyDictionary[TensorProxy, tuple[str, str]] = (
-    weakref.WeakKeyDictionary())
-
-
 def producer_of(proxy: TensorProxy) -> tuple[str, str] | None:
     """The ``(name, key)`` of the compiled function whose call returned ``proxy``; None for a
     TensorProxy no compiled call returned (an allocated input, registered state)."""
-    return _PRODUCERS.get(proxy)
+    return proxy.producer
 
 
 class CompiledFunction:
@@ -164,10 +159,11 @@ class CompiledFunction:
         except BaseException:
             self._release()
             raise
-        run = _runner(graph, self.name)
+        run, unread = _runner(graph, self.name)
         device.load_program(LoadedProgram(
             self.key, graph, dict(layouts), dict(program.output_layouts), program.inputs,
-            program.launch_outputs, program.constants, program.flops, run))
+            program.launch_outputs, program.constants, program.flops, run,
+            unread=unread))
         record = self.session.new_record(self.name, kind="load")
         for name in constants:
             image = to_device(graph.constants[name], layouts[name])
@@ -263,10 +259,10 @@ class CompiledFunction:
             for buf in outputs.values():
                 device.free(buf)
             raise
-        results = {n: TensorProxy(self.session, self.output_specs[n], outputs[n])
+        producer = (self.name, self.key)
+        results = {n: TensorProxy(self.session, self.output_specs[n], outputs[n],
+                                  producer=producer)
                    for n in self.program.outputs}
-        for proxy in results.values():
-            _PRODUCERS[proxy] = (self.name, self.key)
         return results
 
     def _check_names(self, inputs: Any) -> None:
@@ -419,18 +415,19 @@ def _runner(graph, name: str):
     it write-back, and an output that is a view of what the Launch read is the device's to
     copy before it stores anything over it (``DramDevice._own_outputs``: only a backend whose
     loads are views of its live DRAM has such outputs). Only int64 outputs can hold a value
-    their lanes cannot, so only they are range-checked."""
-    prepared = PreparedGraph(graph)
-    inputs, constants = tuple(graph.inputs), tuple(graph.constants)
+    their lanes cannot, so only they are range-checked. Returns ``run`` and the inputs and
+    constants it never reads (:attr:`LoadedProgram.unread`)."""
+    # An input or constant the graph never reads need not be given (the functional model's
+    # Launch then skips decoding it: LoadedProgram.unread).
+    prepared = PreparedGraph(graph, unused_optional=True)
     types = graph.value_types()
     lanes = {out: element_type(types[value].torch_dtype) for out, value in graph.outputs.items()}
     narrowed = tuple(out for out, lane in lanes.items()
                      if lane.narrowed and lane.value_range is not None)
 
     def run(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        outputs = prepared({n: values[n] for n in inputs}, copy_outputs=False,
-                           constants={n: values[n] for n in constants})
+        outputs = prepared.run_loaded(values)
         if narrowed:
             check_output_values(name, {n: outputs[n] for n in narrowed})
         return outputs
-    return run
+    return run, prepared.unused

@@ -46,6 +46,9 @@ class TensorProxy:
     origin : str or None
         For a proxy from ``allocate_input_proxy()``, the input it was allocated for (e.g.
         ``"input 'x' of mlp#1"``); None for a call's output.
+    producer : tuple of str or None
+        For a call's output, the ``(name, key)`` of the compiled function that returned it;
+        None for any other proxy.
 
     Parameters
     ----------
@@ -60,11 +63,16 @@ class TensorProxy:
         See the attribute.
     empty : bool
         An allocated input proxy, holding no data until its first :meth:`load_from`.
+    producer : tuple of str, optional
+        For a call's output, the ``(name, key)`` of the compiled function that returned it
+        (:func:`mlsdk.compiled.producer_of`).
     """
 
     def __init__(self, session: Session, spec: IOSpec, storage: ProxyStorage | Buffer, *,
-                 origin: str | None = None, empty: bool = False):
+                 origin: str | None = None, empty: bool = False,
+                 producer: tuple[str, str] | None = None):
         self._session = weakref.ref(session)
+        self.producer = producer
         self.spec = spec
         self._storage: ProxyStorage = (DeviceStorage(storage) if isinstance(storage, Buffer)
                                        else storage)

@@ -99,6 +99,12 @@ class Registry:
         self._store = store
         self._entries: dict[str, _Entry] = {}
         self._by_id: dict[int, _Entry] = {}
+        # Bumped whenever an entry or a copy comes or goes (what device_buffers depends on),
+        # and device_buffers' last answer per program: (the program, weakly; the generation
+        # it was made in; the answer). A call reads the same copies as the last one unless
+        # something came or went.
+        self._generation = 0
+        self._buffers: dict[int, tuple[weakref.ref, int, dict[str, Buffer]]] = {}
         # Host-side refreshers run before each call that reads state (weak: an optimizer's
         # bound _mncore_refresh does not keep the optimizer alive).
         self._refreshers: list[weakref.WeakMethod[Callable[[], Iterable[torch.Tensor]]]] = []
@@ -205,6 +211,7 @@ class Registry:
         if name not in self._entries:
             entry = _Entry(name, tensor, kind)
             self._entries[name] = entry
+            self._generation += 1
             self._by_id[id(tensor)] = entry
 
     # -- lookup -----------------------------------------------------------------------------
@@ -271,10 +278,19 @@ class Registry:
 
     def device_buffers(self, program: DeviceProgram, record: CallRecord) -> dict[str, Buffer]:
         """Constant name -> the buffer of its registered device copy, for each registered
-        constant of ``program``; copies not on the device yet are uploaded into ``record``."""
-        with self._device().lock:
-            return {c: self._copy(self._entry(n), program.layouts[c], record)
-                    for c, n in program.state.items()}
+        constant of ``program``; copies not on the device yet are uploaded into ``record``.
+        Answered from the last call's answer while no entry or copy came or went since."""
+        device = self._device()
+        kept = self._buffers.get(id(program))
+        if kept is not None and kept[1] == self._generation and kept[0]() is program:
+            return dict(kept[2])
+        with device.lock:
+            got = {c: self._copy(self._entry(n), program.layouts[c], record)
+                   for c, n in program.state.items()}
+            if len(self._buffers) >= 64:
+                self._buffers.clear()
+            self._buffers[id(program)] = (weakref.ref(program), self._generation, got)
+            return dict(got)
 
     def state_write_buffers(self, program: DeviceProgram,
                             record: CallRecord) -> dict[str, Buffer]:
@@ -294,6 +310,7 @@ class Registry:
                 layout = program.output_layouts[out]
                 if values is not None:
                     self._entry(name).copies[layout] = values[out]
+                    self._generation += 1
                 else:
                     entry = self._entries.get(name)
                     if (entry is not None and entry.dirty == layout
@@ -317,6 +334,7 @@ class Registry:
         value = entry.tensor.detach().to(dtype_to_torch(layout.dtype)).contiguous()
         copy = self._store.upload(self._live_session(), entry.name, value, layout, record)
         entry.copies[layout] = copy
+        self._generation += 1
         return copy
 
     def _read_back(self, entry: _Entry, record: CallRecord | None) -> None:
@@ -442,6 +460,7 @@ class Registry:
 
     def _drop(self, entry: _Entry, layout: Layout) -> None:
         self._store.drop(self._live_session(), entry.copies.pop(layout))
+        self._generation += 1
 
     # -- the owner --------------------------------------------------------------------------
 

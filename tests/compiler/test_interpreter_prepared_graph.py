@@ -4,6 +4,7 @@ changes a result."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from mncore_compiler.interpreter import PreparedGraph, interpret
 from mncore_compiler.ir import Graph, Node, TensorType
@@ -110,3 +111,39 @@ def test_constants_that_change_every_call_stop_being_kept() -> None:
     for _ in range(5):
         still({"x": x}, constants={"c": c, "w": w})
     assert still.keeps_constant_values and still.kept == ("s1", "wt")
+
+
+def test_unused_inputs_and_constants_may_be_left_out_only_when_asked() -> None:
+    graph = Graph(
+        inputs={"x": t(2), "label": TensorType((2,), "int64")},
+        constants={"c": torch.full((2,), 3.0), "spare": torch.ones(5)},
+        nodes=[Node("y", "mul", ("x", "c"), {}, t(2))],
+        outputs={"y": "y"},
+    )
+    x = torch.tensor([1.0, -2.0])
+    strict, lenient = PreparedGraph(graph), PreparedGraph(graph, unused_optional=True)
+    assert strict.unused == lenient.unused == {"label", "spare"}
+    full = strict({"x": x, "label": torch.zeros(2, dtype=torch.long)})["y"]
+    assert torch.equal(full, x * 3)
+    with pytest.raises(ValueError, match=r"missing \['label'\]"):
+        strict({"x": x})
+    alone = lenient({"x": x}, constants={"c": graph.constants["c"]})["y"]
+    assert torch.equal(alone, full)
+    # Given anyway, an unused input is still checked; an unknown one is still refused.
+    with pytest.raises(TypeError, match="input 'label' must have dtype int64"):
+        lenient({"x": x, "label": torch.zeros(2)})
+    with pytest.raises(ValueError, match=r"unexpected \['z'\]"):
+        lenient({"x": x, "z": x})
+
+
+def test_run_loaded_takes_inputs_and_constants_in_one_mapping():
+    graph = scaled_graph()
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(8))
+    prepared = PreparedGraph(graph, unused_optional=True)
+    want = PreparedGraph(graph)({"x": x}, copy_outputs=False)
+    got = prepared.run_loaded({"x": x, **graph.constants})
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in got)
+    with pytest.raises(ValueError, match="input 'x' must have shape"):
+        prepared.run_loaded({"x": torch.zeros(3, 4), **graph.constants})
+    with pytest.raises(ValueError, match=r"missing \['x'\]"):
+        prepared.run_loaded(dict(graph.constants))

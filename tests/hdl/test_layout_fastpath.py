@@ -156,3 +156,47 @@ def test_from_device_without_copy_views_a_row_major_image():
     tiled = Layout.parse("(8,6)/((8:1), (3:8, 2_W:1))")
     copied = from_device(to_device_reference(tensor, tiled), tiled, copy=False)
     assert torch.equal(copied, tensor)
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_identity_layouts_encode_and_decode_as_the_index_path(dtype):
+    """A row-major layout whose image is the tensor's own bytes (its encode and decode skip the
+    strided plan) gives the index path's images and tensors, in every element type."""
+    from mncore_hdl.layout import host_layout
+    from mncore_hdl.layout.strided import strided_plan
+
+    layout = host_layout((6, 8), dtype)
+    assert strided_plan(layout).identity
+    tensor = _tensor(layout, 7)
+    if dtype == "int64":
+        tensor = torch.randint(-(1 << 31), 1 << 31, (6, 8), generator=torch.Generator()
+                               .manual_seed(7))
+    image = to_device(tensor, layout)
+    reference = to_device_reference(tensor, layout)
+    assert image.dtype == reference.dtype and np.array_equal(image, reference)
+    writable = image.copy()
+    for copy in (True, False):
+        back = from_device(writable, layout, copy=copy)
+        assert back.dtype == tensor.dtype and back.is_contiguous()
+        assert torch.equal(_raw(back), _raw(from_device_reference(reference, layout)))
+        assert torch.equal(_raw(back), _raw(tensor))
+    # A copy owns its memory; a view (of a writable image, a type stored as itself) does not.
+    assert from_device(writable, layout).data_ptr() != writable.ctypes.data
+    shares = from_device(writable, layout, copy=False).data_ptr() == writable.ctypes.data
+    assert shares == (not DTYPES[dtype].narrowed)
+    if dtype == "int64":
+        with pytest.raises(ValueError, match="outside"):
+            to_device(torch.full((6, 8), 1 << 31), layout)
+
+
+def test_a_large_int64_identity_layout_lays_out_and_is_range_checked():
+    from mncore_hdl.layout import host_layout
+
+    layout = host_layout((300, 256), "int64")  # more elements than numpy's min and max take
+    tensor = torch.randint(-(1 << 31), 1 << 31, (300, 256), generator=torch.Generator()
+                           .manual_seed(3))
+    assert np.array_equal(to_device(tensor, layout), to_device_reference(tensor, layout))
+    assert torch.equal(from_device(to_device(tensor, layout).copy(), layout), tensor)
+    tensor[299, 255] = -(1 << 31) - 1
+    with pytest.raises(ValueError, match=r"value -2147483649 at index \(299, 255\)"):
+        to_device(tensor, layout)

@@ -352,3 +352,21 @@ def test_program_state_is_saved_checked_and_reloaded(tmp_path):
     path.write_text(json.dumps(body))
     with pytest.raises(CodegenError, match="'state' names \\['nope'\\]"):
         DeviceProgram.load(tmp_path)
+
+
+def test_device_buffers_are_remembered_until_a_copy_comes_or_goes(context, tmp_path):
+    model = _linear(14)
+    context.registry.register("model", model)
+    compiled = _compile(context, lambda d: {"y": model(d["x"])}, tmp_path / "f")
+    registry, program = context.registry, compiled.program
+    record = context.session.new_record("test")
+    first = registry.device_buffers(program, record)
+    again = registry.device_buffers(program, record)
+    assert again == first and again is not first  # the caller's own dict
+    context.invalidate()  # every copy goes: the next answer uploads new ones
+    fresh = registry.device_buffers(program, record)
+    assert set(fresh) == set(first) and all(fresh[c] != first[c] for c in fresh)
+    assert all(context.device.is_live(buf) for buf in fresh.values())
+    with torch.no_grad():
+        x = torch.randn(4, 32)
+        torch.testing.assert_close(compiled({"x": x})["y"].cpu(), model(x), **TOL)

@@ -29,10 +29,15 @@ def _slice_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType(x.shape[:dim] + (size,) + x.shape[dim + 1:], x.dtype)
 
 
+def _slice_reference(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
+    part = x[0].narrow(a["dim"], a["start"], a["end"] - a["start"])
+    if a["step"] != 1:  # a step of 1 keeps every element: no indexing
+        part = part[(slice(None),) * a["dim"] + (slice(None, None, a["step"]),)]
+    return part.contiguous()
+
+
 register(
-    "slice", "layout", 1, ("dim", "start", "end", "step"), _slice_rule,
-    lambda x, a: x[0].narrow(a["dim"], a["start"], a["end"] - a["start"])[
-        (slice(None),) * a["dim"] + (slice(None, None, a["step"]),)].contiguous(),
+    "slice", "layout", 1, ("dim", "start", "end", "step"), _slice_rule, _slice_reference,
     no_flops,
 )  # fmt: skip
 

@@ -21,8 +21,11 @@ def _sum_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return result
 
 
+_SUM = reduction_reference(torch.sum)
+
+
 def _sum_reference(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
-    result = reduction_reference(torch.sum)(x, a)
+    result = _SUM(x, a)
     return result if result.is_floating_point() else result.to(torch.int64)
 
 

@@ -52,6 +52,18 @@ class Allocator:
         self._used_total = [0] * groups
 
     @property
+    def by_id(self) -> dict[int, Buffer]:
+        """The live buffers by id, as held (read-only; not a copy, so no lock): a buffer
+        released from a finalizer stays in it until drained, so it says a buffer is live
+        only while :attr:`pending` is empty (what :meth:`is_live` does in one call)."""
+        return self._live
+
+    @property
+    def pending(self) -> collections.deque[Buffer]:
+        """Buffers released from finalizers and not yet freed (read-only)."""
+        return self._released
+
+    @property
     def live(self) -> dict[int, Buffer]:
         """The buffers currently allocated, by id."""
         with self._lock:
@@ -87,8 +99,9 @@ class Allocator:
         with self._lock:
             self._drain()
             used = self._used_total
-            starts = sorted(range(self.groups - groups + 1),
-                            key=lambda g: (sum(used[g:g + groups]), g))
+            starts = (sorted(range(self.groups - groups + 1),
+                             key=lambda g: (sum(used[g:g + groups]), g))
+                      if groups < self.groups else (0,))
             for first in starts:
                 address = self._first_fit(range(first, first + groups), size)
                 if address is not None:
@@ -113,12 +126,17 @@ class Allocator:
         if len(groups) == 1:
             ranges = self._used[groups[0]]  # kept sorted
         else:
-            ranges = sorted(r for g in groups for r in self._used[g])
+            used = self._used
+            ranges = []
+            for g in groups:
+                ranges += used[g]
+            ranges.sort()
         address = 0
         for start, end in ranges:
             if start - address >= size:
                 break
-            address = max(address, end)
+            if end > address:
+                address = end
         return address if address + size <= self.lw_per_group else None
 
     def free(self, buf: Buffer) -> None:

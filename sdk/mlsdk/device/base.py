@@ -96,6 +96,9 @@ class LoadedProgram:
     constants: tuple[str, ...]
     flops: int = 0
     run: Any = field(default=None, repr=False)
+    #: Inputs and constants ``run`` never reads (it takes them or not): a Launch still loads
+    #: them (their cycles and bytes count), but a backend may skip decoding them.
+    unread: frozenset[str] = frozenset()
     #: What a Launch loads, in order: the inputs, then the constants.
     reads: tuple[str, ...] = field(init=False, repr=False)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,8 +31,9 @@ class Buffer:
     address: int
     lw_per_group: int
 
-    @property
+    @functools.cached_property
     def nbytes(self) -> int:
+        # Worked out once per buffer: a Launch counts the bytes of every buffer it reads.
         return self.groups * self.lw_per_group * LW_BYTES
 
     @property
@@ -39,6 +41,11 @@ class Buffer:
         return self.groups * self.lw_per_group
 
     def __str__(self) -> str:
+        return self._label
+
+    @functools.cached_property
+    def _label(self) -> str:
+        # Made once per buffer: every command's summary names its buffers.
         last = self.group + self.groups - 1
         groups = f"G{self.group}" if self.groups == 1 else f"G{self.group}-G{last}"
         return f"buf#{self.id}@{groups}:0x{self.address:x}+{self.lw_per_group}LW"

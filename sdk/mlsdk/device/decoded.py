@@ -78,9 +78,25 @@ class DecodedCache:
         # The overlap indexes (module docstring): every entry, and the dirty ones.
         self._index = SpanIndex()
         self._dirty = SpanIndex()
+        # The keys of each owner's entries, by the owner's id (an entry holds its owner, so
+        # the id is not reused while listed): what drop_owner forgets without a scan.
+        self._owned: dict[int, dict[Hashable, None]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def dirty_bounds(self) -> tuple[int, int]:
+        """LW addresses ``[lo, hi)`` around every dirty entry's range (at least): a range
+        outside them needs no :meth:`flush_range`."""
+        return self._dirty.bounds if self.dirty else (0, 0)
+
+    @property
+    def entries(self) -> collections.OrderedDict[Hashable, Any]:
+        """The entries by key, least recently used first: read-only, for a caller that
+        inlines :meth:`get` (an entry's ``value`` is what :meth:`get` returns while
+        ``value._version == version``; a hit moves the key to the end)."""
+        return self._entries
 
     def get(self, key: Hashable) -> Any:
         """The tensor kept under ``key``, or None (also when it was modified in place since)."""
@@ -124,6 +140,7 @@ class DecodedCache:
             self._drop(next(iter(self._entries)), flush=True)
         self._entries[key] = _Entry(value, value._version, nbytes, span, owner, dirty, layout,
                                     alone)
+        self._own(key, owner)
         self._index.add(key, span)
         if dirty:
             self._dirty.add(key, span)
@@ -152,10 +169,16 @@ class DecodedCache:
                 self.dirty += 1
                 self._dirty.add(key, span)
             entry.value, entry.version = value, value._version
+            if entry.owner is not owner:
+                self._disown(key, entry.owner)
+                self._own(key, owner)
             entry.owner, entry.layout = owner, layout
             self._entries.move_to_end(key)
             return True
         entries = self._entries
+        if (entry is None and len(found) == 1 and self.flush is not None
+                and self._rekey(found[0], key, value, span, owner, layout)):
+            return True
         if entry is not None and entry.alone and entry.span != span:
             found = self._index.overlapping(*span)  # its own range is not this one
         for other in found:
@@ -163,6 +186,30 @@ class DecodedCache:
         if key in entries:  # held, outside the range: laid out before it is forgotten
             self._drop(key, flush=True)
         return self._insert(key, value, span, owner, True, layout, alone=True)
+
+    def _rekey(self, other: Hashable, key: Hashable, value: Any,
+               span: tuple[int, int, int, int], owner: Any, layout: Any) -> bool:
+        """:meth:`put_dirty` of a new ``key`` over the range of one entry, ``other``, of the
+        same range and size (the next call's output in the buffer the last one freed): that
+        entry becomes ``key``'s, in place, when it can; says whether it did. What the general
+        path does (``other`` dropped unflushed, as the new value covers it; ``key`` put, last
+        in LRU order, alone over its range), without working the range out again."""
+        old = self._entries[other]
+        if old.span != span or old.nbytes != value.element_size() * value.nelement():
+            return False
+        del self._entries[other]
+        self._disown(other, old.owner)
+        self._index.rename(other, key)
+        if old.dirty:
+            self._dirty.rename(other, key)
+        else:
+            self._dirty.add(key, span)
+            self.dirty += 1
+        old.value, old.version, old.owner, old.layout = value, value._version, owner, layout
+        old.dirty = old.alone = True
+        self._entries[key] = old
+        self._own(key, owner)
+        return True
 
     def is_dirty(self, key: Hashable) -> bool:
         entry = self._entries.get(key)
@@ -190,6 +237,14 @@ class DecodedCache:
             flush = not (covers and _inside(entries[key].span, group, groups, address, count))
             self._drop(key, flush=flush)
 
+    def drop_owner(self, owner: Any) -> None:
+        """Forget every clean tensor of ``owner`` (a freed buffer, say): :meth:`drop_owners`
+        of one owner, without a test of every entry."""
+        keys = self._owned.get(id(owner))
+        if keys:
+            for key in [k for k in keys if not self._entries[k].dirty]:
+                self._drop(key)
+
     def drop_owners(self, keep: Callable[[Any], bool]) -> None:
         """Forget every clean tensor whose owner ``keep`` rejects (say, a freed buffer); a
         dirty one stays until its range is overwritten or it is laid out."""
@@ -204,6 +259,7 @@ class DecodedCache:
         self._entries.clear()
         self._index.clear()
         self._dirty.clear()
+        self._owned.clear()
         self.nbytes = 0
 
     def _flush(self, key: Hashable, entry: _Entry) -> None:
@@ -225,8 +281,22 @@ class DecodedCache:
                 self.dirty -= 1
                 self._dirty.remove(key)
         del self._entries[key]
+        self._disown(key, entry.owner)
         self._index.remove(key)
         self.nbytes -= entry.nbytes
+
+    def _own(self, key: Hashable, owner: Any) -> None:
+        keys = self._owned.get(id(owner))
+        if keys is None:
+            self._owned[id(owner)] = {key: None}
+        else:
+            keys[key] = None
+
+    def _disown(self, key: Hashable, owner: Any) -> None:
+        keys = self._owned[id(owner)]
+        del keys[key]
+        if not keys:
+            del self._owned[id(owner)]
 
 
 def _inside(span: tuple[int, int, int, int], group: int, groups: int, address: int,

@@ -148,10 +148,12 @@ class DramStore:
             self._watched.remove(key)
 
     def _bump(self, group: int, groups: int, address: int, count: int) -> None:
-        from torch.autograd.graph import increment_version
+        found = self._watched.overlapping(group, groups, address, count)
+        if found:  # most writes overlap no view: nothing to import or bump
+            from torch.autograd.graph import increment_version
 
-        for key in self._watched.overlapping(group, groups, address, count):
-            increment_version(self._views[key])
+            for key in found:
+                increment_version(self._views[key])
 
     def store_deferred(self, key: Any, group: int, groups: int, address: int, count: int,
                        tensor: Any, layout: Any, owner: Any = None) -> bool:

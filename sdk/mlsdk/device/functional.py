@@ -39,8 +39,8 @@ class FunctionalDevice(DramDevice):
         # Launch inputs whose layout decodes as a view of DRAM (row-major): by (buffer id,
         # layout), the buffer and the view. Cache keys use the buffer's id (never reused).
         self._views: dict[tuple[int, Any], tuple[Buffer, Any]] = {}
-        # A buffer was given back by a finalizer since the decoded tensors were last pruned.
-        self._released = False
+        # Buffers given back by finalizers since the decoded tensors were last pruned.
+        self._released: list[Buffer] = []
         # Per loaded program: the program, and its reads' and outputs' layout facts (_plan).
         self._plans: dict[str, tuple[LoadedProgram, tuple, tuple]] = {}
 
@@ -56,17 +56,34 @@ class FunctionalDevice(DramDevice):
         # The default loop, with the two common cases taken at once: a kept decoded tensor
         # (a parameter, a constant, a state the last step stored) and a view of DRAM (a
         # row-major buffer, laid out first if a write-back value overlaps it); anything else
-        # through _load_input. Same values, cycles and bytes.
+        # through _load_input. Same values, cycles and bytes; a read the program never uses
+        # (LoadedProgram.unread: a label an inference takes) costs its cycles and bytes, and
+        # is not decoded.
+        # The loop inlines the lookups it makes per read (Allocator.is_live,
+        # DecodedCache.get), each one call fewer: a small model's Launch reads dozens.
         values: dict[str, Any] = {}
         cycles = nbytes = 0
-        live, decoded, views = self.allocator.is_live, self.dram.decoded, self._views
-        get, memo = decoded.get, self._stream_memo
-        for name, layout, number in self._plan(program)[0]:
+        allocator, decoded, views = self.allocator, self.dram.decoded, self._views
+        live, released, lives = allocator.is_live, allocator.pending, allocator.by_id
+        get, entries, memo = decoded.get, decoded.entries, self._stream_memo
+        # Write-back values a view read must see laid out lie within these addresses (taken
+        # once: flushing only narrows them), so a view away from them skips the flush call.
+        low, high = decoded.dirty_bounds
+        for name, layout, number, unread in self._plan(program)[0]:
             buf = bindings[name]
-            if not live(buf):
+            if (released or lives.get(buf.id) is not buf) and not live(buf):
                 self._check_buffer(buf)  # raises
+            if unread:
+                cycles += self._stream_cycles(buf.lw_per_group, write=False)
+                nbytes += buf.nbytes
+                continue
             key = (buf.id, number)
-            value = get(key)
+            entry = entries.get(key)
+            if entry is not None and entry.value._version == entry.version:
+                value = entry.value  # what get() returns, without the call
+                entries.move_to_end(key)
+            else:
+                value = None if entry is None else get(key)
             if value is None:
                 kept = views.get(key)
                 if kept is None:
@@ -76,7 +93,7 @@ class FunctionalDevice(DramDevice):
                     nbytes += buf.nbytes
                     continue
                 value = kept[1]
-                if decoded.dirty:
+                if buf.address < high and buf.address + buf.lw_per_group > low:
                     self.dram.flush(buf.group, buf.groups, buf.address, buf.lw_per_group)
             memoised = memo.get((buf.lw_per_group, False))
             values[name] = value
@@ -86,12 +103,13 @@ class FunctionalDevice(DramDevice):
         return values, cycles, nbytes
 
     def _plan(self, program: LoadedProgram) -> tuple[tuple, tuple]:
-        """``program``'s reads as (name, layout, layout number) and its outputs as (name,
-        layout, layout number, torch shape and dtype), worked out once per loaded program."""
+        """``program``'s reads as (name, layout, layout number, unread) and its outputs as
+        (name, layout, layout number, torch shape and dtype), worked out once per loaded
+        program."""
         kept = self._plans.get(program.name)
         if kept is None or kept[0] is not program:
-            reads = tuple((n, program.layouts[n], layout_key(program.layouts[n]))
-                          for n in program.reads)
+            reads = tuple((n, program.layouts[n], layout_key(program.layouts[n]),
+                           n in program.unread) for n in program.reads)
             layouts = program.output_layouts
             stores = tuple((n, layouts[n], layout_key(layouts[n]),
                             layouts[n].memo("torch_type", _torch_type))
@@ -127,8 +145,7 @@ class FunctionalDevice(DramDevice):
             self.dram.watch(key, (buf.group, buf.groups, buf.address, buf.lw_per_group), value)
         else:
             if self._released:  # forget what buffers given back since held, before keeping more
-                self._released = False
-                self._forget_dead()
+                self._forget_released()
             span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
             decoded.put(key, value, span, owner=buf)
         return value, cycles
@@ -144,6 +161,19 @@ class FunctionalDevice(DramDevice):
         layout)."""
         return any(key[0] == buf.id for key in self._views)
 
+    def _forget_released(self) -> None:
+        """:meth:`_forget_dead` of the buffers given back by finalizers since the last time:
+        their entries and views only, no test of every entry."""
+        released, self._released = self._released, []
+        live = self.allocator.is_live
+        dead = [buf for buf in released if not live(buf)]
+        for buf in dead:
+            self.dram.decoded.drop_owner(buf)
+        ids = {buf.id for buf in dead}
+        for key in [k for k in self._views if k[0] in ids]:
+            del self._views[key]
+            self.dram.unwatch(key)
+
     def _forget_dead(self) -> None:
         self.dram.decoded.drop_owners(self.allocator.is_live)
         live = self.allocator.is_live
@@ -158,8 +188,9 @@ class FunctionalDevice(DramDevice):
 
     def release(self, buf: Buffer) -> None:
         super().release(buf)
-        # From a finalizer, which never waits: the next decode forgets what it held.
-        self._released = True
+        # From a finalizer, which never waits: the next decode forgets what it held (a list
+        # append is atomic under the GIL; _forget_released swaps the list out first).
+        self._released.append(buf)
 
     def unload_program(self, name: str, buffers: tuple[Buffer, ...] = ()) -> None:
         with self.lock:

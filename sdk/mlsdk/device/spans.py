@@ -51,6 +51,12 @@ class SpanIndex:
     def __len__(self) -> int:
         return len(self._spans)
 
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """LW addresses ``[lo, hi)`` around every listed range (at least: a removal may leave
+        them wider): a range outside them overlaps nothing listed."""
+        return self._lo, self._hi
+
     def __contains__(self, key: Hashable) -> bool:
         return key in self._spans
 
@@ -71,7 +77,10 @@ class SpanIndex:
         if len(self._spans) == 1:
             self._lo, self._hi = address, end + 1
         else:
-            self._lo, self._hi = min(self._lo, address), max(self._hi, end + 1)
+            if address < self._lo:
+                self._lo = address
+            if end >= self._hi:
+                self._hi = end + 1
         if not self._visited >> level & 1:
             self._activate(level)
         self._levels[level][key] = None
@@ -93,9 +102,15 @@ class SpanIndex:
         elif (len(self._spans) <= 8
               and (span[2] == self._lo or span[2] + span[3] == self._hi)):
             # A bound was this range's, and few are left: their bounds again, exactly.
-            listed = [s for s, lv in self._spans.values() if lv >= 0]
-            self._lo = min((s[2] for s in listed), default=0)
-            self._hi = max((s[2] + s[3] for s in listed), default=0)
+            lo, hi, listed = 0, 0, False
+            for s, lv in self._spans.values():
+                if lv >= 0:
+                    if not listed or s[2] < lo:
+                        lo = s[2]
+                    if not listed or s[2] + s[3] > hi:
+                        hi = s[2] + s[3]
+                    listed = True
+            self._lo, self._hi = lo, hi
         del self._levels[level][key]
         shift = _SHIFTS[level]
         blocks = self._blocks[level]
@@ -104,6 +119,25 @@ class SpanIndex:
             del keys[key]
             if not keys:
                 del blocks[block]
+
+    def rename(self, old: Hashable, new: Hashable) -> None:
+        """List ``new`` over ``old``'s range in its place (KeyError if ``old`` is not listed
+        or ``new`` is): :meth:`remove` and :meth:`add` without working the range out again."""
+        if new in self._spans:
+            raise KeyError(new)
+        span, level = self._spans.pop(old)
+        self._spans[new] = (span, level)
+        if level < 0:
+            return
+        keys = self._levels[level]
+        del keys[old]
+        keys[new] = None
+        shift = _SHIFTS[level]
+        blocks = self._blocks[level]
+        for block in range(span[2] >> shift, ((span[2] + span[3] - 1) >> shift) + 1):
+            listed = blocks[block]
+            del listed[old]
+            listed[new] = None
 
     def overlapping(self, group: int, groups: int, address: int, count: int) -> list[Hashable]:
         """The keys whose range overlaps ``(group, groups, address, count)``, each once."""

@@ -298,3 +298,27 @@ def test_a_write_under_a_dram_view_is_seen_through_kept_constant_values(tmp_path
             model.scale.copy_(-new)
         context.registry.update_from_host(model.scale)
         assert torch.equal(f({"x": x})["y"].cpu(), x * (-new * 2 + 1))
+
+
+def test_drop_owner_forgets_the_owners_clean_entries_as_drop_owners_does():
+    """drop_owner(owner) against drop_owners(keep everything else), after put_dirty moved
+    entries between keys and owners (the in-place and the re-keyed paths)."""
+    rng = np.random.default_rng(11)
+    caches = [DecodedCache(limit_bytes=1 << 30, flush=lambda entry: None) for _ in range(2)]
+    spans = [(0, 1, 0, 300), (0, 1, 0, 300), (1, 1, 512, 64), (0, 2, 4096, 1000)]
+    for step in range(600):
+        key, owner = int(rng.integers(0, 6)), int(rng.integers(0, 3))
+        span = spans[int(rng.integers(0, len(spans)))]
+        action = rng.random()
+        for cache in caches:
+            if action < 0.4:
+                cache.put_dirty(key, torch.zeros(2), span, owner, None)
+            elif action < 0.7:
+                cache.put(key, torch.zeros(2), span, owner=owner)
+            elif action < 0.85:
+                cache.flush_range(*span)
+        if action >= 0.85:
+            caches[0].drop_owner(owner)
+            caches[1].drop_owners(lambda o, dead=owner: o != dead)
+        held = [{k: (e.owner, e.dirty, e.span) for k, e in c.entries.items()} for c in caches]
+        assert held[0] == held[1], f"step {step}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import random
 
 import numpy as np
 import pytest
@@ -111,3 +112,75 @@ def test_equal_layouts_share_a_cache_key_and_hit_the_same_entry():
     kept = device.dram.decoded.get((y.id, layout_key(twin)))
     assert kept is not None and torch.equal(kept, values + 1)
     assert np.array_equal(device.peek(y), to_device(values + 1, NATIVE))
+
+
+def test_a_read_the_program_never_uses_costs_its_cycles_and_is_not_decoded():
+    label = native_layout((16, 64), "int64")
+
+    def run(values: dict) -> dict:
+        assert "label" not in values  # unread: not decoded, not passed
+        return {"y": values["x"] + 1}
+
+    costs = []
+    for unread in (frozenset({"label"}), frozenset()):
+        device = FunctionalDevice(MNCORE2, "mncore2:auto")
+        device.load_program(LoadedProgram(
+            "p", None, {"x": HOST, "label": label}, {"y": NATIVE}, ("x", "label"), ("y",), (),
+            run=run if unread else lambda v: {"y": v["x"] + 1}, unread=unread))
+        x, lab, y = device.allocate(HOST), device.allocate(label), device.allocate(NATIVE)
+        values = torch.randn(SHAPE, generator=torch.Generator().manual_seed(0))
+        device.execute(HostWrite(x, to_device(values, HOST)))
+        device.execute(HostWrite(lab, to_device(torch.arange(16 * 64).view(16, 64), label)))
+        launched = device.execute(Launch("p", {"x": x, "label": lab}, {"y": y}))
+        assert torch.equal(device.execute(HostRead(y, NATIVE)).tensor, values + 1)
+        costs.append((launched.cycles, dict(launched.bytes)))
+        decoded = {key[0] for key in device.dram.decoded.entries}
+        assert (lab.id in decoded) == (not unread)
+    assert costs[0] == costs[1]
+
+
+def test_a_renamed_span_is_found_as_removed_and_added_would_be():
+    from mlsdk.device.spans import SpanIndex
+
+    rng = random.Random(4)
+    spans = {k: (rng.randrange(4), rng.randrange(1, 3), rng.randrange(0, 1 << 20),
+                 rng.choice([0, 1, 300, 5000, 1 << 18])) for k in range(40)}
+    renamed, rebuilt = SpanIndex(), SpanIndex()
+    for key, span in spans.items():
+        renamed.add(key, span)
+        rebuilt.add(key, span)
+    for key in range(0, 40, 3):
+        renamed.rename(key, ("new", key))
+        rebuilt.remove(key)
+        rebuilt.add(("new", key), spans[key])
+    with pytest.raises(KeyError):
+        renamed.rename(1, ("new", 0))
+    for _ in range(200):
+        probe = (rng.randrange(4), rng.randrange(1, 4), rng.randrange(0, 1 << 20),
+                 rng.randrange(1, 1 << 19))
+        assert sorted(map(str, renamed.overlapping(*probe))) == sorted(
+            map(str, rebuilt.overlapping(*probe)))
+
+
+def test_the_span_index_finds_what_a_test_of_every_range_finds():
+    from mlsdk.device.spans import SpanIndex
+
+    rng = random.Random(9)
+    index, held = SpanIndex(), {}
+    for step in range(3000):
+        key = rng.randrange(12)
+        if key in held and rng.random() < 0.4:
+            index.remove(key)
+            del held[key]
+        else:
+            span = (rng.randrange(4), rng.randrange(1, 3), rng.randrange(0, 1 << 16),
+                    rng.choice([0, 1, 17, 300, 5000, 1 << 14]))
+            index.add(key, span)
+            held[key] = span
+        probe = (rng.randrange(4), rng.randrange(1, 4), rng.randrange(0, 1 << 16),
+                 rng.randrange(1, 1 << 15))
+        group, groups, address, count = probe
+        want = {k for k, s in held.items()
+                if s[3] > 0 and s[0] < group + groups and group < s[0] + s[1]
+                and s[2] < address + count and address < s[2] + s[3]}
+        assert set(index.overlapping(*probe)) == want, f"step {step}"
