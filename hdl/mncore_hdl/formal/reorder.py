@@ -1,4 +1,4 @@
-"""Proof harness of the reorder frontend: an eligible oldest chunk is passed cap times at most."""
+"""Proof harnesses of the reorder frontend: its state's invariants, and the cap on passes."""
 
 from __future__ import annotations
 
@@ -10,14 +10,60 @@ from .frontend import assume_engine_contract, free_scheduler_side
 from .memctrl import assume_port_protocol
 from .primitives import Assert, Assume
 from .readstream import READ_ORDER_CONFIG
+from .reorder_state import PARTS, reorder_invariants
 
-__all__ = ["REORDER_CONFIG", "ReorderCapProof"]
+__all__ = ["REORDER_CONFIG", "ReorderCapProof", "ReorderInvariantProof"]
 
 #: The frontend's proof config: READ_ORDER_CONFIG's geometry (2 banks, 4 LW rows) with the
 #: fr_fcfs scheduler, its least window (4) and cap 1. Timing does not matter here: every
 #: scheduler-side input is free.
 REORDER_CONFIG = READ_ORDER_CONFIG.replace(scheduler="fr_fcfs", scheduler_window=4,
                                            scheduler_starvation_cap=1)
+
+
+def frontend_alone(m: Module, config: ArchConfig, frontend_config: ArchConfig, platform):
+    """One :class:`ReorderFrontend` of ``frontend_config`` in ``m``, elaborated here (so the
+    harness reaches its state), under the assumptions of the frontend proofs: no reset, the
+    port protocol on the requester side, ``issue`` only while ``head_eligible``, the data
+    engine's contract; every other input free. Returns the frontend and the harness's counts
+    of the beats owed (:func:`~.frontend.assume_engine_contract`)."""
+    fe = ReorderFrontend(frontend_config, config.scheduler_window)
+    fe._MustUse__silence = True
+    m.submodules.frontend = fe.elaborate(platform)
+    m.d.comb += Assume(~ResetSignal())
+    free_scheduler_side(m, fe)
+    assume_port_protocol(m, fe.bus, config, "port")
+    return fe, assume_engine_contract(m, fe, config)
+
+
+class ReorderInvariantProof(Elaboratable):
+    """One :class:`~..memctrl.reorder.ReorderFrontend` alone: its state's invariants hold.
+
+    The assumptions of :class:`ReorderCapProof`; asserted, the invariants of
+    :func:`~.reorder_state.reorder_invariants` named in ``parts`` (the write buffer's and the
+    window's hold on their own, by induction at k = 1).
+
+    Parameters
+    ----------
+    config : ArchConfig
+        The frontend's config (window ``scheduler_window``).
+    parts : tuple of str
+        Which of :data:`~.reorder_state.PARTS`.
+    frontend_config : ArchConfig or None
+        The config the frontend is built from (default ``config``).
+    """
+
+    def __init__(self, config: ArchConfig = REORDER_CONFIG, parts: tuple[str, ...] = PARTS,
+                 frontend_config: ArchConfig | None = None):
+        self.config = config
+        self.parts = parts
+        self.frontend_config = config if frontend_config is None else frontend_config
+
+    def elaborate(self, platform):
+        m = Module()
+        fe, owed = frontend_alone(m, self.config, self.frontend_config, platform)
+        reorder_invariants(m, fe, owed["read"], Assert, self.parts)
+        return m
 
 
 class ReorderCapProof(Elaboratable):
@@ -32,7 +78,12 @@ class ReorderCapProof(Elaboratable):
       that request, once up, stays up until the port issues (what
       :class:`~.arbiter.ArbiterProof` assumes of every port);
     - while it is eligible at most ``limit`` issues of the port are of younger chunks
-      (default ``scheduler_starvation_cap``): its next issue after them is its own.
+      (default ``scheduler_starvation_cap``): its next issue after them is its own;
+
+    and, as invariants, that the harness's pass count agrees with the frontend's cap counter.
+    With ``invariants``, the frontend's state invariants
+    (:func:`~.reorder_state.reorder_invariants`) are asserted too (``"assert"``) or assumed
+    (``"assume"``: where :class:`ReorderInvariantProof` proves them).
 
     Assumed: the port protocol on the requester side (no reset, ``req`` and ``wdata`` held
     until ready, length 1 .. ``max_burst``); ``issue`` only while ``head_eligible``; the data
@@ -51,26 +102,25 @@ class ReorderCapProof(Elaboratable):
     frontend_config : ArchConfig or None
         The config the frontend is built from (default ``config``); the mutant test builds
         one whose cap is never reached.
+    invariants : str or None
+        None, ``"assert"`` or ``"assume"`` (above).
     """
 
     def __init__(self, config: ArchConfig = REORDER_CONFIG, limit: int | None = None,
-                 frontend_config: ArchConfig | None = None):
+                 frontend_config: ArchConfig | None = None, invariants: str | None = None):
+        if invariants not in (None, "assert", "assume"):
+            raise ValueError(f"invariants must be None, 'assert' or 'assume', not {invariants!r}")
         self.config = config
         self.limit = config.scheduler_starvation_cap if limit is None else limit
         self.frontend_config = config if frontend_config is None else frontend_config
+        self.invariants = invariants
 
     def elaborate(self, platform):
         m = Module()
-        cfg = self.config
-        fe = ReorderFrontend(self.frontend_config, cfg.scheduler_window)
-        # Elaborated here so the harness reaches the choice (``oldest_legal``, ``selected``).
-        fe._MustUse__silence = True
-        m.submodules.frontend = fe.elaborate(platform)
-        m.d.comb += Assume(~ResetSignal())
-        free_scheduler_side(m, fe)
-        assume_port_protocol(m, fe.bus, cfg, "port")
-        assume_engine_contract(m, fe, cfg)
-
+        fe, owed = frontend_alone(m, self.config, self.frontend_config, platform)
+        if self.invariants is not None:
+            reorder_invariants(m, fe, owed["read"],
+                               Assert if self.invariants == "assert" else Assume)
         own = fe.issue & (fe.selected == 0)
         eligible = fe.oldest_legal
         waiting = eligible & ~own
@@ -88,5 +138,8 @@ class ReorderCapProof(Elaboratable):
             Assert(~requested | fe.head_eligible, "the port's request fell before an issue"),
             Assert(passed <= self.limit,
                    f"the eligible oldest chunk passed by more than {self.limit} younger"),
+            # invariants: the harness counts what the frontend's cap counter counts
+            Assert(held | (passed == 0), "passes counted while the oldest chunk did not wait"),
+            Assert(passed <= fe.passed, "more passes counted than the frontend's cap counter"),
         ]
         return m
