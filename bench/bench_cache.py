@@ -11,8 +11,9 @@ median wall time of:
 Then, in fresh processes (one per mode, every function compiled once), each compile's time
 with no cache and with the cache already holding every entry, after torch's one-time tracing
 set-up (which a fresh process pays either way, printed apart). Times are of
-``mlsdk.cache.compile_program`` (what ``Context.compile`` runs before loading the program on
-the device). ``bench/bench_app.py`` prints these figures beside the registered-parameter ones.
+``mlsdk.compiling.compile_to_directory`` (what ``Context.compile`` runs before loading the
+program on the device). ``bench/bench_app.py`` prints these figures beside the
+registered-parameter ones.
 
     PYTHONPATH=sdk:compiler:hdl python bench/bench_cache.py [--repeat 5]
 """
@@ -34,7 +35,7 @@ from typing import Any
 
 import torch
 from mlsdk.cache import CacheOptions
-from mlsdk.compiling import compile_program
+from mlsdk.compiling import compile_to_directory
 from mncore_compiler.capture import capture
 from mncore_compiler.driver import CompileRequest, function_name
 
@@ -43,8 +44,8 @@ Tensors = dict[str, torch.Tensor]
 
 def _compile_program(fn: Any, sample: Tensors, where: Path,
                      cache_options: CacheOptions | None) -> tuple[Any, Any]:
-    """``mlsdk.compiling.compile_program`` with the default request: (program, CacheResult)."""
-    result = compile_program(fn, sample, where, CompileRequest(name=function_name(fn)),
+    """``mlsdk.compiling.compile_to_directory`` with the default request: (program, CacheResult)."""
+    result = compile_to_directory(fn, sample, where, CompileRequest(name=function_name(fn)),
                              cache_options)
     return result.program, result.cache
 

@@ -227,13 +227,17 @@ MODEL_TOLERANCE = 0.05
 def print_rows(rows: list[dict]) -> None:
     """The table (bound and its binding resource per row) and the goal line of the 1 MiB rows."""
     print(f"\n{'pair':<29}{'size':>9}{'read LW':>9}{'write LW':>9}{'RTL cyc':>9}"
-          f"{'eff':>6}{'RTL/bus':>8}{'bound':>8}{'binds':>10}{'RTL/bnd':>8}"
-          f"{'model cyc':>10}{'model/RTL':>10}")
+          f"{'eff':>6}{'RTL/bus':>8}{'bound':>8}{'binds':>10}{'RTL/bnd':>8}{'ref':>4}"
+          f"{'model cyc':>10}{'model/RTL':>10}{'share':>8}")
     for row in rows:
         src, dst = Layout.parse(row["src"], row["dtype"]), Layout.parse(row["dst"], row["dtype"])
         desc = conversion(src, dst)
-        row["modeled"] = conversion_cycles(CONFIG, desc, src_group=row["src_base"][0],
-                                           dst_group=row["dst_base"][0])
+        bases = {"src_group": row["src_base"][0], "dst_group": row["dst_base"][0]}
+        # the model at the refreshes this run met (a short run meets one or none), and with
+        # refresh's expected share (what the functional model charges)
+        row["share"] = conversion_cycles(CONFIG, desc, **bases)
+        row["modeled"] = conversion_cycles(CONFIG, desc, **bases,
+                                           refreshes=row.get("refreshes"))
         cyc = row["busy_cycles"]
         eff = (row["beats_read"] + row["beats_written"]) / cyc
         row["bus_bound"] = busiest_bus_lw(src, dst, row["src_base"][0], row["dst_base"][0])
@@ -243,7 +247,8 @@ def print_rows(rows: list[dict]) -> None:
         print(f"{row['pair']:<29}{row['kib']:>6} KiB{row['beats_read']:>9}"
               f"{row['beats_written']:>9}{cyc:>9}{eff:>6.0%}{cyc / row['bus_bound']:>7.2f}x"
               f"{row['bound']:>8}{row['binds']:>10}{cyc / row['bound']:>7.2f}x"
-              f"{row['modeled']:>10}{row['modeled'] / cyc:>10.2f}")
+              f"{row.get('refreshes', '?'):>4}{row['modeled']:>10}{row['modeled'] / cyc:>10.3f}"
+              f"{row['share']:>8}")
     big = [r for r in rows if r["kib"] == 1024]
     if not big:
         return
@@ -254,7 +259,10 @@ def print_rows(rows: list[dict]) -> None:
     print(f"\nGoal: every 1 MiB pair within {GOAL:.2f}x of its bound, the model within "
           f"{MODEL_TOLERANCE:.0%} of the RTL: {len(met)} of {len(big)} pairs. Worst RTL/bound "
           f"{worst['busy_cycles'] / worst['bound']:.2f}x ({worst['pair']}, {worst['binds']} "
-          f"binds); worst model/RTL {off['modeled'] / off['busy_cycles']:.2f} ({off['pair']})")
+          f"binds); worst model/RTL {off['modeled'] / off['busy_cycles']:.3f} ({off['pair']})")
+    every = max(rows, key=lambda r: abs(r["modeled"] / r["busy_cycles"] - 1))
+    print(f"Every row: worst model/RTL {every['modeled'] / every['busy_cycles']:.3f} "
+          f"({every['pair']} {every['kib']} KiB)")
 
 
 def run(cases: list[dict], check: bool) -> list[dict]:

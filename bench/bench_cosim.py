@@ -8,20 +8,26 @@ Verilator is not installed); the machine's load average is printed with each sec
 figures are wall-clock rates.
 
 - seed program: the unmodified sample program of ``shared/seeds`` on each device, wall time;
-- simulated cycles per second of the RTL backends: the whole seed flow (8 KiB, unconstrained:
+- simulated cycles per second of the RTL backends (``--speed-devices``): the whole seed flow
+  (8 KiB, unconstrained:
   host writes, launches, conversion, host read); one conversion alone (``--big-kib``, default
   1 MiB: the hand-off's native -> host conversion, source staged by back door so only the
   conversion is simulated; the Amaranth simulator runs a few hundred cycles per second, so it
   takes it ten minutes or more; ``--big-devices`` picks the devices); a HostWrite and a
   HostRead of ``--big-kib`` over all four Groups (``--host-devices``; on Icarus also the
-  same two transfers with no cocotb at all, the simulator's own speed: ``icarus_kernel.py``);
-  and the whole unconstrained hand-off of ``--big-kib`` end to end (``--handoff-devices``): one
-  row for the whole flow (Context open to close: simulator start, both compiles, both calls,
-  close), one for its two calls alone, and the split of the whole flow's wall time;
+  same two transfers with no cocotb at all, the simulator's own speed: ``icarus_kernel.py``;
+  on Verilator the model alone, with no VPI, cocotb or Python, per process second: 100k idle
+  cycles and the same transfers, ``verilator_kernel.py``); and the whole unconstrained
+  hand-off of ``--big-kib`` end to end (``--handoff-devices``): one row for the whole flow
+  (Context open to close: simulator start, both compiles, both calls, close), one for its two
+  calls alone, the split of the whole flow's wall time, and the split of the calls' (the
+  simulator's profile, ``RtlDevice.simulator_profile``: the model, the simulator's Python,
+  the JSON lines, the transfer, the host);
 - hand-off sweep on ``--sweep-device`` (Icarus): relocation vs conversion cycles for 4 KiB to
   ``--max-kib`` (1 MiB), measured, with the conversion model beside them; drawn into ``--png``.
 
-``--quick`` stops the sweep at 64 KiB and skips the big conversion. Progress (simulated cycles,
+``--sections`` picks sections (``seed,speed,sweep``). ``--quick`` stops the sweep at 64 KiB and
+skips the big conversion. Progress (simulated cycles,
 operations) is shown on a terminal only.
 """
 
@@ -40,8 +46,9 @@ import torch
 from mlsdk import Context, DeviceMemoryError, MNDevice, storage
 from mncore_hdl.arch import MNCORE2_SIM
 from mncore_hdl.layout import conversion
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = repo_root()
 
 DEVICES = ["mncore2:auto", "mncore2:rtl", "mncore2:icarus", "mncore2:verilator"]
 
@@ -111,26 +118,35 @@ def _pair(ctx: Context, shape: tuple[int, ...], constrained: bool, tmp: Path, ta
     return producer, consumer
 
 
+def _profile(device) -> tuple[dict[str, float], dict[str, float]]:
+    """The device's round-trip seconds per operation and its simulator's profile, now."""
+    wall = dict(getattr(device, "wall_seconds", {}))
+    profile = device.simulator_profile() if hasattr(device, "simulator_profile") else {}
+    return wall, profile
+
+
 def handoff(device: str, nbytes: int, constrained: bool, tmp: Path,
             split: dict[str, float] | None = None) -> tuple[int, float, int]:
     """(hand-off cycles, wall seconds of the whole flow, simulated cycles of the session).
 
     The whole flow is everything from opening the Context to closing it: compiling both
     functions (tracing, passes, codegen, program loads), starting the simulator, both calls
-    and closing. ``split``, when given, receives where that wall time went: ``start`` (the
-    simulator process up to its first answer), ``compile`` (the two compiles without the
-    start), ``calls`` (the two calls), ``conversion`` (the Convert's round trip, inside
-    ``calls``), ``close`` (reading the counters and closing); and ``call_cycles``, the
-    simulated cycles of the two calls.
+    and closing. ``split``, when given, receives where that wall time went (:func:`split_calls`
+    splits ``calls`` further): ``start`` (the simulator process up to its first answer),
+    ``compile`` (the two compiles without the start), ``calls`` (the two calls),
+    ``conversion`` (the Convert's round trip, inside ``calls``), ``close`` (reading the
+    counters and closing); ``call_cycles``, the simulated cycles of the two calls.
     """
     shape = (nbytes // 4 // 64, 64)
     t = time.perf_counter()
     with Context(MNDevice(device, config=MNCORE2_SIM)) as ctx:
         producer, consumer = _pair(ctx, shape, constrained, tmp, f"{nbytes}{constrained}")
+        before = _profile(ctx.device) if split is not None else ({}, {})
         t_compiled = time.perf_counter()
         out = producer({"x": torch.ones(shape)})
         consumer(out)
         t_called = time.perf_counter()
+        after = _profile(ctx.device) if split is not None else ({}, {})
         calls = ctx.report().calls()
         record = calls[-1]
         cycles = sum(c.cycles for c in record.commands
@@ -139,12 +155,37 @@ def handoff(device: str, nbytes: int, constrained: bool, tmp: Path,
         total = ctx.device.counters()["cycle"] if hasattr(ctx.device, "counters") else 0
     end = time.perf_counter()
     if split is not None:
-        wall = dict(getattr(ctx.device, "wall_seconds", {}))
-        start = wall.get("start", 0.0)
+        start = after[0].get("start", 0.0)
         split.update(start=start, compile=t_compiled - t - start, calls=t_called - t_compiled,
-                     conversion=wall.get("convert", 0.0), close=end - t_called,
-                     call_cycles=call_cycles)
+                     conversion=after[0].get("convert", 0.0) - before[0].get("convert", 0.0),
+                     close=end - t_called, call_cycles=call_cycles,
+                     **split_calls(t_called - t_compiled, before, after))
     return cycles, end - t, total
+
+
+def split_calls(calls: float, before: tuple[dict[str, float], dict[str, float]],
+                after: tuple[dict[str, float], dict[str, float]]) -> dict[str, float]:
+    """Where the calls' wall time went, from the device's round trips and the simulator's
+    profile taken before and after them: ``model`` (awaiting the simulator: the model, or
+    Icarus, running; ``model_cpu``: its process seconds), ``sim_python`` (the server's Python
+    executing operations: the driver, the back door's files), ``protocol`` (the server
+    reading and writing JSON lines), ``transfer`` (the rest of the round trips: the host
+    encoding and decoding requests and answers, the socket), ``host`` (the host outside the
+    round trips: the device's command logic, the compiled program's steps). Empty when the
+    simulator keeps no profile (``mncore2:rtl``)."""
+    (wall0, prof0), (wall1, prof1) = before, after
+    if "sim_s" not in prof1:
+        return {}
+
+    def grew(key: str) -> float:
+        return prof1.get(key, 0.0) - prof0.get(key, 0.0)
+
+    trips = sum(v - wall0.get(k, 0.0) for k, v in wall1.items() if k != "start")
+    trips -= wall1.get("profile", 0.0) - wall0.get("profile", 0.0)
+    served = grew("op_s") + grew("protocol_s")
+    return {"model": grew("sim_s"), "model_cpu": grew("sim_cpu_s"),
+            "sim_python": grew("op_s") - grew("sim_s"), "protocol": grew("protocol_s"),
+            "transfer": trips - served, "host": calls - trips}
 
 
 def conversion_speed(device: str, nbytes: int) -> tuple[int, float, bool]:
@@ -157,6 +198,18 @@ def conversion_speed(device: str, nbytes: int) -> tuple[int, float, bool]:
     run = staged_conversion(device, torch.arange(math.prod(shape), dtype=torch.float32)
                             .reshape(shape))
     return run.cycles, run.wall_s, run.exact
+
+
+def print_split(split: dict[str, float]) -> None:
+    """The whole hand-off's wall time, and its calls', split (:func:`handoff`)."""
+    print(f"{'':18s}   whole = start {split['start']:.2f} s + compile "
+          f"{split['compile']:.2f} s + calls {split['calls']:.2f} s + close "
+          f"{split['close']:.2f} s", flush=True)
+    if "model" in split:
+        print(f"{'':18s}   calls = model {split['model']:.2f} s (cpu {split['model_cpu']:.2f} s)"
+              f" + simulator's Python {split['sim_python']:.2f} s + protocol "
+              f"{split['protocol']:.2f} s + transfer {split['transfer']:.2f} s + host "
+              f"{split['host']:.2f} s", flush=True)
 
 
 def modeled_handoff(nbytes: int) -> int:
@@ -205,7 +258,13 @@ def main() -> None:
                         help="RTL devices that run the --big-kib HostWrite and HostRead")
     parser.add_argument("--handoff-devices", default="mncore2:icarus,mncore2:verilator",
                         help="RTL devices that run the whole --big-kib hand-off end to end")
+    parser.add_argument("--speed-devices", default=",".join(DEVICES[1:]),
+                        help="RTL devices of the speed section (each runs the seed flow)")
+    parser.add_argument("--sections", default="seed,speed,sweep",
+                        help="which sections to run: seed (the seed program per device), speed "
+                             "(simulated cycles per second, with the hand-off's split), sweep")
     args = parser.parse_args()
+    sections = set(args.sections.split(","))
     tmp = Path(tempfile.mkdtemp(prefix="bench_cosim_"))
     devices = []
     for device in DEVICES:
@@ -216,11 +275,20 @@ def main() -> None:
             devices.append(device)
     rtl = [d for d in devices if d != "mncore2:auto"]
 
-    print(f"== seed program, end to end == {_load()}")
-    print(f"{'device':18s} {'wall s':>8s}  last line")
-    for device, wall, line in seed_wall_times(tmp, devices):
-        print(f"{device:18s} {wall:8.1f}  {line}")
+    if "seed" in sections:
+        print(f"== seed program, end to end == {_load()}")
+        print(f"{'device':18s} {'wall s':>8s}  last line")
+        for device, wall, line in seed_wall_times(tmp, devices):
+            print(f"{device:18s} {wall:8.1f}  {line}")
+    if "speed" in sections:
+        speed([d for d in rtl if d in args.speed_devices.split(",")], args)
+    if "sweep" in sections:
+        sweep(args, tmp)
 
+
+def speed(rtl: list[str], args: argparse.Namespace) -> None:
+    """The simulated cycles per second of each RTL device, and where a hand-off's time goes."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench_cosim_"))
     print(f"\n== simulated cycles per second == {_load()}")
     print(f"{'device':18s} {'workload':30s} {'cycles':>9s} {'wall s':>8s} {'cycles/s':>9s}")
 
@@ -246,6 +314,11 @@ def main() -> None:
 
                 for label, cycles, wall in kernel_transfer_speed(big):
                     row(device, label, cycles, wall)
+            if device == "mncore2:verilator":  # the bound: the model with no VPI, no cocotb
+                from verilator_kernel import kernel_speed
+
+                for label, cycles, cpu, _ in kernel_speed(big):
+                    row(device, label, cycles, cpu, "  (process seconds)")
         if device in args.handoff_devices.split(","):
             split: dict[str, float] = {}
             conv, wall, total = handoff(device, big, False, tmp, split)
@@ -253,10 +326,12 @@ def main() -> None:
                 f"  (its conversion: {conv} cycles)")
             row(device, f"{args.big_kib} KiB hand-off (2 calls)", int(split["call_cycles"]),
                 split["calls"], f"  (its conversion: {split['conversion']:.2f} s)")
-            print(f"{'':18s}   whole = start {split['start']:.2f} s + compile "
-                  f"{split['compile']:.2f} s + calls {split['calls']:.2f} s + close "
-                  f"{split['close']:.2f} s", flush=True)
+            print_split(split)
 
+
+
+def sweep(args: argparse.Namespace, tmp: Path) -> None:
+    """Relocation against conversion cycles over tensor sizes, measured, and the plot."""
     print(f"\n== hand-off cycles on {args.sweep_device} (measured) == {_load()}")
     top = 64 << 10 if args.quick else args.max_kib << 10
     sizes = [4096 << k for k in range(20) if 4096 << k <= top]

@@ -12,6 +12,9 @@ An MLP (what compiles today) is the reference point. A model that does not compi
 reported as such, with the unsupported ops the compile error lists, and the others still run.
 
 Torch runs on ``--threads`` threads (default 1) on both paths, as ``bench_training.py`` does.
+The compiled and the eager call are timed in turn (compiled, eager, compiled, ...) and each
+row prints the medians, so a shared machine's load disturbs both alike; the load is printed
+at the start and the end.
 
     ./exec_with_env.sh python3 bench/bench_models.py [--models mlp,cnn,gpt,gpt-sdpa]
         [--modes infer,train] [--size full|small] [--repeat 3] [--device mncore2:auto]
@@ -179,23 +182,38 @@ CLOCK: Callable[[], float] = time.perf_counter
 
 
 def _median_seconds(call: Callable[[], object], repeat: int) -> float:
-    call()  # warm
-    times = []
+    return _interleaved([call], repeat)[0]
+
+
+def _interleaved(calls: list[Callable[[], object]], repeat: int) -> list[float]:
+    """The median seconds of each of ``calls``, timed in turn (A, B, A, B, ...) after one
+    warming call each, so a shared machine's load disturbs them alike."""
+    for call in calls:
+        call()  # warm
+    times: list[list[float]] = [[] for _ in calls]
     for _ in range(repeat):
-        start = CLOCK()
-        call()
-        times.append(CLOCK() - start)
-    return statistics.median(times)
+        for call, kept in zip(calls, times, strict=True):
+            start = CLOCK()
+            call()
+            kept.append(CLOCK() - start)
+    return [statistics.median(kept) for kept in times]
 
 
-def time_eager(case: Case, mode: str, repeat: int) -> float:
+def eager_call(case: Case, mode: str) -> Callable[[], object]:
+    """One eager call of ``case`` in ``mode`` on a copy of its model (no_grad for inference)."""
     model = copy.deepcopy(case.model)
     model.train(mode == "train")
     fn = _functions(case, model, _optimizer(case, model, False) if mode == "train" else None)
     if mode == "infer":
-        with torch.no_grad():
-            return _median_seconds(lambda: fn(case.batch), repeat)
-    return _median_seconds(lambda: fn(case.batch), repeat)
+        def infer() -> object:
+            with torch.no_grad():
+                return fn(case.batch)
+        return infer
+    return lambda: fn(case.batch)
+
+
+def time_eager(case: Case, mode: str, repeat: int) -> float:
+    return _median_seconds(eager_call(case, mode), repeat)
 
 
 @dataclass
@@ -205,12 +223,16 @@ class Compiled:
     error: str = ""
     #: Milliseconds per call by role (:mod:`call_split`), from instrumented calls of their own.
     split: dict[str, float] = field(default_factory=dict)
+    #: The eager call's median seconds, when it was timed interleaved with the compiled one.
+    eager: float = 0.0
 
 
 def time_compiled(case: Case, mode: str, repeat: int, device: str, outdir: Path,
-                  split: bool = False) -> Compiled:
+                  split: bool = False, eager: Callable[[], object] | None = None) -> Compiled:
     """One compiled call's wall time (outputs read back) and modeled cycles, or why the model
-    does not compile; with ``split``, also where the call's time goes (:mod:`call_split`)."""
+    does not compile; with ``split``, also where the call's time goes (:mod:`call_split`).
+    With ``eager``, that call is timed too, interleaved with the compiled one
+    (:func:`_interleaved`), into ``Compiled.eager``."""
     model = copy.deepcopy(case.model)
     model.train(mode == "train")
     with Context(MNDevice(device)) as context:
@@ -234,12 +256,15 @@ def time_compiled(case: Case, mode: str, repeat: int, device: str, outdir: Path,
                 value.cpu()
 
         try:
-            seconds = _median_seconds(call, repeat)
+            if eager is None:
+                seconds, eager_seconds = _median_seconds(call, repeat), 0.0
+            else:
+                seconds, eager_seconds = _interleaved([call, eager], repeat)
         except MLSDKError as exc:  # e.g. a model larger than the device's DRAM
             return Compiled(error=f"does not run: {type(exc).__name__}: {exc}")
         calls = context.report().calls(fn.name)
         cycles = statistics.median(record.cycles for record in calls)
-        got = Compiled(seconds, cycles)
+        got = Compiled(seconds, cycles, eager=eager_seconds)
         if split and hasattr(context.device, "dram"):
             got.split = _split(context.device, call, seconds, repeat)
     return got
@@ -295,7 +320,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     print(f"{args.device} vs torch eager; torch threads {torch.get_num_threads()} "
           f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}); median of {args.repeat} "
-          f"calls, {args.clock} clock")
+          f"calls each, compiled and eager interleaved, {args.clock} clock")
     roles = (*ROLES, "front end")
     print(f"{'model':<10}{'mode':<7}{'eager ms':>10}{'compiled ms':>13}{'ratio':>8}"
           f"{'modeled cycles':>16}"
@@ -305,9 +330,10 @@ def main(argv: list[str] | None = None) -> None:
             case = make_case(name, args.size)
             print(f"# {name}: {case.describe}")
             for mode in modes:
-                eager = time_eager(case, mode, args.repeat)
                 got = time_compiled(case, mode, args.repeat, args.device,
-                                    Path(tmp) / name, split=args.small)
+                                    Path(tmp) / name, split=args.small,
+                                    eager=eager_call(case, mode))
+                eager = got.eager or time_eager(case, mode, args.repeat)
                 head = f"{name:<10}{mode:<7}{eager * 1e3:>10.2f}"
                 if got.error:
                     print(f"{head}  {got.error}")
@@ -316,6 +342,7 @@ def main(argv: list[str] | None = None) -> None:
                                               ) if got.split else ""
                     print(f"{head}{got.seconds * 1e3:>13.2f}{got.seconds / eager:>7.2f}x"
                           f"{got.cycles:>16.0f}{split}")
+    print(f"load at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -15,11 +15,11 @@ import os
 import time
 from pathlib import Path
 
+from mncore_hdl.paths import BUILD_ROOT, repo_root
 from mncore_hdl.sweep import ResultStore, SweepSpec, load_spec, run_sweep
 from mncore_hdl.sweep.report import plot, table
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SPEC = ROOT / "bench" / "sweeps" / "rtl_ports_pattern_burst.json"
+DEFAULT_SPEC = repo_root() / "bench" / "sweeps" / "rtl_ports_pattern_burst.json"
 
 
 def _fresh(path: Path) -> ResultStore:
@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--x", help="parameter on the efficiency plot's x axis")
     args = ap.parse_args()
     spec = load_spec(args.spec)
-    out = ROOT / "build" / "sweeps" / spec.name
+    out = BUILD_ROOT / "sweeps" / spec.name
     warm = _warm(spec, out)
     print(f"warm-up point (builds the design when not cached): {warm:.1f} s")
     one = run_sweep(spec, _fresh(out / "process.jsonl"))

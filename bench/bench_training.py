@@ -26,8 +26,9 @@ from pathlib import Path
 
 import torch
 from mlsdk import Context, MNDevice, set_buffer_name_in_optimizer, storage
+from mlsdk.paths import repo_root
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+sys.path.insert(0, str(repo_root() / "examples"))
 from train_classifier import (  # noqa: E402
     BATCH,
     batches,

@@ -23,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mncore_hdl.paths import repo_root
+from mncore_hdl.testing.cocotb_benches.coverage_points import UNREACHABLE
 from mncore_hdl.tooling.coverage import (
     FileFigures,
     FunctionalItem,
@@ -36,9 +38,7 @@ from mncore_hdl.tooling.coverage import (
     write_dat,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "sim"))
-from coverage_points import UNREACHABLE  # noqa: E402  (sim/ is not a package)
+REPO = repo_root()
 
 BENCHES = ("sim/hdl/test_memctrl.py", "sim/hdl/test_converter.py", "sim/hdl/test_coverage.py")
 BLOCKS = ("hdl/mncore_hdl/memctrl/", "hdl/mncore_hdl/converter/")

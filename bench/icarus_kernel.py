@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from mlsdk.device.rtl.builds import BUILD_ROOT
 from mlsdk.device.rtl.dma import read_word_file, write_word_file
-from mlsdk.device.rtl.icarus import BUILD_ROOT
 from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
 from mncore_hdl.top.cosim_tb import RESET_EDGES, TB_MODULE, export_cosim_tb
 

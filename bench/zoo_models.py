@@ -4,12 +4,13 @@ and a peft LoRA on a Llama, each with a batch and the tensor its comparison read
 
 Nothing is downloaded: every model is built from a config, with random weights. A tiny config
 starts from the architecture's defaults (``AutoConfig.for_model``) and shrinks the fields it
-has of :data:`TINY` (widths 32, 2 layers, 2 heads, vocabulary 128); dropout is 0 so that a
-training step is deterministic.
+has of :data:`TINY` (widths 32, 2 layers, 2 heads, vocabulary 128); every dropout, drop-path,
+layer-drop and SpecAugment masking probability is 0 so that a training step is deterministic.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,7 +54,20 @@ EXTRA: dict[str, dict[str, Any]] = {
              "patch_size": 4},
     "mobilenet_v2": {"image_size": 32, "depth_multiplier": 0.25},
     "efficientnet": {"image_size": 32, "width_coefficient": 0.1, "depth_coefficient": 0.1,
-                     },
+                     "hidden_dim": 128},
+    "mobilenet_v1": {"image_size": 32, "depth_multiplier": 0.25},
+    "mobilevit": {"image_size": 32, "patch_size": 2, "hidden_sizes": [16, 24, 32],
+                  "neck_hidden_sizes": [8, 8, 16, 16, 24, 32, 64]},
+    "segformer": {"num_encoder_blocks": 2, "depths": [1, 1], "sr_ratios": [2, 1],
+                  "hidden_sizes": [8, 16], "patch_sizes": [7, 3], "strides": [4, 2],
+                  "num_attention_heads": [1, 2], "mlp_ratios": [2, 2],
+                  "decoder_hidden_size": 16},
+    "swinv2": {"embed_dim": 8, "depths": [1, 1], "num_heads": [2, 2], "window_size": 2,
+               "patch_size": 4},
+    "bit": {"hidden_sizes": [16, 32], "depths": [1, 1], "embedding_size": 8, "num_groups": 4},
+    "mamba": {"conv_kernel": 4, "state_size": 8, "time_step_rank": 4, "expand": 2},
+    "led": {"max_encoder_position_embeddings": 64, "max_decoder_position_embeddings": 64,
+            "attention_window": 4},
     "regnet": {"hidden_sizes": [8, 16], "depths": [1, 1], "groups_width": 8},
     "resnet": {"hidden_sizes": [8, 16], "depths": [1, 1], "embedding_size": 8},
     "levit": {"hidden_sizes": [16, 32], "num_attention_heads": [2, 2], "depths": [1, 1],
@@ -72,6 +86,11 @@ EXTRA: dict[str, dict[str, Any]] = {
     "beit": {"use_mask_token": False},
     "deberta-v2": {"pos_att_type": ["c2p", "p2c"]},
 }
+
+
+#: Architectures whose export path (the state capture traces in) needs an ``attention_mask``,
+#: which their eager path makes itself when none is given: the batch carries one of ones.
+WITH_MASK = frozenset({"switch_transformers", "longt5"})
 
 
 @dataclass
@@ -97,10 +116,13 @@ def tiny_config(model_type: str) -> Any:
                 setattr(config, key, value)
             except (AttributeError, NotImplementedError):  # derived fields (a property)
                 continue
+    # Every probability of dropping or masking something at random (dropout, GPT-2's
+    # ``*_pdrop``, stochastic depth's ``drop_path_rate``, wav2vec2's ``layerdrop`` and its
+    # SpecAugment ``mask_time_prob``) is 0: a training step draws no random numbers.
     for key in list(vars(config)):
-        if "dropout" in key or key.endswith("_drop") or key.endswith("drop_rate"):
-            if isinstance(getattr(config, key), float):
-                setattr(config, key, 0.0)
+        random = "drop" in key or (key.startswith("mask_") and key.endswith("_prob"))
+        if random and isinstance(getattr(config, key), float):
+            setattr(config, key, 0.0)
     config.use_cache = False
     return config
 
@@ -133,11 +155,13 @@ def _transformers_entry(model_type: str, family: str, cls: str) -> Entry:
         model.eval()
         g = torch.Generator().manual_seed(1)
         vocab = int(getattr(config, "vocab_size", 128) or 128)
+        mask = ({"attention_mask": torch.ones(2, 8, dtype=torch.int64)}
+                if model_type in WITH_MASK else {})
         if family in ("causal-lm", "masked-lm"):
-            return model, {"input_ids": _tokens(vocab)}
+            return model, {"input_ids": _tokens(vocab), **mask}
         if family == "seq2seq":
             return model, {"input_ids": _tokens(vocab),
-                           "decoder_input_ids": _tokens(vocab, (2, 4), 2)}
+                           "decoder_input_ids": _tokens(vocab, (2, 4), 2), **mask}
         if family == "vision":
             side = int(getattr(config, "image_size", 32) or 32)
             return model, {"pixel_values": torch.randn(2, 3, side, side, generator=g)}
@@ -157,18 +181,22 @@ TRANSFORMERS: tuple[tuple[str, str, str], ...] = (
         "gpt2", "gpt_neo", "gpt_neox", "gptj", "llama", "mistral", "mixtral", "qwen2",
         "qwen2_moe", "qwen3", "phi", "phi3", "gemma", "gemma2", "falcon", "opt", "bloom",
         "codegen", "stablelm", "olmo", "starcoder2", "granite", "biogpt", "xglm",
-        "gpt_bigcode", "cohere", "persimmon", "mpt")),
+        "gpt_bigcode", "cohere", "persimmon", "mpt", "qwen3_moe", "olmoe", "gemma3_text", "ctrl",
+        "mamba")),
     *((t, "masked-lm", "AutoModelForMaskedLM") for t in (
         "bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2",
         "xlm-roberta", "mpnet", "funnel", "megatron-bert", "roformer", "convbert",
-        "modernbert")),
+        "modernbert", "camembert", "data2vec-text", "mobilebert", "squeezebert",
+        "nystromformer", "ernie", "xlm")),
     *((t, "seq2seq", "AutoModelForSeq2SeqLM") for t in (
-        "t5", "bart", "mbart", "pegasus", "marian", "blenderbot-small", "mt5")),
+        "t5", "bart", "mbart", "pegasus", "marian", "blenderbot-small", "mt5", "led", "m2m_100",
+        "switch_transformers", "longt5", "umt5", "blenderbot", "plbart", "prophetnet")),
     *((t, "vision", "AutoModelForImageClassification") for t in (
         "vit", "deit", "beit", "convnext", "resnet", "swin", "mobilenet_v2", "regnet",
-        "dinov2", "poolformer", "levit")),
+        "dinov2", "poolformer", "levit", "efficientnet", "mobilevit", "segformer", "bit",
+        "swinv2", "data2vec-vision", "mobilenet_v1", "focalnet")),
     *((t, "audio", "AutoModelForAudioClassification") for t in (
-        "wav2vec2", "hubert", "wavlm", "whisper")),
+        "wav2vec2", "hubert", "wavlm", "whisper", "data2vec-audio", "sew", "unispeech")),
 )
 
 
@@ -242,18 +270,12 @@ def _peft_entry() -> Entry:
 
 
 def entries() -> list[Entry]:
-    """Every zoo model whose package is importable."""
+    """Every zoo model whose package is installed. Nothing heavy is imported here (each
+    ``build`` imports what it needs): the bench's worker for one model lists them all, and
+    importing diffusers and peft took 16 s of a 29 s worker."""
     found = [_transformers_entry(*row) for row in TRANSFORMERS]
-    try:
-        import diffusers  # noqa: F401
-    except ImportError:
-        pass
-    else:
+    if importlib.util.find_spec("diffusers") is not None:
         found += _diffusers_entries()
-    try:
-        import peft  # noqa: F401
-    except ImportError:
-        pass
-    else:
+    if importlib.util.find_spec("peft") is not None:
         found.append(_peft_entry())
     return found

@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from mncore_hdl.paths import BUILD_ROOT
+
 #: The virtual display and its size.
 DISPLAY = ":97"
 SCREEN = "1600x1000x24"
@@ -84,7 +85,7 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=8.0,
                         help="seconds GTKWave gets to load before the screenshot")
     args = parser.parse_args()
-    gtkw = args.gtkw or seed_waves(ROOT / "build" / "waves-screenshot", args.device)
+    gtkw = args.gtkw or seed_waves(BUILD_ROOT / "waves-screenshot", args.device)
     screenshot(gtkw, args.png, args.settle)
     print(f"wrote {args.png} ({gtkw})")
     return 0

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_models.py"
+from mncore_hdl.paths import repo_root
+
+BENCH = repo_root() / "bench" / "bench_models.py"
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess[str]:

@@ -8,8 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = repo_root()
 SCRIPT = ROOT / "exec_with_env.sh"
 
 

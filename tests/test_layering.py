@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = repo_root()
 SOURCE_ROOTS = {"mlsdk": ROOT / "sdk", "mncore_compiler": ROOT / "compiler",
                 "mncore_hdl": ROOT / "hdl"}
 # Every tree whose Python files must keep to public names: the packages and what uses them.

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = repo_root()
 
 
 def _tool(name: str) -> str:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 from mlsdk.testing.seeds import SHARED, SUCCESS, extract_sample_program, seed_documents
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = repo_root()
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

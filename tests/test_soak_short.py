@@ -1,13 +1,13 @@
-"""A few seconds of bench/soak.py on the functional model: random streams, zero mismatches."""
+"""A few seconds of the soak (mlsdk.testing.soak, bench/soak.py) on the functional model:
+random streams, zero mismatches."""
 
 from __future__ import annotations
 
-from mlsdk.testing.benches import load_bench
+from mlsdk.testing import soak
 from mncore_hdl.arch import MNCORE2
 
 
 def test_short_soak_on_the_functional_model():
-    soak = load_bench("soak")
     stats = soak.soak(["mncore2:auto"], MNCORE2, range(1000, 1030), None, 24, 4096,
                       say=lambda s: None)
     assert stats.mismatches == []

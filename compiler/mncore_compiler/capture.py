@@ -7,9 +7,11 @@ import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import fx
+from torch.fx.experimental import proxy_tensor
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
@@ -19,20 +21,11 @@ from torch.optim.optimizer import (
 from .aten import (
     cumulative_batch_norms,
     decomposition_table,
+    function_replacements,
     rnn_decompositions,
 )
-from .convert import Converter
-from .errors import CaptureError
-from .functionalize import (
-    OptimizerRecord,
-    StateSnapshot,
-    closure_objects,
-    closure_tensor_names,
-)
-from .ir import Graph
-from .retarget import retarget
-from .supported import supported_torch_ops
-from .training import (
+from .capture_checks import (
+    TRACING_NOTE,
     anchor_stack_traces,
     check_result,
     check_sample_inputs,
@@ -40,6 +33,17 @@ from .training import (
     source_line,
     state_writes,
 )
+from .errors import CaptureError, CompilerError
+from .fx_to_ir import FxToIR
+from .ir import Graph
+from .retarget import retarget
+from .step_state import (
+    OptimizerRecord,
+    StateSnapshot,
+    closure_objects,
+    closure_tensor_names,
+)
+from .supported import supported_torch_ops
 
 __all__ = ["FLOAT_DTYPES", "Captured", "capture", "capture_step",
            "supported_torch_ops"]
@@ -176,7 +180,7 @@ def capture_step(
     exporting = _traced_like_export
     with cumulative_batch_norms(objects):
         module, out_names = _trace(fn, names, tensors, snapshot, training, exporting)
-    converter = Converter(module, names, closure_tensor_names(objects), registered)
+    converter = FxToIR(module, names, closure_tensor_names(objects), registered)
     graph = converter.run(out_names)
     if converter.problems.any:
         # Traced again, recording each node's Python stack (that slows a trace down, so only
@@ -282,6 +286,32 @@ class _ExportingFlags:
                      torch.compiler._is_exporting_flag) = self._saved
 
 
+@contextlib.contextmanager
+def _one_fake_mode() -> Iterator[None]:
+    """One ``FakeTensorMode`` for every traced value's metadata, instead of one each.
+
+    ``make_fx`` in real mode records each op's result as a fake tensor, and with no fake mode
+    about, ``proxy_tensor.extract_val`` builds a new ``FakeTensorMode`` per value, whose
+    constructor records the Python stack (``traceback.extract_stack``): about 15 ms each through
+    a transformers model's deep stack, 40% of a BERT-sized capture. The values only need their
+    shapes, dtypes and strides, which one mode gives as well. Scoped to one trace (under
+    ``_TRACE_LOCK``), and torch's own name is put back afterwards.
+    """
+    original = proxy_tensor.FakeTensorMode
+    shared: list[Any] = []
+
+    def one(**kwargs: Any) -> Any:
+        if not shared:
+            shared.append(original(**kwargs))
+        return shared[0]
+
+    proxy_tensor.FakeTensorMode = one  # type: ignore[misc,assignment]
+    try:
+        yield
+    finally:
+        proxy_tensor.FakeTensorMode = original  # type: ignore[misc]
+
+
 _EXPORTING = _ExportingFlags()
 #: make_fx is not thread-safe (its tracing modes are process state): one trace at a time, so
 #: that a caller of the compiler's own API from two threads is as safe as Context.compile.
@@ -310,12 +340,19 @@ def _trace(
     if stack_traces:
         anchor_stack_traces(fn)
     try:
-        with _TRACE_LOCK, grad, exporting(), rnn_decompositions():
+        with (_TRACE_LOCK, grad, exporting(), rnn_decompositions(), _one_fake_mode(),
+              function_replacements()):
             module = make_fx(flat, decomposition_table=decomposition_table(),
                              tracing_mode="real", record_stack_traces=stack_traces)(*tensors)
         created = snapshot.created_state()
+    except CompilerError:
+        raise
     except RuntimeError as exc:
         raise explain_trace_error(exc, training) from exc
+    except Exception as exc:
+        # The function's own error propagates as it is, with where it was raised from.
+        exc.add_note(TRACING_NOTE)
+        raise
     finally:
         snapshot.restore()
     if created:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 
@@ -87,11 +89,28 @@ class PreparedGraph:
     done once.
 
     Preparing looks every node's op up in the op table, gives every value a slot in a flat
-    list, and binds each node's reference, operand slots, attributes and declared shape and
-    torch dtype into one step, so a call runs the steps with no lookup, no name resolution and
-    no type conversion. The graph must not change after it is prepared (prepare it again).
-    Ops registered after preparing are not seen, which is no loss: a prepared graph's ops all
-    exist.
+    list, and binds each node's reference, operand slots and attributes into one step, so a
+    call runs the steps with no lookup, no name resolution and no type conversion. Three more
+    things are settled at preparation, none of which changes a result:
+
+    - a node equal to an earlier one (same op, same operands, equal attributes) reuses the
+      earlier one's value instead of computing it again: every reference is a deterministic
+      function of its operands and attributes (common subexpressions: an optimizer's update
+      reads the learning rate the same way for every parameter);
+    - each value is dropped from the slot list after its last use (unless it is an output), so
+      the memory of a large graph's intermediates is reused while it runs, as in eager torch;
+    - the results are checked against their nodes' declared shapes and dtypes on the first run
+      only: both are functions of the input types, which every call checks;
+    - the nodes that read only constants (a transposed weight, an inference BatchNorm's scale)
+      run first, and their values are kept for the next call, which reuses them when it is
+      given the very same constant tensors, unchanged since (same objects, same version
+      counters): a caller whose constants change must pass new tensors or bump their version
+      (the functional model bumps a DRAM view's version when its range is written). A graph
+      whose constant-only values are computed afresh two calls in a row (a training step's,
+      whose state changes every call) stops keeping them and runs in graph order.
+
+    The graph must not change after it is prepared (prepare it again). Ops registered after
+    preparing are not seen, which is no loss: a prepared graph's ops all exist.
 
     Parameters
     ----------
@@ -112,16 +131,35 @@ class PreparedGraph:
         self._inputs = tuple((slots[n], n, t.shape, t.torch_dtype, t.dtype)
                              for n, t in graph.inputs.items())
         self._constants = tuple((slots[n], n) for n in graph.constants)
-        steps = []
+        steps: list[tuple] = []
+        seen: dict[tuple, int] = {}
         for node in graph.nodes:
-            declared = node.type
             operands = tuple(slots[name] for name in node.operands)
+            key = _node_key(node.op, operands, node.attrs)
+            if key is not None and key in seen:
+                slots[node.name] = seen[key]  # the value of an equal earlier node
+                continue
             slots[node.name] = len(slots)
-            steps.append((get_op(node.op).reference, operands, node.attrs, declared.shape,
-                          declared.torch_dtype, slots[node.name], node))
-        self._steps = tuple(steps)
+            if key is not None:
+                seen[key] = slots[node.name]
+            steps.append((get_op(node.op).reference, operands, node.attrs, slots[node.name],
+                          node))
         self._size = len(slots)
         self._outputs = tuple((out, slots[value]) for out, value in graph.outputs.items())
+        early, late, self._roots, self._kept = _split_constant_steps(
+            steps, {slot for slot, _ in self._constants}, {slot for _, slot in self._outputs})
+        self._checked_steps = tuple(early + late)
+        outputs = {slot for _, slot in self._outputs}
+        freed = _with_frees(early + late, outputs)
+        self._early, self._steps = freed[:len(early)], freed[len(early):]
+        # The steps in graph order, for a graph whose constants change on every call.
+        self._in_order = _with_frees(steps, outputs)
+        # The constant-only values of the last call and what they were computed from: the
+        # root tensors and their version counters; and the calls in a row that recomputed them.
+        self._memo: tuple[tuple, tuple[int, ...], tuple] | None = None
+        self._misses = 0
+        #: Whether a run has checked every result against its node's declared type.
+        self.checked = False
 
     def __call__(self, inputs: Mapping[str, torch.Tensor], *, copy_outputs: bool = True,
                  constants: Mapping[str, torch.Tensor] | None = None
@@ -143,19 +181,150 @@ class PreparedGraph:
         given = self.graph.constants if constants is None else constants
         for slot, name in self._constants:
             env[slot] = given[name]
-        # One no_grad for the whole graph, and each result checked against its node's declared
-        # shape and dtype: this loop runs on every device call.
+        # One no_grad for the whole graph: this loop runs on every device call.
         with torch.no_grad():
-            for reference, operands, attrs, shape, dtype, slot, node in self._steps:
-                result = reference([env[i] for i in operands], attrs)
-                if result.shape != shape or result.dtype != dtype:
-                    raise RuntimeError(
-                        f"reference of %{node.name} ({node.op}) gave {tuple(result.shape)} "
-                        f"{result.dtype}, but the node declares {node.type}"
-                    )
-                env[slot] = result
+            if not self.checked:
+                self._run_checked(env)
+                self._remember(env, tuple(env[slot] for slot in self._roots))
+            elif self._early:
+                if self._recall(env):
+                    self._misses = 0
+                else:
+                    roots = tuple(env[slot] for slot in self._roots)  # before any is freed
+                    _run(self._early, env)
+                    self._remember(env, roots)
+                    self._misses += 1
+                _run(self._steps, env)
+                if self._misses >= 2:
+                    # The constants change on every call (a training step's state): what is
+                    # kept is never reused, and running those steps first holds their values
+                    # longer. From now on: graph order, nothing kept.
+                    self._early, self._steps, self._memo = (), self._in_order, None
+            else:
+                _run(self._steps, env)
         if not copy_outputs:
             return {out: env[slot] for out, slot in self._outputs}
         # Copies: an output may be a view of an input or a constant (e.g. a permute of one).
         return {out: env[slot].clone(memory_format=torch.contiguous_format)
                 for out, slot in self._outputs}
+
+    def _run_checked(self, env: list) -> None:
+        """Run every step with each result checked against its node's declared type."""
+        for reference, operands, attrs, slot, node in self._checked_steps:
+            result = reference([env[i] for i in operands], attrs)
+            declared = node.type
+            if result.shape != declared.shape or result.dtype != declared.torch_dtype:
+                raise RuntimeError(
+                    f"reference of %{node.name} ({node.op}) gave {tuple(result.shape)} "
+                    f"{result.dtype}, but the node declares {node.type}"
+                )
+            env[slot] = result
+        self.checked = True
+
+    def _recall(self, env: list) -> bool:
+        """Put the kept constant-only values into ``env`` if the roots are those they were
+        computed from; say whether they were."""
+        memo = self._memo
+        if memo is None:
+            return False
+        tensors, versions, values = memo
+        for slot, tensor, version in zip(self._roots, tensors, versions, strict=True):
+            given = env[slot]
+            if given is not tensor or given._version != version:
+                return False
+        for slot, value in zip(self._kept, values, strict=True):
+            env[slot] = value
+        return True
+
+    def _remember(self, env: list, tensors: tuple) -> None:
+        """Keep the constant-only values of this run, with what they were computed from: the
+        root tensors ``tensors``."""
+        if not self._early:
+            return
+        try:
+            versions = tuple(t._version for t in tensors)
+        except RuntimeError:  # an inference tensor has no version counter: nothing is kept
+            self._memo = None
+            return
+        self._memo = (tensors, versions, tuple(env[slot] for slot in self._kept))
+
+
+def _run(steps: tuple[tuple, ...], env: list) -> None:
+    """Run prepared steps (:func:`_with_frees`) over the slot list ``env``."""
+    for reference, one, gather, attrs, slot, frees in steps:
+        env[slot] = reference((env[one],) if gather is None else gather(env), attrs)
+        for i in frees:
+            env[i] = None
+
+
+def _split_constant_steps(steps: list[tuple], constants: set[int], outputs: set[int]
+                          ) -> tuple[list[tuple], list[tuple], tuple[int, ...], tuple[int, ...]]:
+    """``steps`` as the steps that read only constants (directly or through each other) and
+    the rest, each in graph order; the constant slots the first read (the roots), and the
+    values of the first that the rest or the outputs use (what a call keeps)."""
+    derived = set(constants)
+    early, late = [], []
+    for step in steps:
+        if all(slot in derived for slot in step[1]):
+            derived.add(step[3])
+            early.append(step)
+        else:
+            late.append(step)
+    roots = sorted({slot for step in early for slot in step[1] if slot in constants})
+    made = {step[3] for step in early}
+    used = {slot for step in late for slot in step[1]} | outputs
+    return early, late, tuple(roots), tuple(sorted(made & used))
+
+
+def _with_frees(steps: list[tuple], keep: set[int]) -> tuple[tuple, ...]:
+    """``steps`` as ``(reference, one, gather, attrs, slot, frees)``: a step of one operand
+    reads slot ``one`` (``gather`` None), any other calls ``gather(env)`` for its operands'
+    tuple; ``frees`` are the slots whose last use is that step (the values in ``keep`` are
+    never freed)."""
+    last: dict[int, int] = {}
+    for index, (_, operands, _, _, _) in enumerate(steps):
+        for slot in operands:
+            last[slot] = index
+    frees: list[list[int]] = [[] for _ in steps]
+    for slot, index in last.items():
+        if slot not in keep:
+            frees[index].append(slot)
+    return tuple((reference, *_gatherer(operands), attrs, slot, tuple(frees[index]))
+                 for index, (reference, operands, attrs, slot, _) in enumerate(steps))
+
+
+def _gatherer(operands: tuple[int, ...]) -> tuple[int, Callable[[list], tuple] | None]:
+    """How a step reads its operands from the slot list: ``(slot, None)`` for one operand
+    (the loop builds the 1-tuple: cheaper than any call), else ``(0, gather)``."""
+    if len(operands) == 1:
+        return operands[0], None
+    if not operands:
+        return 0, _no_operands
+    return 0, operator.itemgetter(*operands)  # a tuple of two or more
+
+
+def _no_operands(env: list) -> tuple:
+    return ()
+
+
+def _node_key(op: str, operands: tuple[int, ...], attrs: Mapping[str, Any]) -> tuple | None:
+    """What makes two nodes compute the same value, or None when their attributes hold
+    anything but plain values (a tensor attribute, say: never merged)."""
+    key = _plain(dict(attrs))
+    return None if key is None else (op, operands, key)
+
+
+def _plain(value: Any) -> Any:
+    """A hashable key equal for equal plain values (numbers by type and repr, so 0.0 and
+    -0.0, or 1 and 1.0, stay apart), or None for anything else."""
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
+        return (type(value).__name__, repr(value))
+    if isinstance(value, (tuple, list)):
+        items = [_plain(v) for v in value]
+        return None if any(i is None for i in items) else (type(value).__name__, *items)
+    if isinstance(value, dict):
+        items = [(k, _plain(v)) for k, v in sorted(value.items()) if isinstance(k, str)]
+        if len(items) != len(value) or any(i[1] is None for i in items):
+            return None
+        return ("dict", *items)
+    return None

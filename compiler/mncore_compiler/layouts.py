@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from mncore_hdl.arch import MNCORE2, ArchConfig
 from mncore_hdl.layout import Layout, host_layout, native_layout
 
-from .errors import CompilerError
+from .errors import CaptureError, CompilerError
 from .ir import Graph
 from .types import TensorType
 
@@ -60,5 +60,10 @@ def assign_layouts(graph: Graph, constraints: Mapping[str, Layout] | None = None
                               or native_layout(ttype.shape, ttype.dtype, config))
     for name, tensor in graph.constants.items():
         ttype = TensorType.of(tensor)
+        if tensor.numel() == 0:
+            raise CaptureError(
+                f"constant {name!r} has zero elements (shape {tuple(ttype.shape)}) and the "
+                "program reads it; zero-size tensors are not supported: give every tensor the "
+                "function reads at least one element")
         plan.constants[name] = native_layout(ttype.shape, ttype.dtype, config)
     return plan

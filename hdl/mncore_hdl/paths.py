@@ -6,6 +6,8 @@
   ``site-packages`` in an installed wheel);
 - :data:`CHECKOUT`: the source checkout (``sim/``, ``bench/``, ``examples/`` beside the
   packages), or None when the package runs from an installed wheel;
+- :func:`repo_root`: :data:`CHECKOUT`, or an error saying that a checkout is needed (tests,
+  ``bench/`` and ``scripts/`` use it);
 - :data:`BUILD_ROOT`: every build product goes below it: ``$MNCORE_BUILD_DIR``, else ``build/``
   in the checkout, else ``mncore-cosim/build`` in the user's cache folder.
 """
@@ -16,7 +18,8 @@ from pathlib import Path
 
 from .settings import HDL
 
-__all__ = ["BUILD_ROOT", "CHECKOUT", "PACKAGE_DIR", "SOURCE_ROOT", "build_root", "checkout"]
+__all__ = ["BUILD_ROOT", "CHECKOUT", "PACKAGE_DIR", "SOURCE_ROOT", "build_root", "checkout",
+           "repo_root"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SOURCE_ROOT = PACKAGE_DIR.parent
@@ -32,6 +35,15 @@ def checkout(source_root: Path = SOURCE_ROOT) -> Path | None:
 
 
 CHECKOUT = checkout()
+
+
+def repo_root() -> Path:
+    """The source checkout, for what only a checkout has (``bench/``, ``docs/``, ``examples/``,
+    the tests); RuntimeError for an installed package, which ships none of them."""
+    if CHECKOUT is None:
+        raise RuntimeError("this needs a source checkout of the kit (bench/, docs/, examples/, "
+                           f"tests/); {SOURCE_ROOT} holds an installed package")
+    return CHECKOUT
 
 
 def build_root() -> Path:

@@ -71,6 +71,14 @@ class Setting:
             return self.default
         return self.parse(text)
 
+    def required(self, environ: Mapping[str, str] | None = None) -> Any:
+        """The variable's value as its kind; SettingError naming it when it is unset (a
+        variable the process that starts this one must set)."""
+        text = self.raw(environ)
+        if text is None:
+            raise SettingError(f"${self.name} must be set ({self.meaning})")
+        return self.parse(text)
+
     def parse(self, text: str) -> Any:
         """``text`` as this setting's kind (SettingError when it is not one)."""
         if self.kind == "bool":
@@ -175,6 +183,9 @@ HDL = Settings("mncore_hdl", [
             "where an installed package builds.", who="external"),
     Setting("PYTHONPATH", "str", None, "Extended with the kit's source folders for the "
             "simulator processes it starts.", who="external"),
+    Setting("VIRTUAL_ENV", "path", None, "The active virtual environment; "
+            "`sim/sdk/test_wheel.py` runs its fresh venv of the built wheel without it (and "
+            "without `PYTHONPATH`).", who="external"),
     Setting("RAY_USAGE_STATS_ENABLED", "str", None, "Ray's usage reporting; the sweeps set "
             "it to 0 unless it is set (this machine reaches no network).", who="external"),
 ])

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import torch
-from mncore_hdl.layout import ElementRangeError, check_representable
+from mncore_hdl.layout import ElementRangeError, Layout, check_representable, to_device
 
 from .errors import DeviceError, InputError
 
-__all__ = ["check_input_values", "check_output_values"]
+__all__ = ["check_input_values", "check_output_values", "input_image"]
 
 
 def check_input_values(function: str, name: str, value: torch.Tensor) -> None:
@@ -21,9 +22,21 @@ def check_input_values(function: str, name: str, value: torch.Tensor) -> None:
     try:
         check_representable(value)
     except ElementRangeError as exc:
-        raise InputError(
-            f"Input {name!r} of {function}: {exc}; nothing was sent to the device"
-        ) from None
+        raise _range_error(function, name, exc) from None
+
+
+def input_image(function: str, name: str, value: torch.Tensor, layout: Layout) -> np.ndarray:
+    """Input ``name``'s image in ``layout`` (:func:`~mncore_hdl.layout.to_device`, which
+    checks the values as :func:`check_input_values` does, once): the same InputError for a
+    value its lane cannot hold. Called before any command is issued."""
+    try:
+        return to_device(value, layout)
+    except ElementRangeError as exc:
+        raise _range_error(function, name, exc) from None
+
+
+def _range_error(function: str, name: str, exc: ElementRangeError) -> InputError:
+    return InputError(f"Input {name!r} of {function}: {exc}; nothing was sent to the device")
 
 
 def check_output_values(function: str, outputs: Mapping[str, torch.Tensor]) -> None:

@@ -19,9 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
-from mncore_compiler.functionalize import closure_objects
+from mncore_compiler.step_state import closure_objects
 
 from .errors import MLSDKError
+from .naming import RegistrationError
 from .optim import (
     MNCoreAdam,
     MNCoreAdamW,
@@ -31,8 +32,8 @@ from .optim import (
 )
 from .registry import Registry
 
-__all__ = ["GRAD_SCALE", "global_step_input", "learning_rate_input", "register_optimizer",
-           "backprop_step"]
+__all__ = ["GRAD_SCALE", "RegisteredOptimizers", "backprop_step", "device_twin",
+           "global_step_input", "learning_rate_input"]
 
 #: The input that scales the loss before backward (gradients are divided by it again).
 GRAD_SCALE = "mncore_grad_scale_factor"
@@ -80,16 +81,40 @@ def device_twin(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
                     f"or AdamW (or an MNCore one), not {type(optimizer).__name__}")
 
 
-def register_optimizer(registry: Registry, name: str,
-                       optimizer: torch.optim.Optimizer) -> list[str]:
-    """Register ``optimizer``'s state under ``name`` (its parameters must be registered);
-    return the registered names. ``registry.optimizer(optimizer)`` gives back its name and
-    twin for ``compile(..., optimizers=[optimizer])``."""
-    twin = device_twin(optimizer)
-    set_buffer_name_in_optimizer(twin, name)
-    names = register_optimizer_buffers(registry, twin)
-    registry.remember_optimizer(name, optimizer, twin)
-    return names
+class RegisteredOptimizers:
+    """The optimizers registered in one Context: each one's name and the optimizer whose
+    state is on the device (its MNCore twin, :func:`device_twin`), held strongly as their
+    state tensors are. The Context hands :meth:`register` to its
+    :class:`~mlsdk.registry.Registry`, whose ``register(name, optimizer)`` calls it."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[str, torch.optim.Optimizer, torch.optim.Optimizer]] = {}
+
+    def register(self, registry: Registry, name: str,
+                 optimizer: torch.optim.Optimizer) -> list[str]:
+        """Register ``optimizer``'s state in ``registry`` under ``name`` (its parameters must
+        be registered); return the registered names. Registering it again under the same
+        name does nothing; under another name is a RegistrationError."""
+        known = self.lookup(optimizer)
+        if known is not None:
+            if known[0] != name:
+                raise RegistrationError(f"This optimizer is already registered as "
+                                        f"{known[0]!r}; it cannot be registered again as "
+                                        f"{name!r}")
+            return []
+        twin = device_twin(optimizer)
+        set_buffer_name_in_optimizer(twin, name)
+        names = register_optimizer_buffers(registry, twin)
+        self._by_id[id(optimizer)] = (name, optimizer, twin)
+        return names
+
+    def lookup(self, optimizer: object) -> tuple[str, torch.optim.Optimizer] | None:
+        """(name, the optimizer whose state is on the device) of registered ``optimizer``,
+        or None for one not registered here."""
+        found = self._by_id.get(id(optimizer))
+        if found is None or found[1] is not optimizer:
+            return None
+        return found[0], found[2]
 
 
 class _BackpropStep:
@@ -160,10 +185,10 @@ class _BackpropStep:
 
 
 def backprop_step(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
-                  optimizers: object, registry: Registry,
+                  optimizers: object, registered: RegisteredOptimizers,
                   ) -> tuple[Callable[..., Any], dict[str, torch.Tensor]]:
-    """The training step of forward-only ``fn`` for ``optimizers`` (each registered with
-    ``registry.register(name, optimizer)``), and its sample inputs (``sample_inputs`` and the
+    """The training step of forward-only ``fn`` for ``optimizers`` (each in ``registered``,
+    by ``registry.register(name, optimizer)``), and its sample inputs (``sample_inputs`` and the
     learning-rate, global-step and grad-scale inputs).
 
     Raises
@@ -171,7 +196,7 @@ def backprop_step(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tens
     TypeError
         When ``optimizers`` is not a non-empty list of optimizers.
     MLSDKError
-        For an optimizer not registered in ``registry``, or a sample input that takes one of
+        For an optimizer not in ``registered``, or a sample input that takes one of
         the step's own input names.
     """
     if (not isinstance(optimizers, Sequence) or isinstance(optimizers, str) or not optimizers
@@ -180,7 +205,7 @@ def backprop_step(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tens
                         f"of torch.optim optimizers, not {optimizers!r}")
     found = []
     for optimizer in optimizers:
-        entry = registry.optimizer(optimizer)
+        entry = registered.lookup(optimizer)
         if entry is None:
             raise MLSDKError(
                 f"optimizers=[...] holds a {type(optimizer).__name__} that is not registered "

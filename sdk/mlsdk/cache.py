@@ -17,7 +17,6 @@ errors are handled.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import warnings
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from mncore_compiler.ir import Graph
 from mncore_compiler.program import PROGRAM_FORMAT, PROGRAM_VERSION, DeviceProgram
 from mncore_compiler.request import CompileRequest
 from mncore_hdl.layout import to_bits
+from mncore_hdl.tooling.files import canonical_json
 
 from .cachedir import (
     CACHE_FORMAT,
@@ -193,7 +193,7 @@ def cache_key(captured: Captured, request: CompileRequest) -> str:
     digest = hashlib.sha256()
 
     def part(label: str, value: Any) -> None:
-        digest.update(label.encode() + b"\0" + _canonical(value) + b"\0")
+        digest.update(label.encode() + b"\0" + canonical_json(value, default=repr) + b"\0")
 
     part("format", [CACHE_FORMAT, CACHE_VERSION])
     part("kit", kit_version())
@@ -213,9 +213,9 @@ def cache_key(captured: Captured, request: CompileRequest) -> str:
 def graph_hash(graph: Graph) -> str:
     """The hex SHA-256 of the captured graph and its constants' bits, which an entry stores
     and a hit re-checks: an entry holding another graph's program is a miss."""
-    digest = hashlib.sha256(_canonical(graph.to_json()))
+    digest = hashlib.sha256(canonical_json(graph.to_json(), default=repr))
     for cname, tensor in graph.constants.items():
-        digest.update(_canonical([cname, list(tensor.shape), str(tensor.dtype)]))
+        digest.update(canonical_json([cname, list(tensor.shape), str(tensor.dtype)], default=repr))
         digest.update(np.ascontiguousarray(to_bits(tensor)).data)
     return digest.hexdigest()
 
@@ -245,6 +245,3 @@ def kit_version() -> dict[str, str]:
     return {"mlsdk": __version__, "program": f"{PROGRAM_FORMAT}/{PROGRAM_VERSION}",
             "sources": digest.hexdigest()}
 
-
-def _canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr).encode()

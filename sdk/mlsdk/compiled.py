@@ -18,7 +18,7 @@ from mncore_hdl.converter.program import ProgramError, compile_program
 from mncore_hdl.layout import LayoutError, conversion, dtype_name, element_type, to_device
 
 from . import trace as _trace
-from ._values import check_input_values, check_output_values
+from ._values import check_input_values, check_output_values, input_image
 from .costs import buffer_cycles, conversion_cost
 from .device.base import BIND_CYCLES, LoadedProgram
 from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
@@ -304,6 +304,11 @@ class CompiledFunction:
         IOSpecMismatchError
             The TensorProxy's spec cannot be handed over to the input.
         """
+        return self._check_input(name, value, values=True)
+
+    def _check_input(self, name: str, value: Any, *, values: bool) -> TensorProxy | torch.Tensor:
+        """:meth:`check_input`; a tensor's values are checked only with ``values`` (a caller
+        that lays the tensor out next checks them there: :func:`~mlsdk._values.input_image`)."""
         spec = self.input_specs[name]
         if isinstance(value, TensorProxy):
             value.check_usable(self.session)
@@ -318,7 +323,7 @@ class CompiledFunction:
                         f"{spec}: they differ in {given.describe_difference(spec)}")
             return value
         if isinstance(value, torch.Tensor):
-            self._check_tensor(spec, value)
+            self._check_tensor(spec, value, values)
             return value
         raise InputError(f"Input {name!r} of {self.name} must be a torch.Tensor or a "
                          f"TensorProxy, not {type(value).__name__}")
@@ -331,7 +336,7 @@ class CompiledFunction:
         advice: list[Advice] = []
         conversions = relocations = 0
         for name, spec in self.input_specs.items():
-            value = self.check_input(name, inputs[name])
+            value = self._check_input(name, inputs[name], values=False)
             own = self._own[name]
             if isinstance(value, TensorProxy):
                 assert value.buffer is not None  # checked by check_input
@@ -343,7 +348,7 @@ class CompiledFunction:
                 advice.append(self.advice_for(name, value))
                 conversions += 1
             else:
-                plan.append(HostWrite(own, to_device(value, spec.layout)))
+                plan.append(HostWrite(own, input_image(self.name, name, value, spec.layout)))
             if self.bindings.get(name) != own:
                 plan.append(Bind(self.key, name, own))
         return plan, (conversions, relocations), advice
@@ -395,14 +400,15 @@ class CompiledFunction:
         return Convert(src, str(given.layout), self._own[name], str(spec.layout),
                        descriptor, spec.dtype_name)
 
-    def _check_tensor(self, spec: IOSpec, value: torch.Tensor) -> None:
-        if tuple(value.shape) != spec.shape or value.dtype != spec.dtype:
+    def _check_tensor(self, spec: IOSpec, value: torch.Tensor, values: bool = True) -> None:
+        if value.shape != spec.shape or value.dtype != spec.dtype:
             raise InputError(
                 f"Input {spec.name!r} of {self.name} must be a {spec.dtype_name} tensor of "
                 f"shape {spec.shape}, not {dtype_name(value.dtype)} of shape "
                 f"{tuple(value.shape)}"
             )
-        check_input_values(self.name, spec.name, value)
+        if values:
+            check_input_values(self.name, spec.name, value)
 
 
 def _runner(graph, name: str):

@@ -18,13 +18,13 @@ from typing import Any
 
 import torch
 from mncore_compiler.driver import capture_request, compile_captured
-from mncore_compiler.functionalize import OptimizerRecord
 from mncore_compiler.program import DeviceProgram
 from mncore_compiler.request import CompileRequest
+from mncore_compiler.step_state import OptimizerRecord
 
 from .cache import CacheOptions, CacheResult, open_store, through_cache
 
-__all__ = ["CompileResult", "compile_program"]
+__all__ = ["CompileResult", "compile_to_directory"]
 
 #: The logger that says hit, miss or off for every compile (INFO) and why an entry was dropped.
 logger = logging.getLogger("mlsdk.cache")
@@ -53,7 +53,7 @@ class CompileResult:
     optimizers: tuple[OptimizerRecord, ...] = ()
 
 
-def compile_program(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
+def compile_to_directory(fn: Callable[..., Any], sample_inputs: Mapping[str, torch.Tensor],
                     codegen_dir: Path, request: CompileRequest,
                     cache_options: CacheOptions | None = None) -> CompileResult:
     """Compile ``fn`` as ``request`` says into ``codegen_dir``, through the cache when

@@ -15,10 +15,10 @@ from mncore_compiler.request import OPTIONS, CompileRequest
 from mncore_hdl.layout import Layout
 
 from . import trace as _trace
-from .backprop import backprop_step, register_optimizer
+from .backprop import RegisteredOptimizers, backprop_step
 from .cache import CacheOptions
 from .compiled import CompiledFunction
-from .compiling import compile_program
+from .compiling import compile_to_directory
 from .device.base import Device
 from .device.registry import MNDevice
 from .errors import CodegenError
@@ -34,6 +34,7 @@ from .registry import Registry
 from .report import DEFAULT_HISTORY, Report
 from .session import Session
 from .storage import StoragePath
+from .stores import state_store
 
 __all__ = ["Context", "COMPILE_OPTIONS"]
 
@@ -88,8 +89,10 @@ class Context:
             weakref.WeakValueDictionary())
         self._keys = itertools.count(1)
         #: Registered module state and its device copies (see :mod:`mlsdk.registry`).
-        self.registry = Registry(self.session)
-        self.registry.optimizer_registrar = register_optimizer
+        # The device's capabilities pick the state store (as they pick the function class).
+        self.registry = Registry(self.session, state_store(self.session.device.has_memory))
+        self._optimizers = RegisteredOptimizers()
+        self.registry.optimizer_registrar = self._optimizers.register
         if Context.current() is None:
             Context._current = weakref.ref(self)
 
@@ -218,7 +221,7 @@ class Context:
             if training is False:
                 raise ValueError("options={'backprop': True} compiles a training step; it "
                                  "cannot be combined with training=False")
-            fn, sample_inputs = backprop_step(fn, sample_inputs, optimizers, self.registry)
+            fn, sample_inputs = backprop_step(fn, sample_inputs, optimizers, self._optimizers)
             training = True
         elif optimizers is not None:
             raise ValueError("optimizers=[...] goes with options={'backprop': True} (MLSDK's "
@@ -230,7 +233,7 @@ class Context:
             name=name, config=self.mndevice.config, options=resolved,
             constraints=_constraint_values(io_spec_constraints), training=training,
             registered=self.registry.tensor_ids(), export_kwargs=export_kwargs or {})
-        compiled = compile_program(fn, sample_inputs, codegen_dir.path, request, cache_options)
+        compiled = compile_to_directory(fn, sample_inputs, codegen_dir.path, request, cache_options)
         status = compiled.cache.status
         if cache_options is not None:
             with self.session.lock:

@@ -16,6 +16,7 @@ from .device.commands import Buffer
 from .device.reference import ReferenceDevice
 from .iospec import IOSpec
 from .proxy import TensorProxy
+from .stores import HostStorage
 
 __all__ = ["HostFunction"]
 
@@ -77,5 +78,5 @@ class HostFunction(CompiledFunction):
         check_output_values(self.name, results)
         if self.program.state_writes:  # a training step: its updates become the host copies
             self.registry.commit_writes(self.program, results)
-        return {n: TensorProxy(self.session, self.output_specs[n], None, results[n])
+        return {n: TensorProxy(self.session, self.output_specs[n], HostStorage(results[n]))
                 for n in self.program.outputs}

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from mncore_compiler.functionalize import closure_objects
+from mncore_compiler.step_state import closure_objects
 
 from .naming import get_tensor_name, set_tensor_name
 from .registry import Registry

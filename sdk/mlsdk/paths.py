@@ -3,6 +3,7 @@ knows the source tree's shape (it leans on ``mncore_hdl.paths`` for the checkout
 folder, so both packages agree on them).
 
 - :data:`CHECKOUT`: the source checkout, or None when the packages run from a wheel;
+- :func:`repo_root`: the checkout, or an error saying that one is needed;
 - :data:`BUILD_ROOT`: ``$MNCORE_BUILD_DIR``, else ``build/`` in the checkout, else the user's
   cache folder (``mncore_hdl.paths``);
 - :func:`source_roots`: the folders holding ``mlsdk``, ``mncore_compiler`` and ``mncore_hdl``,
@@ -15,9 +16,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from mncore_hdl.paths import BUILD_ROOT, CHECKOUT
+from mncore_hdl.paths import BUILD_ROOT, CHECKOUT, repo_root
 
-__all__ = ["BUILD_ROOT", "CHECKOUT", "PACKAGE_DIR", "source_roots"]
+__all__ = ["BUILD_ROOT", "CHECKOUT", "PACKAGE_DIR", "repo_root", "source_roots"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 

@@ -1,4 +1,5 @@
-"""TensorProxy: a tensor that lives in device DRAM (or, on pfvm:cpu, on the host).
+"""TensorProxy: a tensor that lives in device DRAM (or, on pfvm:cpu, on the host): its data is
+a :class:`~mlsdk.stores.ProxyStorage` (a DRAM buffer or a host tensor).
 
 Besides the outputs of calls, :func:`allocate_input_proxies` (behind
 ``CompiledFunction.allocate_input_proxy()``) hands out empty proxies in a function's input
@@ -14,18 +15,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from mncore_hdl.layout import dtype_name, from_device, to_device
+from mncore_hdl.layout import dtype_name
 
 from . import trace as _trace
-from .device.commands import Buffer, HostRead, HostWrite
+from .device.commands import Buffer
 from .errors import (
-    DeviceError,
     InputError,
     IOSpecMismatchError,
     StaleTensorError,
 )
 from .iospec import IOSpec
 from .session import Session
+from .stores import DeviceStorage, ProxyStorage, proxy_storage
 
 __all__ = ["TensorProxy", "allocate_input_proxies"]
 
@@ -42,28 +43,41 @@ class TensorProxy:
     ----------
     spec : IOSpec
         Shape, dtype and layout of the data.
-    buffer : Buffer or None
-        The device buffer (``group``, ``address`` in LW, ``nbytes``); None on ``pfvm:cpu``.
     origin : str or None
         For a proxy from ``allocate_input_proxy()``, the input it was allocated for (e.g.
         ``"input 'x' of mlp#1"``); None for a call's output.
+
+    Parameters
+    ----------
+    session : Session
+        The open device the data lives on (held weakly).
+    spec : IOSpec
+        Shape, dtype and layout of the data.
+    storage : ProxyStorage or Buffer
+        Where the data is (:mod:`mlsdk.stores`); a Buffer stands for a
+        :class:`~mlsdk.stores.DeviceStorage` the proxy owns (gives back when collected).
+    origin : str, optional
+        See the attribute.
+    empty : bool
+        An allocated input proxy, holding no data until its first :meth:`load_from`.
     """
 
-    def __init__(self, session: Session, spec: IOSpec, buffer: Buffer | None,
-                 host: torch.Tensor | None = None, *, origin: str | None = None,
-                 empty: bool = False, owned: bool = True):
+    def __init__(self, session: Session, spec: IOSpec, storage: ProxyStorage | Buffer, *,
+                 origin: str | None = None, empty: bool = False):
         self._session = weakref.ref(session)
         self.spec = spec
-        self.buffer = buffer
+        self._storage: ProxyStorage = (DeviceStorage(storage) if isinstance(storage, Buffer)
+                                       else storage)
         self.origin = origin
-        self._host = host
         self._freed = False
-        # An allocated input holds no data until its first load_from.
         self._empty = empty
-        self._finalizer: weakref.finalize | None = None
-        if buffer is not None and owned:
-            # release: a finalizer must never wait for the device lock.
-            self._finalizer = weakref.finalize(self, session.dram.release, buffer)
+        self._finalizer = self._storage.finalizer(self, session)
+
+    @property
+    def buffer(self) -> Buffer | None:
+        """The device buffer (``group``, ``address`` in LW, ``nbytes``); None on
+        ``pfvm:cpu``."""
+        return self._storage.buffer
 
     @property
     def shape(self) -> torch.Size:
@@ -84,7 +98,7 @@ class TensorProxy:
         return not self._empty
 
     def __repr__(self) -> str:
-        where = str(self.buffer) if self.buffer is not None else "host"
+        where = self._storage.where()
         state = " (freed)" if self._freed else " (empty)" if self._empty else ""
         return (f"TensorProxy({self.spec.name!r}, shape={tuple(self.spec.shape)}, "
                 f"dtype={self.spec.dtype_name}, at {where}){state}")
@@ -106,7 +120,7 @@ class TensorProxy:
             )
         if self._freed or own.closed:
             raise StaleTensorError(f"{self!r}: its device buffer was freed")
-        if self.buffer is not None and not own.dram.is_live(self.buffer):
+        if not self._storage.is_live(own):
             raise StaleTensorError(f"{self!r}: its device buffer was freed")
         return own
 
@@ -147,19 +161,7 @@ class TensorProxy:
         """The whole tensor on the host: one HostRead of the buffer, recorded as ``label``."""
         session = self._check_live(None)
         self.check_usable(session)
-        if self._host is not None:
-            # A copy on the host, also of a result held on pfvm:cuda's GPU.
-            return self._host.to("cpu", copy=True)
-        if self.buffer is None:
-            raise StaleTensorError(f"{self!r} holds no data")
-        with session.lock:
-            record = session.new_record(label, kind="read")
-            result = session.execute(HostRead(self.buffer, self.spec.layout), record)
-        if result.tensor is not None:
-            return result.tensor
-        if result.data is None:
-            raise DeviceError(f"The device returned no data for HostRead of {self.buffer}")
-        return from_device(result.data, self.spec.layout)
+        return self._storage.read(session, self.spec, label)
 
     @_trace.hook("upload")
     def load_from(self, tensor: torch.Tensor, clone: bool = True) -> None:
@@ -199,16 +201,7 @@ class TensorProxy:
                 f"{self!r}.load_from() takes a {spec.dtype_name} tensor of shape {spec.shape}, "
                 f"not {given} of shape {tuple(tensor.shape)}; its data is unchanged")
         session = self._check_live(None)
-        data = tensor.detach().to("cpu")
-        if self.buffer is None:
-            # Host reference: a private copy, so later changes to ``tensor`` never show.
-            self._host = data.clone(memory_format=torch.contiguous_format)
-            self._empty = False
-            return
-        image = to_device(data, spec.layout)
-        with session.lock:
-            record = session.new_record(f"{spec.name}.load_from()", kind="write")
-            session.execute(HostWrite(self.buffer, image), record)
+        self._storage.write(session, spec, tensor.detach().to("cpu"))
         self._empty = False
 
     # -- indexing and what torch tensors do: read back, or a clear error -------------------
@@ -343,7 +336,7 @@ class TensorProxy:
         if not self._freed and self._finalizer is not None:
             self._finalizer()
         self._freed = True
-        self._host = None
+        self._storage.release()
 
 
 def _is_data(value: object) -> bool:
@@ -434,8 +427,9 @@ def allocate_input_proxies(session: Session, specs: Mapping[str, IOSpec], key: s
     """One empty TensorProxy per input spec of function ``key``, keyed and ordered like
     ``specs``.
 
-    ``buffer_for(spec)`` allocates each proxy's buffer (None on the host reference). All of
-    them are allocated, or none: on failure the ones allocated so far are given back.
+    ``buffer_for(spec)`` allocates each proxy's buffer (None on the host reference, whose
+    proxies hold host tensors: :func:`~mlsdk.stores.proxy_storage`). All of them are
+    allocated, or none: on failure the ones allocated so far are given back.
     """
     session.check_open()
     buffers: dict[str, Buffer | None] = {}
@@ -448,6 +442,6 @@ def allocate_input_proxies(session: Session, specs: Mapping[str, IOSpec], key: s
                 if buf is not None:
                     session.dram.free(buf)
             raise
-    return {name: TensorProxy(session, spec, buffers[name], empty=True,
+    return {name: TensorProxy(session, spec, proxy_storage(buffers[name]), empty=True,
                               origin=f"input {name!r} of {key}")
             for name, spec in specs.items()}

@@ -5,7 +5,9 @@ A registered tensor (a module's parameter or buffer) has one device copy per lay
 read in, owned by the Context's :class:`Registry` and shared by every compiled function of
 that Context that closes over the tensor. A copy is uploaded once, by the first load, call or
 :meth:`Registry.value_proxy` that needs it, and stays on the device until
-:meth:`Registry.invalidate`. See ``docs/registry.md``.
+:meth:`Registry.invalidate`. The registry's :class:`~mlsdk.stores.StateStore` makes, reads and
+drops the copies (DRAM buffers, or host snapshots on the host reference). See
+``docs/registry.md``.
 """
 
 from __future__ import annotations
@@ -22,12 +24,10 @@ from mncore_hdl.layout import (
     Layout,
     LayoutError,
     dtype_name,
-    from_device,
     native_layout,
-    to_device,
 )
 
-from .device.commands import Buffer, HostRead, HostWrite
+from .device.commands import Buffer
 from .errors import DeviceError
 from .iospec import IOSpec
 from .naming import (
@@ -39,6 +39,7 @@ from .naming import (
 )
 from .proxy import TensorProxy
 from .session import Session
+from .stores import StateStore
 
 if TYPE_CHECKING:
     from mncore_compiler.program import DeviceProgram
@@ -59,9 +60,9 @@ def _describe(tensor: torch.Tensor) -> str:
 
 @dataclass(eq=False)
 class _Entry:
-    """One registered tensor and its copies: a device Buffer per layout (on the host
-    reference, a host snapshot per layout). ``dirty`` is the layout of a copy the device
-    wrote since the host tensor was last brought up to date."""
+    """One registered tensor and its copies, one per layout (what the registry's
+    :class:`~mlsdk.stores.StateStore` made: a device Buffer, or a host snapshot). ``dirty`` is
+    the layout of a copy the device wrote since the host tensor was last brought up to date."""
 
     name: str
     tensor: torch.Tensor
@@ -81,6 +82,9 @@ class Registry:
     ----------
     session : Session
         The open device the copies live on (held weakly: the Context owns it).
+    store : StateStore
+        Makes, reads, overwrites and drops the copies; the Context picks it by the device's
+        capabilities (:func:`mlsdk.stores.state_store`).
 
     Notes
     -----
@@ -90,23 +94,26 @@ class Registry:
     the host tensor is brought up to date from it before any other copy is made.
     """
 
-    def __init__(self, session: Session):
+    def __init__(self, session: Session, store: StateStore):
         self._session = weakref.ref(session)
+        self._store = store
         self._entries: dict[str, _Entry] = {}
         self._by_id: dict[int, _Entry] = {}
         # Host-side refreshers run before each call that reads state (weak: an optimizer's
         # bound _mncore_refresh does not keep the optimizer alive).
         self._refreshers: list[weakref.WeakMethod[Callable[[], Iterable[torch.Tensor]]]] = []
-        # Registered optimizers: id -> (name, the optimizer, the one whose state is on the
-        # device), held strongly as their state tensors are.
-        self._optimizers: dict[int, tuple[str, torch.optim.Optimizer, torch.optim.Optimizer]] = {}
-        #: How ``register(name, optimizer)`` registers an optimizer (set by the Context:
-        #: :func:`mlsdk.backprop.register_optimizer`, which sits above this module).
+        #: How ``register(name, optimizer)`` registers an optimizer (set by the Context: its
+        #: :class:`mlsdk.backprop.RegisteredOptimizers`, which sits above this module).
         self.optimizer_registrar: Callable[[Registry, str, torch.optim.Optimizer],
                                            list[str]] | None = None
 
     def __repr__(self) -> str:
         return f"Registry({len(self._entries)} registered tensor(s))"
+
+    @property
+    def store(self) -> StateStore:
+        """What makes, reads and drops the copies (:mod:`mlsdk.stores`)."""
+        return self._store
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -137,13 +144,6 @@ class Registry:
         (:mod:`mlsdk.backprop`).
         """
         if isinstance(module, torch.optim.Optimizer):
-            known = self._optimizers.get(id(module))
-            if known is not None and known[1] is module:
-                if known[0] != name:
-                    raise RegistrationError(f"This optimizer is already registered as "
-                                            f"{known[0]!r}; it cannot be registered again as "
-                                            f"{name!r}")
-                return []
             if self.optimizer_registrar is None:
                 raise RegistrationError("This registry registers no optimizers (it belongs to "
                                         "no Context)")
@@ -218,19 +218,6 @@ class Registry:
         """The host tensor registered under ``name``."""
         return self._entry(name).tensor
 
-    def remember_optimizer(self, name: str, optimizer: torch.optim.Optimizer,
-                           device: torch.optim.Optimizer) -> None:
-        """Record that ``optimizer`` is registered as ``name``, its state being ``device``'s."""
-        self._optimizers[id(optimizer)] = (name, optimizer, device)
-
-    def optimizer(self, optimizer: object,
-                  ) -> tuple[str, torch.optim.Optimizer] | None:
-        """(name, the optimizer whose state is on the device) of registered ``optimizer``."""
-        found = self._optimizers.get(id(optimizer))
-        if found is None or found[1] is not optimizer:
-            return None
-        return found[0], found[2]
-
     def tensor_ids(self) -> dict[int, str]:
         """``id`` of every registered tensor -> its name (what the compiler's capture takes
         to tell registered state from program constants)."""
@@ -286,7 +273,7 @@ class Registry:
         """Constant name -> the buffer of its registered device copy, for each registered
         constant of ``program``; copies not on the device yet are uploaded into ``record``."""
         with self._device().lock:
-            return {c: self._copy(self._entry(n), program.layouts[c], record, on_host=False)
+            return {c: self._copy(self._entry(n), program.layouts[c], record)
                     for c, n in program.state.items()}
 
     def state_write_buffers(self, program: DeviceProgram,
@@ -294,8 +281,7 @@ class Registry:
         """Output name -> the device copy a training step's Launch stores that state update
         into: the copy it reads the tensor from (uploaded now if it has none yet)."""
         with self._device().lock:
-            return {out: self._copy(self._entry(n), program.output_layouts[out], record,
-                                    on_host=False)
+            return {out: self._copy(self._entry(n), program.output_layouts[out], record)
                     for n, out in program.state_writes.items()}
 
     def commit_writes(self, program: DeviceProgram,
@@ -308,36 +294,28 @@ class Registry:
                 layout = program.output_layouts[out]
                 if values is not None:
                     self._entry(name).copies[layout] = values[out]
+                else:
+                    entry = self._entries.get(name)
+                    if (entry is not None and entry.dirty == layout
+                            and len(entry.copies) == 1):
+                        continue  # written in this layout, its only copy: already so marked
                 self.mark_written(name, layout)
 
     def host_values(self, program: DeviceProgram) -> dict[str, torch.Tensor]:
         """:meth:`device_buffers` for the host reference: constant name -> the registry's
         host copy (a snapshot taken at first use, as a device copy is uploaded)."""
         with self._device().lock:
-            return {c: self._copy(self._entry(n), program.layouts[c], None, on_host=True)
+            return {c: self._copy(self._entry(n), program.layouts[c], None)
                     for c, n in program.state.items()}
 
-    def _copy(self, entry: _Entry, layout: Layout, record: CallRecord | None,
-              on_host: bool) -> Any:
+    def _copy(self, entry: _Entry, layout: Layout, record: CallRecord | None) -> Any:
         copy = entry.copies.get(layout)
         if copy is not None:
             return copy
         if entry.dirty is not None:
             self._read_back(entry, record)
         value = entry.tensor.detach().to(dtype_to_torch(layout.dtype)).contiguous()
-        if on_host:
-            copy = value.clone()
-        else:
-            session = self._live_session()
-            copy = session.dram.allocate(layout, f"registered state {entry.name!r}")
-            try:
-                if record is None:
-                    record = session.new_record(f"registry {entry.name}", kind="load")
-                result = session.execute(HostWrite(copy, to_device(value, layout)), record)
-            except BaseException:
-                session.dram.free(copy)
-                raise
-            record.add_state(result, entry.name)
+        copy = self._store.upload(self._live_session(), entry.name, value, layout, record)
         entry.copies[layout] = copy
         return copy
 
@@ -345,18 +323,8 @@ class Registry:
         """Bring ``entry``'s host tensor up to date from its dirty copy, in place."""
         assert entry.dirty is not None
         layout = entry.dirty
-        copy = entry.copies[layout]
-        if isinstance(copy, Buffer):
-            session = self._live_session()
-            if record is None:
-                record = session.new_record("Context.synchronize()", kind="read")
-            result = session.execute(HostRead(copy), record)
-            record.add_state(result, entry.name)
-            if result.data is None:
-                raise DeviceError(f"The device returned no data for HostRead of {copy}")
-            value = from_device(result.data, layout)
-        else:
-            value = copy
+        value = self._store.read(self._live_session(), entry.name, entry.copies[layout],
+                                 layout, record)
         with torch.no_grad():
             entry.tensor.copy_(value.to(entry.tensor.device))
         entry.dirty = None
@@ -371,12 +339,10 @@ class Registry:
             layout = entry.dirty or next(iter(entry.copies), None)
             if layout is None:
                 layout = self._native_layout(entry)
-            on_host = self._on_host()
-            copy = self._copy(entry, layout, None, on_host)
+            copy = self._copy(entry, layout, None)
         spec = IOSpec(entry.name, tuple(entry.tensor.shape), dtype_to_torch(layout.dtype), layout)
-        if on_host:
-            return TensorProxy(session, spec, None, copy)
-        return TensorProxy(session, spec, copy, owned=False)  # the registry owns the buffer
+        # The registry keeps owning the copy.
+        return TensorProxy(session, spec, self._store.proxy_storage(copy))
 
     def _native_layout(self, entry: _Entry) -> Layout:
         session = self._live_session()
@@ -422,13 +388,7 @@ class Registry:
             record = None
             for layout, copy in entry.copies.items():
                 value = entry.tensor.detach().to(dtype_to_torch(layout.dtype)).contiguous()
-                if not isinstance(copy, Buffer):  # the host reference's snapshot, in place
-                    copy.copy_(value)
-                    continue
-                if record is None:
-                    record = session.new_record(f"registry {entry.name}", kind="load")
-                result = session.execute(HostWrite(copy, to_device(value, layout)), record)
-                record.add_state(result, entry.name)
+                record = self._store.overwrite(session, entry.name, copy, value, layout, record)
             entry.dirty = None
 
     # -- coherence --------------------------------------------------------------------------
@@ -481,9 +441,7 @@ class Registry:
                 entry.dirty = None
 
     def _drop(self, entry: _Entry, layout: Layout) -> None:
-        copy = entry.copies.pop(layout)
-        if isinstance(copy, Buffer):
-            self._live_session().dram.free(copy)
+        self._store.drop(self._live_session(), entry.copies.pop(layout))
 
     # -- the owner --------------------------------------------------------------------------
 
@@ -496,7 +454,3 @@ class Registry:
 
     def _device(self) -> Device:
         return self._live_session().device
-
-    def _on_host(self) -> bool:
-        # Without device memory, copies are host snapshots.
-        return not self._device().has_memory

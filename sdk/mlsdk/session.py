@@ -43,6 +43,8 @@ class Session:
         if not isinstance(device, Device):
             raise TypeError(f"Session takes an opened Device, not {type(device).__name__}")
         self.device = device
+        # The device as one with memory (an ABC's isinstance is slow, and asked per command).
+        self._dram = device if isinstance(device, DramDevice) else None
         self.history = History(history)
         self.closed = False
         # Ends the device when the Session is collected or the interpreter exits, so a program
@@ -71,9 +73,9 @@ class Session:
         DeviceError
             The device has none (the host reference).
         """
-        device = self.device
-        if not isinstance(device, DramDevice):
-            raise DeviceError(f"{device.name} runs on the host and has no device memory; "
+        device = self._dram
+        if device is None:
+            raise DeviceError(f"{self.device.name} runs on the host and has no device memory; "
                               "that needs a device backend such as mncore2:auto")
         return device
 

@@ -29,6 +29,10 @@ SDK = Settings("mlsdk", [
             "simulator's default, FST where it can write it).", choices=("fst", "vcd")),
     Setting("MNCORE_WAVES_CALLS", "str", None, "The calls whose waves are recorded, as "
             "`2-3` or `1,4` (unset: all)."),
+    Setting("MNCORE_VERILATOR_ONE_MODEL", "bool", False, "Run `mncore2:verilator` sessions "
+            "without waves on the FST model with tracing off, so that one Verilator build "
+            "serves every session (the rtl test tier sets it: the untraced, profile-guided "
+            "model is not built, and its sessions run about 15-20% slower)."),
     Setting("MNCORE_SHARED_DIR", "path", None, "The folder holding `seeds/` (the reference "
             "programs; unset: `../shared` beside the checkout)."),
     Setting("MNCORE_COSIM_CONFIG", "json", None, "The architecture config of the design a "

@@ -12,7 +12,7 @@ Host tracks (one per Python thread, under the process, wall clock): ``compile`` 
 slices, one slice per compiled call, one per ``TensorProxy.cpu()``, one per device command the
 host issued (nested in the call that issued it), and the user's :class:`trace_event` slices.
 
-Device tracks (one group per device, on the device's cycle clock, see :mod:`mlsdk.tracer`):
+Device tracks (one group per device, on the device's cycle clock, see :mod:`mlsdk.trace_writer`):
 ``host port`` (HostWrite, HostRead), ``compute`` (Launch), ``layout converter`` (Convert) and
 ``descriptors`` (Bind, the relocation's register write). Each command slice carries its bytes
 per path and its cycles with their kind (``modeled`` or ``measured``), and a flow arrow joins
@@ -37,7 +37,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import IO, Any, ParamSpec, TypeVar
 
-from .tracer import DEVICE_TRACKS, Slice, Tracer
+from .trace_writer import DEVICE_TRACKS, Slice, Tracer
 
 __all__ = ["trace_scope", "trace_event", "annotate_current", "hook", "Tracer", "DEVICE_TRACKS"]
 

@@ -15,10 +15,11 @@ from mncore_hdl.converter import converter
 from mncore_hdl.converter.control import ConverterControl
 from mncore_hdl.converter.router import PortRouter
 from mncore_hdl.converter.walker import LoopWalker
+from mncore_hdl.converter.writer import WriteEngine
 from mncore_hdl.formal import converter as converter_proof
 from mncore_hdl.formal.arbiter import ArbiterProof, passes_allowed
 from mncore_hdl.formal.bank import BankProof
-from mncore_hdl.formal.converter import ConverterErrorProof, RouterStreamProof
+from mncore_hdl.formal.converter import ConverterErrorProof, RouterStreamProof, WriterStreamProof
 from mncore_hdl.formal.memctrl import PROOF_CONFIG, PROOF_TIMING, ControllerProof
 from mncore_hdl.formal.readstream import MEMORY_AS_FLOPS, READ_ORDER_CONFIG, ReadOrderProof
 from mncore_hdl.formal.runner import BOOLECTOR, DEFAULT_ENGINE, prove, submit
@@ -341,6 +342,35 @@ def test_mutant_router_switching_engines_on_a_shown_read_is_caught(tmp_path, mon
 def test_mutant_router_replacing_a_shown_read_is_caught(tmp_path, monkeypatch):
     monkeypatch.setattr(converter_proof, "PortRouter", _WriteFirstRouter)
     result = prove(RouterStreamProof(), tmp_path, mode="bmc", depth=4, timeout=240)
+    assert result.status == "FAIL", explain(result)
+    assert any("formal/streams.py" in f for f in result.failures), result.failures
+    assert result.vcd is not None and result.vcd.exists()
+
+
+#: BMC depth of the writer proof: a start, requests ahead of their beats (2-LW bursts), their
+#: beats written, and the footprint's end.
+WRITER_DEPTH = 12
+
+
+def test_converter_writer_keeps_the_stream_rule(tmp_path):
+    result = prove(WriterStreamProof(), tmp_path, depth=WRITER_DEPTH, timeout=240)
+    assert result.passed, explain(result)
+
+
+class _AskWhatIsInWriter(WriteEngine):
+    """Mutant: a writer that asks for the beats it holds when fewer than a burst (its request's
+    length follows the buffer while the port has not taken it)."""
+
+    def _request_length(self, m, addr, group_left, unclaimed):
+        full = super()._request_length(m, addr, group_left, unclaimed)
+        length = Signal.like(full)
+        m.d.comb += length.eq(Mux((unclaimed > 0) & (unclaimed < full), unclaimed, full))
+        return length
+
+
+def test_mutant_writer_growing_a_shown_request_is_caught(tmp_path):
+    result = prove(WriterStreamProof(writer=_AskWhatIsInWriter), tmp_path, depth=WRITER_DEPTH,
+                   timeout=240)
     assert result.status == "FAIL", explain(result)
     assert any("formal/streams.py" in f for f in result.failures), result.failures
     assert result.vcd is not None and result.vcd.exists()

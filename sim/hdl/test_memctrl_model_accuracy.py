@@ -12,8 +12,8 @@ the length. About two minutes a scheduler. Then the seed flow's hand-off convers
 from __future__ import annotations
 
 import pytest
-from mlsdk.testing.benches import load_bench
 from mlsdk.testing.flows import FLOWS, require_device, run_flow
+from mncore_hdl.testing import memctrl_bench as bench
 from mncore_hdl.testing.runner import require_icarus
 
 TOLERANCE = 0.05
@@ -23,7 +23,6 @@ LW = 4096
 @pytest.mark.parametrize("scheduler", ["in_order", "fr_fcfs"])
 def test_model_within_5_percent_of_rtl(scheduler):
     require_icarus()
-    bench = load_bench("bench_memctrl")
     config = bench.CONFIG if scheduler == "in_order" else bench.FR_FCFS
     cases = [bench.make_case(config, tr, p, LW)
              for tr in bench.TRAFFIC for p in bench.PORT_COUNTS]

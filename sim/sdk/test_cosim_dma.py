@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 from mlsdk.testing.flows import FLOWS, require_device, run_flow
+from mncore_hdl.paths import repo_root
 
 FLOW = FLOWS["chain3"]  # host writes, three launches (compute loads/stores), two conversions
 
@@ -60,11 +61,10 @@ def test_kernel_bench_moves_the_data_with_no_cocotb(tmp_path):
     writes and reads back every Group through the DMA engines with only Icarus running."""
     import shutil
     import sys
-    from pathlib import Path
 
     if shutil.which("iverilog") is None:
         pytest.skip("Icarus Verilog (iverilog) is not on PATH")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    sys.path.insert(0, str(repo_root() / "bench"))
     try:
         from icarus_kernel import kernel_transfer_speed
     finally:

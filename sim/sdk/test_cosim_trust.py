@@ -3,9 +3,9 @@
 An intruder connects to the session's socket after it is bound and before the simulator
 starts: it receives nothing, and the session's results are right. A session writing
 waves under a file-size limit (``RLIMIT_FSIZE``, set in a child process and inherited by the
-simulator) reports the cut VCD by name at close and writes no ``.gtkw`` for it. Before, the
-runtime accepted the first connection on a localhost port as the simulator, and a cut VCD got
-a save file and no word.
+simulator) reports the cut wave file by name at close and writes no ``.gtkw`` for it. Before,
+the runtime accepted the first connection on a localhost port as the simulator, and a cut VCD
+got a save file and no word.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import textwrap
 import pytest
 import torch
 from mlsdk import Context, MNDevice, storage
-from mlsdk.device.rtl import icarus
+from mlsdk.device.rtl import builds, process, runfolder
 from mlsdk.device.rtl.endpoint import SOCKET_ENV
 from mlsdk.device.rtl.verilator import build_verilator
 from mlsdk.testing.flows import require_device
@@ -73,12 +73,12 @@ class Intruder:
 @pytest.mark.parametrize("device", DEVICES)
 def test_an_intruder_on_the_socket_gets_nothing(device, tmp_path, monkeypatch):
     require_device(device)
-    runs = icarus.BUILD_ROOT / "runs"
+    runs = runfolder.COSIM_ROOT / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     mine = f"*-{os.getpid()}-*"  # pytest -n: other workers' sessions come and go
     before = set(runs.glob(mine))
     intruder = Intruder(subprocess.Popen)
-    monkeypatch.setattr(icarus.subprocess, "Popen", intruder)
+    monkeypatch.setattr(process.subprocess, "Popen", intruder)
     x = torch.randn(16, 64, generator=torch.Generator().manual_seed(3))
     with Context(MNDevice(device)) as ctx:
         f = ctx.compile(triple, {"x": x}, storage.path(tmp_path / "f"))
@@ -111,23 +111,27 @@ CHILD = textwrap.dedent("""
 def test_waves_under_a_file_size_limit_are_reported(device, tmp_path):
     require_device(device)
     # The model that writes waves is built here, before the limit: a cold build under it would
-    # fail at its first large object file, before any wave is written.
+    # fail at its first large object file, before any wave is written. On Verilator the wave
+    # file is the default FST, whose model the rtl tier builds anyway (test_relocation,
+    # test_waves): a VCD would be a third model to build for this test alone. Icarus writes
+    # VCD, which grows with every change, from the same build.
     if device == "mncore2:verilator":
-        build_verilator(MNCORE2_SIM, trace=True)
+        build_verilator(MNCORE2_SIM, trace="fst")
+        kind = "fst"
     else:
-        icarus.build_icarus(MNCORE2_SIM)
-    limit = 100_000  # the VCD's header alone is longer; the tensors and logs are shorter
-    # The limit is checked on a VCD (not the default FST): a VCD grows with every change.
+        builds.build_icarus(MNCORE2_SIM)
+        kind = "vcd"
+    limit = 100_000  # the waves outgrow it (a VCD's header alone); the tensors and logs do not
     out = subprocess.run([sys.executable, "-c", CHILD, device, str(tmp_path), str(limit)],
                          capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "MNCORE_WAVES_FORMAT": "vcd"})
+                         env={**os.environ, "MNCORE_WAVES_FORMAT": kind})
     assert out.returncode == 0, out.stderr[-3000:]
-    vcds = list(tmp_path.glob("*.vcd"))
-    assert len(vcds) == 1 and vcds[0].stat().st_size == limit
-    assert f"close: DeviceError The waveform file {vcds[0]} is incomplete" in out.stdout, \
+    waves = list(tmp_path.glob(f"*.{kind}"))
+    assert len(waves) == 1 and waves[0].stat().st_size == limit
+    assert f"close: DeviceError The waveform file {waves[0]} is incomplete" in out.stdout, \
         out.stdout
     if "call:" in out.stdout:  # the simulator died at the limit: the error says why
-        assert f"killed by SIGXFSZ (a file it wrote, such as its waves {vcds[0]}," in out.stdout
+        assert f"killed by SIGXFSZ (a file it wrote, such as its waves {waves[0]}," in out.stdout
         for kept in set(re.findall(r"log (\S+)/simulator\.log", out.stdout)):
             shutil.rmtree(kept)  # kept for debugging, as a failed session's is
     assert not list(tmp_path.glob("*.gtkw"))

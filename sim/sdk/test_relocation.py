@@ -18,15 +18,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 from mlsdk.testing.flows import FLOWS, require_device, run_flow, top_signal_changes
 from mlsdk.testing.seeds import SHARED, SUCCESS, extract_sample_program, seed_documents
 from mncore_hdl.arch import MNCORE2_SIM
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 TOLERANCE = 0.10
 
 

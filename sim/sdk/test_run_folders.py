@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 from mlsdk import Context, MNDevice, storage
-from mlsdk.device.rtl import icarus
+from mlsdk.device.rtl import runfolder
 from mlsdk.device.rtl.endpoint import TOKEN_ENV
 from mlsdk.testing.flows import require_device
 
@@ -25,7 +25,7 @@ def triple(inputs):
 
 def _runs() -> set[Path]:
     """This process's run folders (``<sim>-<pid>-...``): other test workers share the folder."""
-    folder = icarus.BUILD_ROOT / "runs"
+    folder = runfolder.COSIM_ROOT / "runs"
     mine = f"-{os.getpid()}-"
     return {p for p in folder.iterdir() if mine in p.name} if folder.is_dir() else set()
 
@@ -45,7 +45,7 @@ def test_a_kept_run_folder_is_private_and_holds_no_secret(tmp_path, monkeypatch)
             tokens.append(env[TOKEN_ENV])
         return real(*args, **kwargs)
 
-    monkeypatch.setenv(icarus.KEEP_RUNS_ENV, "1")
+    monkeypatch.setenv(runfolder.KEEP_RUNS_ENV, "1")
     monkeypatch.setattr(subprocess, "Popen", spy)
     before = _runs()
     with Context(MNDevice("mncore2:icarus")) as context:

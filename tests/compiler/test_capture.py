@@ -354,3 +354,23 @@ def test_output_may_be_an_input_or_repeat_a_value() -> None:
         lambda d: {"same": d["x"], "y": d["x"] + 1, "y2": d["x"] + 1}, inputs
     )
     assert graph.outputs["same"] == "x"
+
+
+def test_a_trace_makes_one_fake_tensor_mode_and_puts_torch_back(monkeypatch) -> None:
+    # make_fx in real mode would build a FakeTensorMode (and record the Python stack) for each
+    # traced value; capture shares one per trace, and leaves torch's name as it found it.
+    from torch.fx.experimental import proxy_tensor
+
+    mode_class = proxy_tensor.FakeTensorMode
+    made = []
+    init = mode_class.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(mode_class, "__init__", counting)
+    x = torch.randn(3, 4)
+    graph = capture(lambda d: {"y": (d["x"].exp() * 2 + 1).tanh().sum(0).softmax(0)}, {"x": x})
+    assert len(graph.nodes) >= 5 and len(made) == 1
+    assert proxy_tensor.FakeTensorMode is mode_class

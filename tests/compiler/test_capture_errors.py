@@ -125,8 +125,11 @@ def test_errors_raised_by_the_function_propagate() -> None:
     def fn(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         raise KeyError("no such input")
 
-    with pytest.raises(KeyError, match="no such input"):
+    with pytest.raises(KeyError, match="no such input") as info:
         capture(fn, X)
+    # With a note of what differs from an eager call (transformers' export paths).
+    assert any("torch.compiler.is_exporting() True" in note
+               for note in getattr(info.value, "__notes__", []))
 
 
 class _Missing(torch.nn.Module):

@@ -1,7 +1,8 @@
 """Ops the model zoo needs, captured and run by the interpreter against torch eager, forward
 and backward (``torch.autograd.grad`` inside the captured function): the recurrent layers'
-gate splits and in-place transpose, transposed convolution 1-d and 2-d, ``nll_loss2d``
-(``cross_entropy`` over [N, C, H, W]) and attention with grouped key/value heads.
+gate splits and in-place transpose, slices (empty ones too) and their backward, transposed
+convolution 1-d and 2-d, ``nll_loss2d`` (``cross_entropy`` over [N, C, H, W]) and attention
+with grouped key/value heads.
 
 Random configurations come from hypothesis (derandomized; the seed is part of each example and
 printed on failure). Tolerance: float32 ``rtol=1e-5, atol=1e-5``: the interpreter runs torch's
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from mncore_compiler.capture import capture
-from mncore_compiler.errors import UnsupportedOperationError
+from mncore_compiler.errors import CaptureError, UnsupportedOperationError
 from mncore_compiler.interpreter import interpret
 from mncore_compiler.passes import Compilation, run_pipeline
 
@@ -89,6 +90,24 @@ def test_unsafe_split_and_chunk(shape: list[int], data: st.DataObject, seed: int
 
     ops = _check(forward, {"x": _randn(seed, *shape)}, seed)
     assert "slice" in ops or (size >= shape[dim] and chunks == 1)
+
+
+@SETTINGS
+@given(cols=st.integers(1, 6), data=st.data(), seed=st.integers(0, 2**16))
+def test_slices_and_their_backward_empty_ones_too(cols: int, data: st.DataObject,
+                                                  seed: int) -> None:
+    # phi3's partial rotary embedding splits the head into x[..., :d] and x[..., d:], the
+    # second empty when d is the whole head: its backward adds nothing.
+    start = data.draw(st.integers(-cols - 1, cols + 1))
+    end = data.draw(st.integers(-cols - 1, cols + 1))
+    step = data.draw(st.integers(1, 3))
+
+    def forward(d: TensorDict) -> torch.Tensor:
+        x = d["x"]
+        part = x[..., start:end:step]
+        return torch.cat([x.tanh(), part * 3, x[..., 0:0]], -1) * 2
+
+    _check(forward, {"x": _randn(seed, 2, 3, cols)}, seed)
 
 
 @pytest.mark.parametrize("dims", [(0, 1), (1, 2), (-1, 0), (2, 2)])
@@ -231,3 +250,36 @@ def test_attention_heads_that_do_not_group_are_refused() -> None:
     with pytest.raises((UnsupportedOperationError, RuntimeError), match="head"):
         capture(lambda d: {"y": F.scaled_dot_product_attention(d["q"], d["k"], d["v"],
                                                                enable_gqa=True)}, inputs)
+
+
+def test_a_zero_width_weight_concatenated_and_trained() -> None:
+    # MobileBERT's prediction head concatenates a weight of hidden - embedding columns, none in
+    # a tiny config: an operand of no elements adds nothing, and its update writes nothing.
+    empty = torch.zeros(0, 4, requires_grad=True)
+
+    def forward(d: TensorDict) -> torch.Tensor:
+        return torch.cat([d["x"], empty * 3], 0).tanh()
+
+    ops = _check(forward, {"x": _randn(4, 3, 4)}, 4)
+    assert "cat" not in ops
+    with pytest.raises(CaptureError, match=r"constant '.*' has zero elements \(shape \(0, 4\)\)"):
+        run_pipeline(Compilation(capture(lambda d: {"y": d["x"].sum() + empty.sum()},
+                                         {"x": _randn(5, 3)})))
+
+
+def test_an_update_of_no_elements_writes_nothing() -> None:
+    # MobileBERT's zero-width weight of a tiny config: its optimizer update has nothing to
+    # store, so it is no state write (whose output would be an empty tensor).
+    from mncore_compiler.capture import capture_step
+
+    empty, full = torch.zeros(0, 4), torch.ones(3)
+
+    def step(d: TensorDict) -> TensorDict:
+        empty.add_(1.0)
+        full.add_(d["x"].sum())
+        return {"y": d["x"] * 2}
+
+    captured = capture_step(step, {"x": _randn(6, 3)},
+                            registered={id(empty): "empty", id(full): "full"})
+    assert list(captured.state_writes) == ["full"]
+    assert torch.equal(full, torch.ones(3))  # the trace put the user's tensors back

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import mlsdk
 from mncore_compiler.aten import DECOMPOSED, HANDLERS
 from mncore_compiler.capture import supported_torch_ops
 from mncore_compiler.supported import REGENERATE, ops_markdown
+from mncore_hdl.paths import repo_root
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
+DOC = repo_root() / "docs" / "ops.md"
 
 
 def test_supported_ops_is_public_and_is_the_registry() -> None:

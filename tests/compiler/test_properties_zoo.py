@@ -1,8 +1,10 @@
 """Property tests of the model zoo's ops, forward and backward, captured vs torch eager:
 ``sort``/``argsort``/``topk``, ``cumsum``/``cumprod`` with ``dtype=``, ``histc``, ``F.pad`` in
-its modes, in-place copies into ``slice``/``select`` views, binary cross-entropy, ``sign``,
-transformers' grouped expert matmul, ``baddbmm``, the rounding ops, weight normalization and
-``unfold``/``fold`` (``im2col``/``col2im``).
+its modes, in-place copies into ``slice``/``select`` views (and their backward, through
+``as_strided`` views), funnel's relative shift, binary cross-entropy, ``sign``,
+transformers' grouped expert matmul, ``baddbmm``, the rounding ops, weight normalization,
+``unfold``/``fold`` (``im2col``/``col2im``), ``one_hot``, ``softplus``, bilinear upsampling
+and ``triu``/``tril``.
 
 Tolerance: float32 ``rtol=1e-5, atol=1e-5`` (torch's default for float32 is 1.3e-6/1e-5; the
 backward of a sum of products may associate differently); integer results exactly.
@@ -18,6 +20,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mncore_compiler.capture import capture
+from mncore_compiler.errors import UnsupportedOperationError
 from mncore_compiler.interpreter import interpret
 from mncore_compiler.passes import Compilation, run_pipeline
 
@@ -134,7 +137,7 @@ def _pads(draw: st.DrawFn, mode: str) -> tuple[tuple[int, ...], tuple[int, ...]]
     return shape, tuple(draw(st.integers(low, high)) for _ in range(2 * padded))
 
 
-@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate"])
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
 @SETTINGS
 @given(data=st.data(), seed=st.integers(0, 2**16))
 def test_pad_modes_property(mode: str, data: st.DataObject, seed: int) -> None:
@@ -173,9 +176,42 @@ def _into_views(x: torch.Tensor) -> TensorDict:
 def test_copies_into_slice_and_select_views() -> None:
     ids = torch.tensor([[5, -100, 9, 3], [1, 2, -100, -100]])
     _check(_shift_right, {"ids": ids}, "shift_right")
-    # Forward only: autograd through an in-place write into a view is as_strided, which the
-    # compiler does not capture.
     _check(lambda d: _into_views(d["x"]), {"x": _randn(2, (3, 4))}, "views")
+    # Autograd's backward of in-place writes into views writes through as_strided views.
+    _check(_with_grad(_into_views, _randn(3, (64,))), {"x": _randn(2, (3, 4))}, "views grad")
+
+
+@SETTINGS
+@given(shape=st.tuples(st.integers(1, 2), st.integers(1, 3), st.integers(1, 5),
+                       st.integers(2, 9)), data=st.data(), seed=st.integers(0, 2**16))
+def test_relative_shift_forward_and_backward(shape: tuple[int, int, int, int],
+                                             data: st.DataObject, seed: int) -> None:
+    # Funnel's _relative_shift_gather: reshape, slice, reshape of a non-contiguous slice; its
+    # backward writes the gradient through an as_strided view of a fresh tensor.
+    batch, heads, seq, rel = shape
+    shift = data.draw(st.integers(1, rel - 1))
+    context = data.draw(st.integers(1, rel - shift))
+
+    def forward(x: torch.Tensor) -> TensorDict:
+        y = x.reshape(batch, heads, rel, seq)[:, :, shift:, :]
+        y = y.reshape(batch, heads, seq, rel - shift)[..., :context]
+        return {"y": y.tanh()}
+
+    _check(_with_grad(forward, _randn(seed + 1, (64,))), {"x": _randn(seed, shape)}, "shift")
+
+
+def test_writes_through_an_as_strided_view() -> None:
+    def write(stride: tuple[int, int], offset: int) -> Callable[[TensorDict], TensorDict]:
+        def fn(d: TensorDict) -> TensorDict:
+            z = d["x"].new_zeros(8)
+            z.as_strided((2, 3), stride, offset).copy_(d["x"] * 2)
+            return {"z": z + 1}
+        return fn
+
+    x = _randn(9, (2, 3))
+    _check(write((1, 2), 1), {"x": x}, "transposed")  # distinct positions, out of order
+    with pytest.raises(UnsupportedOperationError, match="as_strided views of distinct"):
+        capture(write((1, 1), 0), {"x": x})  # overlapping elements: torch's order is unspecified
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -300,3 +336,62 @@ def test_unfold_and_fold_property(case: tuple[tuple[int, ...], dict[str, tuple[i
            f"unfold {shape} {params}")
     _check(_with_grad(lambda v: {"img": F.fold(v, shape[2:], **params)}, weights),
            {"x": _randn(seed + 2, tuple(blocks.shape))}, f"fold {shape} {params}")
+
+
+@SETTINGS
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), classes=st.integers(1, 6),
+       seed=st.integers(0, 2**16))
+def test_one_hot_property(shape: list[int], classes: int, seed: int) -> None:
+    # Switch Transformers' router: torch's kernel reads the largest class from the values;
+    # the compiled one compares each index with every class.
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, classes, tuple(shape), generator=g)
+    _check(lambda d: {"y": F.one_hot(d["x"], num_classes=classes),
+                      "w": F.one_hot(d["x"], classes).float() * 0.5},
+           {"x": x}, f"{shape} classes={classes}")
+
+
+def test_one_hot_without_num_classes_says_why() -> None:
+    with pytest.raises(ValueError, match="one_hot needs num_classes="):
+        capture(lambda d: {"y": F.one_hot(d["x"])}, {"x": torch.tensor([0, 2, 1])})
+
+
+@SETTINGS
+@given(beta=st.sampled_from([1.0, 0.5, 2.0]), threshold=st.sampled_from([20.0, 1.0, 4.0]),
+       seed=st.integers(0, 2**16))
+def test_softplus_forward_and_backward(beta: float, threshold: float, seed: int) -> None:
+    # Mamba's time step; both sides of the threshold (x * beta above it is x itself).
+    x = _randn(seed, (4, 6)) * 4
+    _check(_with_grad(lambda v: {"y": F.softplus(v, beta=beta, threshold=threshold)},
+                      _randn(seed + 1, (64,))), {"x": x}, f"beta={beta} threshold={threshold}")
+
+
+@SETTINGS
+@given(size_in=st.tuples(st.integers(1, 5), st.integers(1, 5)),
+       size_out=st.tuples(st.integers(1, 9), st.integers(1, 9)), align=st.booleans(),
+       by_factor=st.booleans(), seed=st.integers(0, 2**16))
+def test_bilinear_upsampling_forward_and_backward(size_in: tuple[int, int],
+                                                  size_out: tuple[int, int], align: bool,
+                                                  by_factor: bool, seed: int) -> None:
+    # MobileViT's and segmentation heads' F.interpolate(mode="bilinear"), by size or factor.
+    size = {"scale_factor": (size_out[0] / size_in[0], 1.5)} if by_factor else {"size": size_out}
+
+    def forward(x: torch.Tensor) -> TensorDict:
+        return {"y": F.interpolate(x, mode="bilinear", align_corners=align, **size)}
+
+    _check(_with_grad(forward, _randn(seed + 1, (256,))), {"x": _randn(seed, (2, 3, *size_in))},
+           f"{size_in} {size} align_corners={align}")
+
+
+@SETTINGS
+@given(shape=st.tuples(st.integers(1, 3), st.integers(1, 5), st.integers(1, 5)),
+       diagonal=st.integers(-3, 3), seed=st.integers(0, 2**16))
+def test_triu_tril_forward_and_backward(shape: tuple[int, int, int], diagonal: int,
+                                        seed: int) -> None:
+    # ProphetNet's causal masks, and their backward (the same mask on the gradient).
+    def forward(x: torch.Tensor) -> TensorDict:
+        return {"u": x.triu(diagonal) * 2, "l": torch.tril(x, diagonal).exp(),
+                "i": torch.ones(shape, dtype=torch.int64).triu(diagonal)}
+
+    _check(_with_grad(forward, _randn(seed + 1, (64,))), {"x": _randn(seed, shape)},
+           f"{shape} diagonal={diagonal}")

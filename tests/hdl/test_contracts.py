@@ -297,7 +297,7 @@ def test_backing_store_paths_exist(top):
 
 
 class RecordingBus:
-    """A :class:`~mlsdk.device.rtl.driver.Bus` that answers "ready" and records every name."""
+    """A :class:`~mlsdk.device.rtl.bus.Bus` that answers "ready" and records every name."""
 
     def __init__(self):
         self.driven: set[str] = set()

@@ -35,6 +35,14 @@ from mncore_hdl.top.system import MemorySystem
 SMALL = MNCORE2_SIM.replace(sim_window_lw=4096, dram_bytes_per_group=4096 * 8)
 
 
+def _simulate(dut, bench) -> None:
+    """Run testbench ``bench`` on ``dut`` in Amaranth's simulator (1 MHz clock)."""
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 # -- constructor validation -------------------------------------------------------------------
 
 @pytest.mark.parametrize("factory,exc,msg", [
@@ -94,10 +102,7 @@ def test_router_holds_a_shown_read_when_a_write_comes():
                 continue
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    _simulate(dut, bench)
     read, write = (1, 0, 0x40), (1, 1, 0x80)
     assert [s[:3] for s in shown] == [read, read, read, write], shown
     assert [s[3:] for s in shown] == [(0, 0), (0, 0), (1, 0), (0, 0)], shown
@@ -139,13 +144,65 @@ def test_router_shares_a_port_round_robin_and_routes_beats_by_request():
         assert ctx.get(port.req.p.write) and ctx.get(dut.wr_ready[1])
         assert not ctx.get(dut.wr_ready[0])
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    _simulate(dut, bench)
     assert taken == [(0, 0x10), (1, 0x20)], taken
     assert beats == [(1, 0), (1, 0), (0, 1), (0, 1)], beats
 
+
+
+def test_router_hold_shows_no_new_read_and_keeps_a_shown_one():
+    """``hold`` (one engine's gather streams a full block into the Group): a read request
+    that comes then is not shown; one already shown stays shown until taken (the stream
+    rule), and reads show again once the hold ends."""
+    dut = PortRouter(SMALL)
+    shown = []
+
+    async def bench(ctx):
+        port = dut.ports[0].req
+        ctx.set(dut.hold[0], 1)
+        ctx.set(dut.rd_valid[0][0], 1)
+        ctx.set(dut.rd_addr[0][0], 0x40)
+        ctx.set(dut.rd_len[0][0], 8)
+        for cycle in range(6):
+            ctx.set(dut.hold[0], int(cycle in (0, 1, 3, 4)))
+            ctx.set(port.ready, int(cycle == 4))
+            await ctx.delay(1e-9)
+            shown.append(ctx.get(port.valid))
+            await ctx.tick()
+
+    _simulate(dut, bench)
+    # held (0, 1); shown when the hold drops (2); stays shown under the hold until taken (3, 4)
+    assert shown == [0, 0, 1, 1, 1, 1], shown
+
+
+@pytest.mark.parametrize("assured", [0, 1])
+def test_writer_asks_ahead_of_its_beats_only_once_assured(assured):
+    """Without ``assured`` a write request waits until its 32 beats are buffered (a read of
+    its port could be what they wait for); with it (every read in) the first request is
+    shown at once, before any beat, and holds until taken."""
+    dut = WriteEngine(SMALL, 32)
+    first = []
+
+    async def bench(ctx):
+        ctx.set(dut.cfg.dst_lwpg, 256)
+        ctx.set(dut.cfg.dst_groups, 1)
+        ctx.set(dut.group_hi, 1)
+        ctx.set(dut.assured, assured)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        ctx.set(dut.words.valid, 1)
+        for cycle in range(40):
+            ctx.set(dut.words.payload.addr, cycle)
+            await ctx.delay(1e-9)
+            if ctx.get(dut.req_valid) and not first:
+                first.append((cycle, ctx.get(dut.req_len), ctx.get(dut.req_addr)))
+            await ctx.tick()
+
+    _simulate(dut, bench)
+    cycle, length, addr = first[0]
+    assert (length, addr) == (32, 0)
+    assert cycle == (0 if assured else 32), first
 
 # -- loop walker against the Python walk ------------------------------------------------------
 

@@ -7,9 +7,9 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from mncore_hdl.paths import repo_root
 from mncore_hdl.tooling.files import (
     STALE_SECONDS,
     atomic_output,
@@ -20,7 +20,7 @@ from mncore_hdl.tooling.files import (
     temporary_path,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 
 
 def test_atomic_write_replaces_whole_and_leaves_no_temporary(tmp_path):

@@ -10,13 +10,12 @@ pytest.importorskip("litedram")
 pytest.importorskip("migen")
 
 from amaranth.sim import Simulator  # noqa: E402
-from mlsdk.testing.benches import load_bench  # noqa: E402
 from mncore_hdl.contracts.memctrl import csr_address  # noqa: E402
 from mncore_hdl.memctrl.trafficgen import BenchTop  # noqa: E402
+from mncore_hdl.testing import litedram_model as model  # noqa: E402
+from mncore_hdl.testing import memctrl_bench as bench  # noqa: E402
 from mncore_hdl.tooling.verilator import missing_tools  # noqa: E402
 
-bench = load_bench("bench_memctrl")
-model = load_bench("litedram_model")
 #: (pattern, LW per port): a sequential row per port, and random bursts with both directions.
 CASES = (("read/1", 256), ("rnd r/w/3", 48))
 
@@ -52,7 +51,7 @@ def ours(case: dict) -> dict:
 def test_streams_follow_our_generators():
     """The native commands per port have our generators' directions, beat for beat."""
     for name, lw in CASES:
-        case = bench.make_case(bench.CONFIG, *bench._split(name), lw)
+        case = bench.make_case(bench.CONFIG, *bench.split_name(name), lw)
         got = ours(case)
         streams = model.port_streams(bench.CONFIG, case)
         assert len(streams) == len(case["gens"])
@@ -69,7 +68,7 @@ def test_litedram_column_moves_the_same_beats():
         pytest.skip(f"Verilator missing: {', '.join(missing_tools())}")
     for name, lw in CASES:
         ld = bench.litedram_results(bench.CONFIG, lw, [name], "verilator")[name]
-        p = bench._split(name)[1]
+        p = bench.split_name(name)[1]
         assert ld["beats"] == lw * p
         assert ld["violations"] == 0  # the PHY model's timing checker (no refresh this short)
         # one beat a cycle at most, and a row miss at least before the first read returns

@@ -1,12 +1,12 @@
 """The FR-FCFS arbiter (mncore_hdl.memctrl.frfcfs) in Amaranth's simulator: its key's order."""
 
 from amaranth.sim import Simulator
-from mlsdk.testing.benches import load_bench
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
 from mncore_hdl.memctrl.frfcfs import FrFcfs
 from mncore_hdl.memctrl.reorder import ReorderFrontend, rob_slots, write_buffer_beats
 from mncore_hdl.memctrl.requester import PortFrontend
 from mncore_hdl.memctrl.signatures import HeadSignature
+from mncore_hdl.testing import memctrl_bench as bench
 from mncore_hdl.testing.hdl_checks import expect_error
 
 TINY = MNCORE2_SIM.replace(
@@ -121,7 +121,6 @@ def test_reorder_buffer_sizes():
 def test_breakdown_accounts_for_every_cycle():
     """``--breakdown``: every cycle is a beat or one idle class, and the classes the
     reordering scheduler still meets are told apart."""
-    bench = load_bench("bench_memctrl")
     cfg = bench.FR_FCFS
     counts = bench.run_breakdown(cfg, bench.make_case(cfg, "rnd rd", 1, 512))
     assert counts["beat"] == 512

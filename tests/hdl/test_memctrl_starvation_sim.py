@@ -4,22 +4,20 @@ The fr_fcfs chunk bound is composed of proofs, one of them (the controller's gap
 covering gaps that start in its first cycles only; here the whole controller at
 ``STARVATION_CONFIG`` (fr_fcfs, window 4, cap 1, 2 ports; and in order) runs thousands of
 cycles of protocol-legal random traffic per seed, and every gap and wait it shows is held to
-its bound. ``bench/bench_starvation.py`` drives and measures (longer sweeps print the worst
-traces); this file runs a short share of it.
+its bound. ``mncore_hdl.testing.starvation`` drives and measures (``bench/bench_starvation.py``
+prints longer sweeps with the worst traces); this file runs a short share of it.
 """
 
 from __future__ import annotations
 
 import pytest
-from mlsdk.testing.benches import load_bench
 from mncore_hdl.formal.starvation import (
     chunk_bound_cycles,
     gap_cycles,
     refresh_cycles,
     starvation_bound_cycles,
 )
-
-bench = load_bench("bench_starvation")
+from mncore_hdl.testing import starvation as bench
 
 #: Cycles per fr_fcfs seed: about 7 s each in Amaranth's simulator (loaded machine).
 FR_CYCLES = 4000

@@ -6,11 +6,12 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from mncore_hdl import arch
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
+from mncore_hdl.converter.program import DEFAULT_BUFFER_LW
+from mncore_hdl.paths import repo_root
 from mncore_hdl.sweep import (
     ResultStore,
     SweepSpec,
@@ -24,6 +25,7 @@ from mncore_hdl.sweep import (
 )
 from mncore_hdl.sweep.__main__ import main
 from mncore_hdl.sweep.report import design_params, pareto_front, table
+from mncore_hdl.sweep.workload import Workload
 
 #: 8 timing-model points: 2 ports x 2 patterns x 2 tRCD values.
 GRID = {"ports": [1, 2], "pattern": ["read", "mixed"], "trcd": [12, 16]}
@@ -178,7 +180,8 @@ def test_rtl_conversion_point_refuses_a_buffer_it_cannot_run(tmp_path):
                      fixed={"kind": "convert", "shape": [64, 64]})
     (record,) = run_sweep(spec, ResultStore(tmp_path / "r.jsonl"), progress=False).records
     assert record["status"] == "error"
-    assert "default 8192-LW buffer, not buffer_lw=1024" in record["error"]
+    assert f"default {DEFAULT_BUFFER_LW}-LW buffer, not buffer_lw=1024" in record["error"]
+    assert Workload().buffer_lw == DEFAULT_BUFFER_LW  # a sweep's default point runs on the RTL
 
 
 @pytest.fixture(scope="module")
@@ -268,7 +271,7 @@ def test_cli_refuses_a_bad_spec_before_running(tmp_path, capsys):
     assert not (tmp_path / "r.jsonl").exists()
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = repo_root()
 
 
 @pytest.mark.parametrize("name", ["model_memctrl.json", "model_convert_buffer.json",

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mlsdk import CacheOptions, CacheWarning, CodegenError, Context, IOSpec, MNDevice, storage
 from mlsdk.cachedir import CacheDir
-from mlsdk.compiling import compile_program
+from mlsdk.compiling import compile_to_directory
 from mlsdk.options import read_option_json
 from mlsdk.settings import TOOLS
 from mncore_compiler.driver import CompileRequest, function_name
@@ -37,8 +37,8 @@ json_values = st.recursive(
     max_leaves=12)
 
 def _compile_program(fn, sample, where, cache_options):
-    """``mlsdk.compiling.compile_program`` with the default request: (program, CacheResult)."""
-    result = compile_program(fn, sample, where, CompileRequest(name=function_name(fn)),
+    """``mlsdk.compiling.compile_to_directory`` with the default request: (program, CacheResult)."""
+    result = compile_to_directory(fn, sample, where, CompileRequest(name=function_name(fn)),
                              cache_options)
     return result.program, result.cache
 

@@ -17,20 +17,21 @@ import torch
 from mlsdk import CacheError, CacheOptions, CacheWarning, Context, MNDevice, storage
 from mlsdk.cache import cache_key, kit_version
 from mlsdk.cachedir import CacheDir
-from mlsdk.compiling import compile_program
+from mlsdk.compiling import compile_to_directory
 from mlsdk.testing.examples import run_example
 from mncore_compiler.capture import Captured, capture
 from mncore_compiler.driver import CompileRequest, function_name
 from mncore_hdl.arch import MNCORE2
 from mncore_hdl.layout import host_layout
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("sdk", "compiler",
                                                                            "hdl"))}
 
 def _compile_program(fn, sample, where, cache_options):
-    """``mlsdk.compiling.compile_program`` with the default request: (program, CacheResult)."""
-    result = compile_program(fn, sample, where, CompileRequest(name=function_name(fn)),
+    """``mlsdk.compiling.compile_to_directory`` with the default request: (program, CacheResult)."""
+    result = compile_to_directory(fn, sample, where, CompileRequest(name=function_name(fn)),
                              cache_options)
     return result.program, result.cache
 

@@ -5,8 +5,6 @@ Tolerances checked here are the ones docs/precision.md documents.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from mlsdk import Context, MNDevice, storage
@@ -17,9 +15,10 @@ from mncore_compiler.interpreter import interpret
 from mncore_compiler.ir import Graph, Node, TensorType
 from mncore_compiler.ops import OpTypeError, infer_type
 from mncore_compiler.passes import Compilation, CompileRequest, mixed_precision, run_pipeline
+from mncore_hdl.paths import repo_root
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 DEVICES = ["mncore2:auto", "pfvm:cpu"]
 MIXED = {"float_dtype": "mixed"}
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import io
-from pathlib import Path
 
 import pytest
 import torch
@@ -22,8 +21,9 @@ from mlsdk import (
 )
 from mlsdk.optim import one_minus_pow
 from mlsdk.testing.examples import run_example
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 # Same gradients every step: the only difference left is rounding. Torch fuses ``p - lr * g``
 # (and lerp, addcmul, add with alpha) into one fma; these steps round the product apart, and
 # Adam's bias corrections come from the step tensor in float32. Observed: <= 1e-7 after 25
@@ -322,7 +322,15 @@ def test_train_classifier_example_plain_torch_reaches_the_threshold(tmp_path):
 
 
 def test_bench_training_imports():
-    import runpy
+    """bench/bench_training.py starts (its imports, the example it borrows) and shows its usage."""
+    import os
+    import subprocess
+    import sys
 
-    names = runpy.run_path(str(ROOT / "bench" / "bench_training.py"), run_name="bench")
-    assert callable(names["bench_device"]) and callable(names["bench_torch"])
+    from mlsdk.paths import source_roots
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, source_roots()))}
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_training.py"), "--help"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "--optimizer" in run.stdout

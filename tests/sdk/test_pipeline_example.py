@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from mncore_hdl.paths import repo_root
+
+ROOT = repo_root()
 
 
 def test_the_docs_show_what_the_example_prints():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -20,8 +19,9 @@ from mlsdk import (
     storage,
 )
 from mlsdk.testing.examples import run_example
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 DEVICES = ["mncore2:auto", "pfvm:cpu"]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,8 +19,9 @@ from mlsdk import (
 from mlsdk.errors import StaleTensorError
 from mlsdk.testing.examples import run_example
 from mncore_hdl.layout import native_layout, to_device
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 DEVICES = ["mncore2:auto", "pfvm:cpu"]
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 

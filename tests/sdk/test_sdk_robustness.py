@@ -142,7 +142,7 @@ def fake_icarus(monkeypatch, tmp_path):
     """build_icarus with the export and iverilog replaced by a writer of a small vvp."""
     import cocotb_tools.runner
     import mncore_hdl.top.cosim_tb
-    from mlsdk.device.rtl import icarus
+    from mlsdk.device.rtl import builds as icarus
 
     builds: list[Path] = []
     verilog = tmp_path / "verilog" / "cosim_top-abc" / "cosim_top.v"

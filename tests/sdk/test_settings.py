@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 from mlsdk.settings import REGENERATE, TABLES, Setting, SettingError, settings_markdown
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 DOC = ROOT / "docs" / "settings.md"
 # An environment variable's name in a line that reads, sets or names one.
 _NAME = re.compile(r"""["']([A-Z][A-Z0-9]*_[A-Z0-9_]+|SIM|CPATH|PYTHONPATH)["']""")
@@ -45,7 +46,7 @@ def test_every_variable_the_code_reads_is_declared():
     missing = {name: where for name, where in found.items() if name not in declared()}
     assert not missing, ("declare these in mlsdk/settings.py or mncore_hdl/settings.py:\n"
                          + "\n".join(f"{n} ({w})" for n, w in sorted(missing.items())))
-    assert {"SIM", "MNCORE_COSIM_DMA", "MC_BENCH_CASES"} <= set(found)  # the grep sees
+    assert {"SIM", "MNCORE_COSIM_DMA", "MNCORE_COVERAGE"} <= set(found)  # the grep sees
 
 
 def test_each_variable_is_declared_once_across_the_tables():
@@ -80,3 +81,10 @@ def test_the_simulator_choice_is_checked(monkeypatch):
     monkeypatch.setenv("SIM", "questa")
     with pytest.raises(ValueError, match=r"\$SIM must be one of icarus, verilator, not 'questa'"):
         simulator()
+
+
+def test_a_variable_a_launcher_must_set_names_itself_when_missing():
+    setting = Setting("MNCORE_X", "path", None, "where the bench writes its results")
+    assert setting.required({"MNCORE_X": "out.json"}) == Path("out.json")
+    with pytest.raises(SettingError, match=r"\$MNCORE_X must be set \(where the bench writes"):
+        setting.required({})

@@ -14,8 +14,9 @@ import torch
 from mlsdk import CodegenError, storage
 from mlsdk.storage import StoragePath
 from mlsdk.testing.examples import run_example
+from mncore_hdl.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("sdk", "compiler",
                                                                            "hdl"))}
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -52,6 +51,7 @@ from mlsdk.testing.timm import (
     train_step,
 )
 from mncore_compiler.errors import CaptureError, UnsupportedOperationError
+from mncore_hdl.paths import repo_root
 
 RTOL, ATOL = 1e-5, 1e-5
 LOSS_REL, LOSS_ABS = 1e-5, 1e-6
@@ -159,7 +159,7 @@ def test_drop_path_in_training_is_a_clear_error(tmp_path):
 
 def test_the_bench_prints_its_table(tmp_path):
     # The figures the docstring states come from bench/bench_timm.py; its quickest setting.
-    bench = Path(__file__).resolve().parents[2] / "bench" / "bench_timm.py"
+    bench = repo_root() / "bench" / "bench_timm.py"
     run = subprocess.run([sys.executable, str(bench), "--families", "deit", "--paths", "adamw",
                           "--steps", "2"], capture_output=True, text=True, timeout=600,
                          cwd=tmp_path)

@@ -11,16 +11,17 @@ from typing import Any
 import pytest
 import torch
 from mlsdk.testing.examples import run_example
+from mncore_hdl.paths import repo_root
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
 import mlsdk  # noqa: E402
 import mlsdk.trace  # noqa: E402
-import mlsdk.tracer  # noqa: E402
+import mlsdk.trace_writer  # noqa: E402
 from mlsdk import Context, MNDevice, storage, trace_event, trace_scope  # noqa: E402
 from mlsdk.trace import DEVICE_TRACKS, annotate_current  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 SHAPE = (32, 64)
 BEGIN, END = 1, 2  # TrackEvent.TYPE_SLICE_BEGIN / TYPE_SLICE_END
 
@@ -270,7 +271,7 @@ def test_user_events_nest_and_decorate(tmp_path, context):
 
 
 def test_long_traces_are_written_as_they_go(tmp_path, context, monkeypatch):
-    monkeypatch.setattr(mlsdk.tracer, "_FLUSH_PACKETS", 16)
+    monkeypatch.setattr(mlsdk.trace_writer, "_FLUSH_PACKETS", 16)
     inputs = _pair()
     f = context.compile(add, inputs, storage.path(tmp_path / "add"))
     out = tmp_path / "t.pftrace"

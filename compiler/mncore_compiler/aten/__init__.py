@@ -48,9 +48,11 @@ from .registry import (
     Unavailable,
     decompose,
     decomposition_table,
+    function_replacements,
     on,
 )
 from .rnn import rnn_decompositions
+from .strided import write_into_strided
 from .view_writes import write_into_view
 
 __all__ = [
@@ -71,6 +73,7 @@ __all__ = [
     "cumulative_batch_norms",
     "decompose",
     "decomposition_table",
+    "function_replacements",
     "elementwise",
     "factories",
     "group_norm",
@@ -93,5 +96,6 @@ __all__ = [
     "spatial_losses",
     "strided",
     "view_writes",
+    "write_into_strided",
     "write_into_view",
 ]

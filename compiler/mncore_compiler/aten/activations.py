@@ -6,7 +6,8 @@ to it), ``leaky_relu``, ``elu``, ``mish``, each onto the IR op of the same kerne
 In-place forms (``hardswish_``, ``elu_``, ...) need no handler here: capture translates them
 with the functional form's handler and stores the result back. ``silu_`` is the exception:
 ``silu`` is captured through torch's decomposition (``x * sigmoid(x)``), so its in-place form
-is decomposed too.
+is decomposed too. ``softplus`` (Mamba's time step) and its backward are captured through
+torch's decompositions (``log1p(exp(beta * x)) / beta`` below the threshold, ``x`` above).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .registry import Builder, decompose, on
 __all__: list[str] = []
 
 
-decompose("silu_.default")
+decompose("silu_.default", "softplus.default", "softplus_backward.default")
 
 
 @on("hardswish.default", "hardsigmoid.default", "mish.default")

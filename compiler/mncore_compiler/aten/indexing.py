@@ -1,6 +1,7 @@
 """Handlers of indexing: slices and selects, ``index_select``, ``gather``, embeddings (forward
 and backward), ``masked_fill``, ``arange``, the scans ``cumsum`` and ``cumprod``; ``split``,
-``unbind``, ``stack``, ``narrow`` and ``masked_fill`` through torch's decompositions."""
+``unbind``, ``stack``, ``narrow``, ``masked_fill``, ``triu`` and ``tril`` through torch's
+decompositions, and ``one_hot`` through the kit's own (a comparison with ``arange``)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,26 @@ from .args import (
     tensor_arg,
     unsupported,
 )
-from .registry import Builder, Handler, decompose, on
+from .registry import Builder, Handler, decompose, on, replace_function
 
 __all__: list[str] = []
 
 
 decompose("split.Tensor", "unbind.int", "stack.default", "masked_fill.Scalar",
           "masked_fill.Tensor", "masked_fill_.Scalar", "masked_fill_.Tensor",
-          "_safe_softmax.default", "cumprod_backward.default")
+          "_safe_softmax.default", "cumprod_backward.default", "triu.default", "tril.default")
+
+
+@replace_function(torch.nn.functional.one_hot)
+def _one_hot(x: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
+    # torch's kernel reads the largest class (and checks the smallest) from the values, which
+    # a trace cannot: with num_classes given, each row compares its class with every class.
+    # (An index outside [0, num_classes) gives a row of zeros where torch raises.)
+    if num_classes < 0:
+        raise ValueError("F.one_hot needs num_classes= in a compiled function: without it the "
+                         "class count is read from the tensor's values")
+    classes = torch.arange(num_classes, dtype=x.dtype, device=x.device)
+    return (x.unsqueeze(-1) == classes).to(torch.int64)
 
 
 def slice_of(b: Builder, x: str, dim: int, start: int, end: int, step: int = 1) -> str:
@@ -199,6 +212,8 @@ def _into_zeros(b: Builder, n: fx.Node, grad: str, dim: int, positions: range) -
     """A zero tensor of the call's result shape with ``grad``'s slices along ``dim`` added at
     ``positions`` (the backward of a slice or a select)."""
     zeros = b.constant(torch.zeros(out_shape(n), dtype=b.type(grad).torch_dtype), n.name)
+    if not positions:  # the backward of an empty slice (phi3's rotary pass-through part)
+        return zeros
     index = b.constant(torch.tensor(list(positions), dtype=torch.int64), f"{n.name}_index")
     return b.emit("index_add", [zeros, index, grad], dim=dim)
 

@@ -1,10 +1,13 @@
 """Handlers of 2-d pooling (max with indices, average, adaptive average), nearest upsampling
-(1-d and 2-d) and their backwards, each onto the IR op of the same kernel."""
+(1-d and 2-d) and their backwards, each onto the IR op of the same kernel; bilinear 2-d
+upsampling and its backward as two matmuls with constant interpolation matrices (bilinear
+interpolation is separable: ``y = A_h @ x @ A_w.T``, its backward ``A_h.T @ g @ A_w``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import fx
 
 from .args import tensor_arg, unsupported
@@ -101,3 +104,54 @@ def _upsample_backward(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     return b.emit("upsample_nearest_backward", [tensor_arg(n, a["grad_output"])],
                   output_size=size, input_shape=tuple(int(s) for s in a["input_size"]),
                   scales=_scales(a, _SCALES[len(size)]))
+
+
+def _bilinear_matrix(size_in: int, size_out: int, align_corners: bool,
+                     scale: float | None) -> torch.Tensor:
+    """``A`` (size_out, size_in): row ``o`` holds the weights of the inputs output ``o``
+    interpolates, as torch's bilinear kernel computes them (``UpSample.h``)."""
+    weights = torch.zeros(size_out, size_in, dtype=torch.float64)
+    if size_in == size_out:
+        return weights.fill_diagonal_(1.0).float()
+    if align_corners:
+        ratio = (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+    else:
+        ratio = 1.0 / scale if scale is not None and scale > 0 else size_in / size_out
+    ratio = float(torch.tensor(ratio, dtype=torch.float32))  # torch computes it in float
+    for o in range(size_out):
+        src = ratio * o if align_corners else max(ratio * (o + 0.5) - 0.5, 0.0)
+        i0 = min(int(src), size_in - 1)
+        i1 = i0 + (1 if i0 < size_in - 1 else 0)
+        lam = min(max(src - i0, 0.0), 1.0)
+        weights[o, i0] += 1.0 - lam
+        weights[o, i1] += lam
+    return weights.float()
+
+
+def _bilinear_matrices(b: Builder, n: fx.Node, a: dict[str, Any], size_in: tuple[int, ...],
+                       dtype: torch.dtype) -> tuple[str, str]:
+    size_out = tuple(int(s) for s in a["output_size"])
+    if len(size_in) != 2 or len(size_out) != 2:
+        raise unsupported(n, f"sizes {list(size_in)} -> {list(size_out)} (2-d only)")
+    scales = _scales(a, _SCALES[2])
+    rows, cols = (_bilinear_matrix(i, o, bool(a["align_corners"]), s).to(dtype)
+                  for i, o, s in zip(size_in, size_out, scales, strict=True))
+    return b.constant(rows, f"{n.name}_rows"), b.constant(cols, f"{n.name}_cols")
+
+
+@on("upsample_bilinear2d.default")
+def _upsample_bilinear(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    x = tensor_arg(n, a["self"])
+    shape = b.type(x).shape
+    rows, cols = _bilinear_matrices(b, n, a, shape[-2:], b.type(x).torch_dtype)
+    tall = b.emit("matmul", [rows, x])
+    return b.emit("matmul", [tall, b.emit("permute", [cols], dims=(1, 0))])
+
+
+@on("upsample_bilinear2d_backward.default")
+def _upsample_bilinear_backward(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
+    grad = tensor_arg(n, a["grad_output"])
+    size_in = tuple(int(s) for s in a["input_size"])
+    rows, cols = _bilinear_matrices(b, n, a, size_in[-2:], b.type(grad).torch_dtype)
+    wide = b.emit("matmul", [b.emit("permute", [rows], dims=(1, 0)), grad])
+    return b.emit("matmul", [wide, cols])

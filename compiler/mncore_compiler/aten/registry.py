@@ -8,18 +8,20 @@ value name of the result, a tuple of them, a :class:`Deferred` or an :class:`Una
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import fx
+from torch.overrides import TorchFunctionMode
 
 from ..types import TensorType
 
 __all__ = ["DECOMPOSED", "HANDLERS", "Builder", "Deferred", "Handler", "Unavailable", "decompose",
-           "decompose_as", "decomposition_table", "on"]
+           "decompose_as", "decomposition_table", "function_replacements", "on", "replace_function"]
 
 
 class Builder(Protocol):
@@ -141,6 +143,45 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     kit's own (:func:`decompose_as`)."""
     table = {**_torch_decompositions(), **_OWN}
     return dict(table[key] for key in sorted(DECOMPOSED))
+
+
+#: torch function -> the kit's replacement, traced instead of it (:func:`replace_function`).
+_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
+def replace_function(function: Callable[..., Any]
+                     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Trace the decorated function in place of the torch function ``function``
+    (``torch.nn.functional.one_hot``), for an op whose aten kernel is composite (so no aten
+    decomposition can reach it) and reads tensor values a trace cannot.
+
+    Raises
+    ------
+    ValueError
+        When ``function`` already has a replacement.
+    """
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if function in _FUNCTIONS:
+            raise ValueError(f"{function} already has a replacement")
+        _FUNCTIONS[function] = fn
+        return fn
+
+    return register
+
+
+class _Replacements(TorchFunctionMode):
+    def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        # Inside, this mode is off: the replacement's own torch calls are traced as usual.
+        return _FUNCTIONS.get(func, func)(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def function_replacements() -> Iterator[None]:
+    """While tracing: each torch function of :func:`replace_function` runs its replacement."""
+    with _Replacements():
+        yield
 
 
 @dataclass(frozen=True)

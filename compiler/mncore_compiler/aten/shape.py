@@ -61,9 +61,11 @@ def _t(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
 @on("cat.default")
 def _cat(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
     tensors = [tensor_arg(n, t) for t in a["tensors"]]
-    # torch skips empty 1-D operands whatever the others' shapes (a cache that starts empty,
-    # as Hugging Face's DynamicCache does, is concatenated onto).
-    tensors = [t for t in tensors if b.type(t).shape != (0,)] or tensors[:1]
+    # An operand with no elements adds nothing (MobileBERT's zero-width dense weight of a
+    # tiny config), and torch skips empty 1-D operands whatever the others' shapes (a cache
+    # that starts empty, as Hugging Face's DynamicCache does, is concatenated onto).
+    full = [t for t in tensors if 0 not in b.type(t).shape]
+    tensors = full or [t for t in tensors if b.type(t).shape != (0,)] or tensors[:1]
     if len(tensors) == 1:
         return tensors[0]
     rank = b.type(tensors[0]).rank

@@ -36,7 +36,7 @@ from torch import fx
 from .args import tensor_arg, unsupported
 from .registry import Builder, on
 
-__all__ = ["reshape_view_of"]
+__all__ = ["reshape_view_of", "write_into_strided"]
 
 
 def _dense_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -137,6 +137,40 @@ def _as_strided(b: Builder, a: dict[str, Any], n: fx.Node) -> str:
         positions = positions - start
     index = b.constant(positions.to(torch.int32), f"{n.name}_positions")
     return _reshape(b, b.emit("index_select", [flat, index], dim=0), size)
+
+
+def write_into_strided(b: Builder, view: fx.Node, base: str, value: str) -> str | None:
+    """``base`` (the current value of the dense tensor the ``as_strided`` node ``view`` was
+    taken from) with ``value``, a new value of the view, written at the view's storage
+    positions; None when the view cannot be written through (its input a strided view
+    itself, negative strides, positions past the tensor, or elements that overlap, whose
+    write order torch leaves unspecified).
+
+    Autograd's backward of a view it cannot express otherwise (funnel's relative shift:
+    ``reshape``, ``slice``, ``reshape`` of a non-contiguous slice) writes the gradient through
+    such a view of a fresh ``new_zeros``."""
+    val = view.args[0].meta.get("val") if isinstance(view.args[0], fx.Node) else None
+    if not isinstance(val, torch.Tensor) or int(val.storage_offset()) != 0:
+        return None
+    shape, strides = tuple(int(s) for s in val.shape), tuple(int(s) for s in val.stride())
+    order = _dense_order(shape, strides)
+    size = tuple(int(s) for s in cast(Sequence[int], view.args[1]))
+    stride = tuple(int(s) for s in cast(Sequence[int], view.args[2]))
+    offset = view.args[3] if len(view.args) > 3 else view.kwargs.get("storage_offset")
+    offset = int(cast(int, offset or 0))
+    numel, count = math.prod(shape), math.prod(size)
+    if order is None or count == 0 or any(s < 0 for s in stride) or offset < 0:
+        return None
+    positions = _positions(size, stride, offset)
+    if int(positions.max()) >= numel or len(positions.unique()) != count:
+        return None
+    if b.type(value).dtype != b.type(base).dtype:
+        value = b.emit("cast", [value], dtype=b.type(base).dtype)
+    flat = _reshape(b, _permute(b, base, order), (numel,))
+    index = b.constant(positions, f"{view.name}_positions")
+    written = b.emit("index_copy", [flat, index, _reshape(b, value, (count,))], dim=0)
+    dense = _reshape(b, written, tuple(shape[d] for d in order))
+    return _permute(b, dense, tuple(order.index(d) for d in range(len(shape))))
 
 
 @on("new_empty_strided.default", "empty_strided.default")

@@ -12,6 +12,7 @@ from .registry import Attrs, OpTypeError, Reference, register
 from .rules import (
     binary_reference,
     broadcast,
+    broadcast_shapes,
     per_output,
     same,
     scalar_rule,
@@ -167,12 +168,10 @@ def _where_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     if cond.dtype != "bool":
         raise OpTypeError(f"where's condition must be a bool tensor, not {cond}")
     values = broadcast([x, y], attrs)
-    try:
-        shape = tuple(torch.broadcast_shapes(cond.shape, values.shape))
-    except RuntimeError:
+    shape = broadcast_shapes(cond.shape, values.shape)
+    if shape is None:
         raise OpTypeError(
-            f"where's condition {list(cond.shape)} does not broadcast with {list(values.shape)}"
-        ) from None
+            f"where's condition {list(cond.shape)} does not broadcast with {list(values.shape)}")
     return TensorType(shape, values.dtype)
 
 

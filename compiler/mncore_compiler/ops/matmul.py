@@ -8,7 +8,7 @@ import torch
 
 from ..types import TensorType, dtype_to_torch
 from .registry import Attrs, OpTypeError, register
-from .rules import is_scalar
+from .rules import broadcast_shapes, is_scalar
 
 __all__ = ["MIXED_OPERAND_DTYPES"]
 
@@ -21,10 +21,9 @@ def _matmul_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
         raise OpTypeError(f"matmul operands must have one dtype, got {a.dtype} and {b.dtype}")
     if a.shape[-1] != b.shape[-2]:
         raise OpTypeError(f"matmul inner sizes differ: {list(a.shape)} @ {list(b.shape)}")
-    try:
-        batch = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-    except RuntimeError:
-        raise OpTypeError(f"matmul batch dims do not broadcast: {a} @ {b}") from None
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if batch is None:
+        raise OpTypeError(f"matmul batch dims do not broadcast: {a} @ {b}")
     return TensorType(batch + (a.shape[-2], b.shape[-1]), a.dtype)
 
 
@@ -66,11 +65,7 @@ def _addmm_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     result = _matmul_rule([a, b], attrs)
     if bias.dtype != result.dtype:
         raise OpTypeError(f"addmm bias dtype {bias.dtype} differs from matrices' {result.dtype}")
-    try:
-        shape = tuple(torch.broadcast_shapes(bias.shape, result.shape))
-    except RuntimeError:
-        shape = ()
-    if shape != result.shape:
+    if broadcast_shapes(bias.shape, result.shape) != result.shape:
         raise OpTypeError(f"addmm bias {list(bias.shape)} does not broadcast to {result}")
     return result
 

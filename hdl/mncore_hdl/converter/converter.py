@@ -118,7 +118,7 @@ class LayoutConverter(wiring.Component):
         split = Signal()
         m.d.comb += split.eq(regs.cfg.split.extent > 1)
         built = [self._engine(m, k, regs.cfg, control.run) for k in range(n)]
-        engines = [parts for parts, _ in built]
+        engines = [parts for parts, _, _ in built]
         self.engines = engines[0]  # for white-box tests: engine 0's (reader, gather, writer)
         self.all_engines = engines
 
@@ -147,7 +147,16 @@ class LayoutConverter(wiring.Component):
         # -- what the control counts and waits for ---------------------------------------------
         readers = [r for r, _, _ in engines]
         writers = [w for _, _, w in engines]
-        m.d.comb += [control.engines_done.eq(Cat(*(done for _, done in built)).all()),
+        # every read of every engine is in: no write can wait on a read of its port any more
+        reads_in = Signal()
+        m.d.comb += reads_in.eq(Cat(*(r for _, _, r in built)).all())
+        m.d.comb += [w.assured.eq(reads_in) for w in writers]
+        # one engine alone (unsplit): while its gather streams a full block into a Group, that
+        # Group's port shows the writer's bursts only, none of the next block's reads
+        gather0, writer0 = engines[0][1], engines[0][2]
+        m.d.comb += [router.hold[g].eq(~split & gather0.streaming & (writer0.req_group == g))
+                     for g in range(config.groups)]
+        m.d.comb += [control.engines_done.eq(Cat(*(done for _, done, _ in built)).all()),
                      control.stall.eq(router.stall),
                      control.beats_in.eq(sum(b for r in readers for b in r.beats)),
                      control.beat_written.eq(sum(w.beat for w in writers)),
@@ -207,4 +216,6 @@ class LayoutConverter(wiring.Component):
         ]
         done = Signal(name=f"engine{k}_done")
         m.d.comb += done.eq(~used | (reader.done & gather.done & writer.done))
-        return (reader, gather, writer), done
+        reads_in = Signal(name=f"engine{k}_reads_in")
+        m.d.comb += reads_in.eq(~used | reader.done)
+        return (reader, gather, writer), done, reads_in

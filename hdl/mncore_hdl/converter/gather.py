@@ -35,6 +35,8 @@ class GatherEngine(wiring.Component):
         is always high when ``out.valid`` is and the engine does not read it.
     full : In(2); release : Out(2)
         Buffer halves ready to gather; pulse when a half has been read completely.
+    streaming : Out(1)
+        Walking a full half: every LW it still gives before ``release`` is in the buffer.
     base : In array (source lane, destination Group and address, logical indices)
         The outer accumulators' start (this engine's share of a split program; zero on one).
     """
@@ -54,6 +56,7 @@ class GatherEngine(wiring.Component):
             "out_space": In(1),
             "full": In(2),
             "release": Out(2),
+            "streaming": Out(1),
         })
 
     def elaborate(self, platform):
@@ -121,6 +124,7 @@ class GatherEngine(wiring.Component):
                 with m.If(self.full.bit_select(half, 1)):
                     m.next = "RUN"
             with m.State("RUN"):
+                m.d.comb += self.streaming.eq(1)
                 with m.If(self.out_space):
                     m.d.comb += [step.eq(1), walk.advance.eq(1)]
                     with m.If(walk.last):

@@ -44,7 +44,7 @@ BLOCK_TARGET_LW = 1024
 #: Shortest read burst the block choice accepts when it splits the source-contiguous loop.
 MIN_BURST = 16
 #: The converter's default on-chip buffer (two halves).
-DEFAULT_BUFFER_LW = 8192
+DEFAULT_BUFFER_LW = 16384
 #: Read bursts the read engine queues per Group ahead of that Group's port (the RTL's and the
 #: timing model's; here so the model imports without Amaranth).
 READ_QUEUED = 4

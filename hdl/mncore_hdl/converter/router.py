@@ -50,6 +50,9 @@ class PortRouter(wiring.Component):
         Each engine's write beats, per Group.
     rdata_valid, rdata_data, rdata_error : Out [engine][group]; rdata_ready : In [engine][group]
         Read beats to each engine, per Group.
+    hold : In array [group]
+        Show no new read request on Group ``g`` (one already shown stays): its writer streams
+        a block whose beats need no read.
     stall : Out(1)
         Some request or write beat offered is refused by its port this cycle.
     """
@@ -85,6 +88,7 @@ class PortRouter(wiring.Component):
             "rdata_data": Out(config.lw_bits).array(engines, groups),
             "rdata_error": Out(1).array(engines, groups),
             "rdata_ready": In(1).array(engines, groups),
+            "hold": In(1).array(groups),
             "stall": Out(1),
         })
 
@@ -132,7 +136,7 @@ class PortRouter(wiring.Component):
             m.d.comb += [
                 wr_here.eq(wr["valid"] & (wr["group"] == g) & ~rd_shown),
                 rd_here.eq(Mux(rd_shown, Array(self.rd_valid[e][g] for e in range(n))[held],
-                               any_rd) & ~wr_here),
+                               any_rd & ~self.hold[g]) & ~wr_here),
             ]
             m.d.sync += held.eq(sel)
             taken = Signal(name=f"rd_taken{g}")

@@ -13,8 +13,9 @@ replays, burst by burst, the few rules of the RTL (``mncore_hdl.converter``) tha
   one burst a cycle into its Group's queue and waits only while that Group has ``AHEAD``
   bursts neither in nor done (``QUEUED`` queued + ``OUTSTANDING`` in flight);
 - the gather starts a block once it is full and the previous one is released; its first write
-  beat follows ``GATHER_CYCLES`` later, and it releases the half when the writer's FIFOs hold
-  the rest of the block (``WRITE_SLACK_LW``);
+  beat follows ``GATHER_CYCLES`` later (``GATHER_ASSURED_CYCLES`` for the last block: with
+  every read in, the writer asks before its beats are buffered), and it releases the half
+  when the writer's FIFOs hold the rest of the block (``WRITE_SLACK_LW``);
 - the gather walks every destination position of a block, one a cycle, all-padding ones
   included (they are dropped): a block's last write and its release wait for the walk. A block
   writes the destination from its base to the next block's (the writer fills gaps), so with a
@@ -27,7 +28,10 @@ replays, burst by burst, the few rules of the RTL (``mncore_hdl.converter``) tha
   already full) the port never frees for the reader: block ``b + 2``'s reads of that Group
   enter the port only when the writer has written all it holds (``split``, ``late``). Only
   they wait: the block's other Groups read at once, unless the held Group's queue fills
-  (more than ``QUEUED`` of its bursts in the block), which stops the walk until it drains;
+  (more than ``QUEUED`` of its bursts in the block), which stops the walk until it drains.
+  On one engine the router holds that Group's reads while the gather streams a full block
+  (``hold``): they enter as the gather finishes it, their row opens under the writer's last
+  bursts, and the first read beat follows the last write beat by tWTR + CL only;
 - a read burst shorter than a DRAM row whose successor in the walk is not the next LWs (a
   column walk: the transposes) opens a row each time; the controller prepares at most its
   queue's worth of such chunks at once, so the Group's read stream takes at least
@@ -60,7 +64,7 @@ import numpy as np
 
 from ..arch import ArchConfig
 from ..layout.conversion import ConversionDescriptor
-from ..memctrl.timing import REQUEST_TO_PREPARE, mixed_cycles
+from ..memctrl.timing import READ_RETURN, REQUEST_TO_PREPARE, mixed_cycles, refresh_cost
 from .program import (
     DEFAULT_BUFFER_LW,
     READ_OUTSTANDING,
@@ -72,8 +76,8 @@ from .traffic import BlockTraffic, block_traffic, block_traffic_fast, converter_
 
 __all__ = ["conversion_cycles", "BlockTraffic", "block_traffic", "block_traffic_fast",
            "converter_beats", "replay_cycles", "FIRST_BEAT_CYCLES",
-           "PREFETCH_LW", "GATHER_CYCLES", "WRITE_SLACK_LW", "OUTSTANDING", "refresh_stall",
-           "row_miss_gap"]
+           "PREFETCH_LW", "GATHER_CYCLES", "GATHER_ASSURED_CYCLES", "WRITE_SLACK_LW",
+           "OUTSTANDING", "refresh_stall", "row_miss_gap"]
 
 #: Start of the run to the first read beat (claim, request, port queue, ACT, tRCD, CL, FIFO).
 FIRST_BEAT_CYCLES = 33
@@ -82,6 +86,10 @@ FIRST_BEAT_CYCLES = 33
 PREFETCH_LW = 28
 #: A block full to its first write beat: gather pipeline plus one 32-LW write burst buffered.
 GATHER_CYCLES = 38
+#: The same for the engine's last block: its reads are all in, so the writer asks for its
+#: bursts before their beats are buffered (``WriteEngine.assured``) and the controller opens
+#: the row while the gather streams: the pipeline alone.
+GATHER_ASSURED_CYCLES = GATHER_CYCLES - 32
 #: LWs of a block the gather may run ahead of the writer (write beat FIFO 64, produced FIFO 8,
 #: pipeline): the gather releases the buffer half that much before the block's last write.
 WRITE_SLACK_LW = 80
@@ -94,6 +102,8 @@ WRITE_REQUEST_LEAD = 6
 QUEUED = READ_QUEUED
 OUTSTANDING = READ_OUTSTANDING
 AHEAD = QUEUED + OUTSTANDING
+#: The in-order controller's queue to chunker hand-off, in a column walk (``row_miss_gap``).
+QUEUE_HANDOFF = 1
 #: A split program's Groups' mixed streams start later than a lone stream: no engine writes
 #: before its first block is in and gathered (the reads' start is in ``mixed_cycles``).
 SPLIT_START = GATHER_CYCLES
@@ -106,18 +116,25 @@ def row_miss_gap(config: ArchConfig, prog: ConverterProgram) -> float:
     next burst is not the next LWs (the read table's innermost address carry differs from the
     burst: a column walk, as in the transposes; consecutive bursts rotate over the banks). The
     controller prepares a queued chunk (``REQUEST_TO_PREPARE``, tRP, ACT, tRCD) while the
-    chunks ahead of it stream, but holds only a few (in order: the queue entry and the
-    chunker; ``fr_fcfs``: its window and the chunker), so a burst takes its beats or that
-    preparation shared by the chunks queued, whichever is longer. (Unlike random bursts,
-    ``memctrl.timing.random_chunk_gap``, no bank is hit twice in a row and the PRE/ACT slots
-    overlap the other banks' columns: no ``MISS_OVERHEAD``; matches the 1 MiB transpose, the
-    only table row with 8-LW bursts, to 2%.)
+    chunks ahead of it stream, but holds only a few, so a burst takes its beats or that
+    preparation shared by the bursts queued, whichever is longer. In order: two requests,
+    the queue entry (prepared) and the chunker's (streaming); the next request enters the
+    queue only once the chunker has issued the last chunk of its request and taken the
+    queue's (``QUEUE_HANDOFF``), so two bursts take the preparation, the hand-off and the
+    chunks after the first (16-LW bursts: 17 cycles a burst, the 1 MiB transpose's reads
+    alternating 16 and 18; 8-LW bursts: 13). ``fr_fcfs``: its window and the chunker share the
+    preparation. (Unlike random bursts, ``memctrl.timing.random_chunk_gap``, no bank is hit
+    twice in a row and the PRE/ACT slots overlap the other banks' columns: no
+    ``MISS_OVERHEAD``.)
     """
     if prog.burst >= config.row_lw or not prog.read or prog.read[0].carries[1] == prog.burst:
         return 0.0
     t = config.timing
-    queued = config.scheduler_window + 1 if config.scheduler == "fr_fcfs" else 2
-    prepare = (REQUEST_TO_PREPARE + t.trp + t.trcd) / queued
+    if config.scheduler == "fr_fcfs":
+        prepare = (REQUEST_TO_PREPARE + t.trp + t.trcd) / (config.scheduler_window + 1)
+    else:
+        tail = max(0, prog.burst - t.burst_length)
+        prepare = (REQUEST_TO_PREPARE + t.trp + t.trcd + QUEUE_HANDOFF + tail) / 2
     return max(prepare, float(prog.burst))
 
 
@@ -136,8 +153,16 @@ class _Replay:
     """The burst-level replay of one conversion (see the module docstring)."""
 
     def __init__(self, config: ArchConfig, blocks: list[BlockTraffic],
-                 ids: np.ndarray | None = None, miss_gap: float = 0.0):
+                 ids: np.ndarray | None = None, miss_gap: float = 0.0, held: bool = False):
         self.blocks = blocks
+        #: one engine alone: the Group its gather streams into shows no new read (``hold``)
+        self.held = held
+        #: a Group's first read beat after its last write beat: the read's whole latency and
+        #: tWR; held, its request entered the port as the gather finished the block and the
+        #: row opened under the writer's last bursts: only tWTR, CL and the return are left
+        t = config.timing
+        self.read_after_write = (t.twtr + t.cl + READ_RETURN + 1 if held
+                                 else FIRST_BEAT_CYCLES + t.twr)
         #: least cycles a Group's read burst holds its read stream (``row_miss_gap``)
         self.miss_gap = miss_gap
         #: Each block's traffic as a number (equal blocks, equal numbers): when given, the
@@ -159,7 +184,7 @@ class _Replay:
     def read(self, g: int, lw: int, issue: float) -> float:
         """One burst on Group ``g``'s read stream; returns when its last beat is in."""
         start = max(self.rend[g], issue + FIRST_BEAT_CYCLES,
-                    self.bus[g] + (FIRST_BEAT_CYCLES + self.twr if self.wrote[g] else 0))
+                    self.bus[g] + (self.read_after_write if self.wrote[g] else 0))
         self.rend[g] = start + max(lw, self.miss_gap)
         self.bus[g] = start + lw - PREFETCH_LW
         self.wrote[g] = False
@@ -207,8 +232,9 @@ class _Replay:
         begin = max(self.full[b], self.released)
         visits = self.blocks[b].visits
         total = sum(lw for _, lw in self.blocks[b].writes)
+        lead = GATHER_ASSURED_CYCLES if b == len(self.blocks) - 1 else GATHER_CYCLES
         for g, lw in self.blocks[b].writes:
-            start = max(self.writer, begin + GATHER_CYCLES, self.bus[g])
+            start = max(self.writer, begin + lead, self.bus[g])
             self.writer = start + lw
             self.bus[g] = self.wend[g] = self.writer
             self.wrote[g] = True
@@ -219,13 +245,16 @@ class _Replay:
 
     def late(self, late, issue: float, end: float) -> float:
         """A block's bursts held behind the writer: a held Group's reads enter its port once
-        the writer's stream into it stops (it has written all it holds); bursts the walk
-        reaches only after a full queue wait for that Group. Returns the block's last beat."""
+        the writer's stream into it stops (it has written all it holds; on one engine, once
+        the gather has finished the block it streams: the router's ``hold``); bursts the
+        walk reaches only after a full queue wait for that Group. Returns the block's last
+        beat."""
         resume = issue
         for g, lw, stopper in late:
             if stopper >= 0:
                 resume = max(resume, self.wend[stopper])
-            t = max(issue, self.wend[g]) if self.wend[g] > issue else issue
+            shown = self.released if self.held else self.wend[g]
+            t = max(issue, shown) if self.wend[g] > issue else issue
             end = max(end, self.read(g, lw, max(t, resume if stopper >= 0 else issue)))
         self.requested = max(self.requested, resume)
         return end
@@ -347,7 +376,7 @@ class _Replay:
 
 def conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor,
                       buffer_lw: int = DEFAULT_BUFFER_LW, *, src_group: int = 0,
-                      dst_group: int = 0) -> int:
+                      dst_group: int = 0, refreshes: int | None = None) -> int:
     """Cycles the RTL converter takes for ``descriptor`` (start to ``done``), modeled.
 
     Parameters
@@ -361,44 +390,58 @@ def conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor,
     src_group, dst_group : int
         First Group of the source and destination buffers: where both touch one Group, its
         data bus carries reads and writes alike.
+    refreshes : int, optional
+        Charge this many refreshes (``refresh_stall`` each) rather than refresh's expected
+        share (the default, what the functional model charges): a conversion of a few
+        thousand cycles meets a whole refresh or none, so one run of the RTL is compared
+        with the model at the refreshes it met (``bench/bench_converter.py``).
     """
     if not isinstance(config, ArchConfig):
         raise TypeError(f"Config must be an ArchConfig, not {config!r}")
     if not isinstance(descriptor, ConversionDescriptor):
         raise TypeError(f"Descriptor must be a ConversionDescriptor, not {descriptor!r}")
-    return _conversion_cycles(config, descriptor, buffer_lw, src_group, dst_group)
+    if refreshes is not None and (isinstance(refreshes, bool) or not isinstance(refreshes, int)
+                                  or refreshes < 0):
+        raise ValueError(f"Refreshes must be None or a non-negative integer, not {refreshes!r}")
+    return _conversion_cycles(config, descriptor, buffer_lw, src_group, dst_group, refreshes)
 
 
 @lru_cache(maxsize=256)
 def _conversion_cycles(config: ArchConfig, descriptor: ConversionDescriptor, buffer_lw: int,
-                       src_group: int, dst_group: int) -> int:
+                       src_group: int, dst_group: int, refreshes: int | None) -> int:
     """:func:`conversion_cycles`, memoised: a pure function of frozen arguments."""
     prog = compile_program(descriptor, config, buffer_lw)
-    return replay_cycles(config, prog, src_group, dst_group)
+    return replay_cycles(config, prog, src_group, dst_group, refreshes=refreshes)
 
 
 def replay_cycles(config: ArchConfig, prog: ConverterProgram, src_group: int = 0,
-                  dst_group: int = 0, *, reference: bool = False) -> int:
-    """The replay's cycles for a compiled program, refresh included.
+                  dst_group: int = 0, *, reference: bool = False,
+                  refreshes: int | None = None) -> int:
+    """The replay's cycles for a compiled program, refresh included (its expected share, or
+    ``refreshes`` whole ones: :func:`conversion_cycles`).
 
     ``reference=True`` replays every block of :func:`block_traffic` one by one (the model as
     written); by default the traffic comes from :func:`block_traffic_fast` and repeating
     periods of the steady state are skipped, with the same result.
     """
     gap = row_miss_gap(config, prog)
-    stretch = 1.0 / (1.0 - refresh_stall(config) / config.timing.trefi)
+    stall, trefi = refresh_stall(config), config.timing.trefi
+
+    def refreshed(raw: float) -> float:
+        return raw / (1.0 - stall / trefi) if refreshes is None else raw + refreshes * stall
+
     engines = []
     reads: dict[int, int] = defaultdict(int)
     writes: dict[int, int] = defaultdict(int)
     for k in range(prog.engines):
         if reference:
             blocks = block_traffic(prog, src_group, dst_group, k)
-            total = _Replay(config, blocks, miss_gap=gap).run()
+            total = _Replay(config, blocks, miss_gap=gap, held=prog.engines == 1).run()
         else:
             distinct, ids = block_traffic_fast(prog, src_group, dst_group, k)
             blocks = [distinct[i] for i in ids.tolist()]
-            total = _Replay(config, blocks, ids, miss_gap=gap).run()
-        engines.append(total * stretch)
+            total = _Replay(config, blocks, ids, miss_gap=gap, held=prog.engines == 1).run()
+        engines.append(refreshed(total))
         if prog.engines > 1:
             for block in blocks:
                 for g, lw in block.reads:
@@ -406,7 +449,12 @@ def replay_cycles(config: ArchConfig, prog: ConverterProgram, src_group: int = 0
                 for g, lw in block.writes:
                     writes[g] += lw
     # engines run at once and share the Groups' buses: each Group's controller serves all
-    # engines' reads there and its writer's writes, as one mixed stream
-    shared = [float(mixed_cycles(config, reads[g], writes[g]) + SPLIT_START)
+    # engines' reads there and its writer's writes, as one mixed stream (its refresh share
+    # is memctrl's; taken out again to charge whole refreshes)
+    cost = (refresh_cost(config, write=False) + refresh_cost(config, write=True)) / 2
+    start = GATHER_ASSURED_CYCLES if prog.blocks == prog.engines else SPLIT_START
+    shared = [start + (float(mixed_cycles(config, reads[g], writes[g])) if refreshes is None
+                       else refreshed(mixed_cycles(config, reads[g], writes[g])
+                                      * (1.0 - cost / trefi)))
               for g in set(reads) | set(writes)]
     return round(max(engines + shared))

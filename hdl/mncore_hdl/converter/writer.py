@@ -12,7 +12,10 @@ from ..memctrl.port import addr_bits, max_burst
 from .config import config_layout
 from .streams import gathered_signature
 
-__all__ = ["WriteEngine"]
+__all__ = ["WriteEngine", "BURSTS_AHEAD"]
+
+#: Write requests issued and not yet written out (the burst FIFO).
+BURSTS_AHEAD = 4
 
 
 class WriteEngine(wiring.Component):
@@ -22,7 +25,10 @@ class WriteEngine(wiring.Component):
     footprint it skips (padding, or a gap between sub-axes) is written as zero, so the
     destination ends up exactly as ``ConversionDescriptor.execute`` says. Beats collect in a
     FIFO; a write request is issued only once all its beats are there, so a write never waits
-    for data that itself waits for a read from the same controller.
+    for data that itself waits for a read from the same controller, unless ``assured`` says no
+    beat still to come waits for a read (every engine's reads are in): then requests go
+    ahead of their beats (up to the burst FIFO's four), so the controller opens the row while
+    the gather fills it, and the run's last block starts writing a burst's time earlier.
 
     Parameters
     ----------
@@ -36,6 +42,9 @@ class WriteEngine(wiring.Component):
         LWs from the gather engine (relative Group and address).
     gather_done : In(1)
         No more LWs will come.
+    assured : In(1)
+        Every LW still to come is in the buffer (every engine's reads are in); it stays
+        high until the next ``start``.
     group_lo, group_hi : In
         The destination Groups this engine writes, relative to the destination's first:
         ``[group_lo, group_hi)`` (all of them on one engine, Group ``k`` alone on engine ``k``
@@ -60,6 +69,7 @@ class WriteEngine(wiring.Component):
             "done": Out(1),
             "words": In(gathered_signature(config)),
             "gather_done": In(1),
+            "assured": In(1),
             "group_lo": In(range(groups + 1)),
             "group_hi": In(range(groups + 1)),
             "req_valid": Out(1),
@@ -80,7 +90,7 @@ class WriteEngine(wiring.Component):
         groups = cfgr.groups
         m.submodules.beats = beats = SyncFIFO(width=cfgr.lw_bits, depth=2 * self.burst)
         issued = data.StructLayout({"group": range(groups), "len": range(self.burst + 1)})
-        m.submodules.bursts = bursts = SyncFIFO(width=issued.size, depth=4)
+        m.submodules.bursts = bursts = SyncFIFO(width=issued.size, depth=BURSTS_AHEAD)
 
         # -- gap filler: one beat per footprint LW, data where the gather has some ------------
         running = Signal()
@@ -109,26 +119,17 @@ class WriteEngine(wiring.Component):
                     m.d.sync += filled.eq(1)
 
         # -- requests: issued once their beats are buffered ------------------------------------
-        unclaimed = Signal(range(2 * self.burst + 1))
+        # beats buffered less beats requested: negative once requests go ahead of their beats
+        unclaimed = Signal(range(-BURSTS_AHEAD * self.burst, 2 * self.burst + 1))
         rg = Signal(range(groups + 1))
         ra = Signal(addr_bits(cfgr))
         requested = Signal()
-        row_left = Signal(range(cfgr.row_lw + 1))
-        group_left = Signal(32)
-        length = Signal(range(self.burst + 1))
         abs_addr = Signal(addr_bits(cfgr))
+        m.d.comb += abs_addr.eq(cfg.dst_addr + ra)
+        length = self._request_length(m, abs_addr, cfg.dst_lwpg - ra, unclaimed)
         m.d.comb += [
-            abs_addr.eq(cfg.dst_addr + ra),
-            row_left.eq(cfgr.row_lw - abs_addr[:cfgr.col_bits]),
-            group_left.eq(cfg.dst_lwpg - ra),
-            length.eq(self.burst),
-        ]
-        with m.If(row_left < self.burst):
-            m.d.comb += length.eq(row_left)
-        with m.If((group_left < self.burst) & (group_left < row_left)):
-            m.d.comb += length.eq(group_left)
-        m.d.comb += [
-            self.req_valid.eq(running & ~requested & (unclaimed >= length) & bursts.w_rdy),
+            self.req_valid.eq(running & ~requested & ((unclaimed >= length) | self.assured)
+                              & bursts.w_rdy),
             self.req_group.eq(cfg.dst_group + rg),
             self.req_addr.eq(abs_addr),
             self.req_len.eq(length),
@@ -166,3 +167,23 @@ class WriteEngine(wiring.Component):
                          count.eq(0)]
         m.d.comb += self.done.eq(running & filled & requested & ~bursts.r_rdy & ~beats.r_rdy)
         return m
+
+    def _request_length(self, m: Module, addr, group_left, unclaimed):
+        """The next request's length: a full burst, cut at the end of the DRAM row of ``addr``
+        and at the end of the Group's footprint (``group_left`` LWs on); ``unclaimed`` (beats
+        buffered less requested) is unused here, where the length depends on the address only
+        and holds while the request waits."""
+        cfgr = self.config
+        row_left = Signal(range(cfgr.row_lw + 1))
+        group_left_s = Signal(32)
+        length = Signal(range(self.burst + 1))
+        m.d.comb += [
+            row_left.eq(cfgr.row_lw - addr[:cfgr.col_bits]),
+            group_left_s.eq(group_left),
+            length.eq(self.burst),
+        ]
+        with m.If(row_left < self.burst):
+            m.d.comb += length.eq(row_left)
+        with m.If((group_left_s < self.burst) & (group_left_s < row_left)):
+            m.d.comb += length.eq(group_left_s)
+        return length

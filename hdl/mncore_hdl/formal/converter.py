@@ -1,4 +1,5 @@
-"""Proof harness of the layout converter: a rejected program raises ``error``, touches no memory."""
+"""Proof harnesses of the layout converter: a rejected program raises ``error``, touches no
+memory; the Group ports and the write engine keep the stream rule."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from ..contracts.converter import CTRL_START, ErrorCode, Reg
 from ..contracts.memctrl import max_burst
 from ..converter.converter import LayoutConverter
 from ..converter.router import PortRouter
+from ..converter.writer import WriteEngine
 from .memctrl import PROOF_CONFIG
 from .primitives import Assert, Assume, free_inputs
 from .streams import held_until_ready, held_until_taken
 
-__all__ = ["CONVERTER_CONFIG", "ConverterErrorProof", "RouterStreamProof"]
+__all__ = ["CONVERTER_CONFIG", "ConverterErrorProof", "RouterStreamProof", "WriterStreamProof"]
 
 #: Two Groups of the proof's small window: every Group-range rule in few bits.
 CONVERTER_CONFIG = PROOF_CONFIG.replace(groups=2)
@@ -148,4 +150,61 @@ class RouterStreamProof(Elaboratable):
         for g, port in enumerate(router.ports):
             held_until_ready(m, port.req, f"group{g}_req", Assert)
             held_until_ready(m, port.wdata, f"group{g}_wdata", Assert)
+        return m
+
+
+class WriterStreamProof(Elaboratable):
+    """The converter's :class:`~..converter.writer.WriteEngine` keeps the stream rule on its
+    write requests and write beats, the rule :class:`RouterStreamProof` assumes of it.
+
+    Every input free each cycle, but as the converter drives them: the programmed registers
+    and the Group range hold (written only while idle) and describe a destination the register
+    file accepts, ``start`` comes only before the first
+    run or once the writer is ``done``, and ``assured`` (the read engine is done) stays high
+    until the next ``start``. Asserted: the request (valid, Group, address, length) and each
+    Group's write beat (valid, data) hold until their ready, also when requests go ahead of
+    their beats.
+
+    Parameters
+    ----------
+    config : ArchConfig
+        The Groups and widths.
+    writer : callable
+        Builds the writer under proof from ``(config, burst)`` (a mutant test passes a broken
+        one); default :class:`~mncore_hdl.converter.writer.WriteEngine`.
+    """
+
+    def __init__(self, config: ArchConfig = CONVERTER_CONFIG, writer=WriteEngine):
+        self.config = config
+        self.writer = writer
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.writer = w = self.writer(self.config, 2)
+        free_inputs(m, w)
+        m.d.comb += Assume(~ResetSignal())
+        fixed = Cat(w.cfg.as_value(), w.group_lo, w.group_hi)
+        was = Signal(len(fixed))
+        started = Signal()
+        ran = Signal()
+        was_assured = Signal()
+        was_start = Signal()
+        m.d.sync += [was.eq(fixed), started.eq(1), ran.eq(ran | w.start),
+                     was_assured.eq(w.assured), was_start.eq(w.start)]
+        cfg = w.cfg
+        m.d.comb += [
+            Assume(~started | (fixed == was)),
+            # a destination the register file accepts, and this engine's Groups of it
+            Assume((cfg.dst_lwpg != 0) & (cfg.dst_groups != 0)
+                   & (cfg.dst_group + cfg.dst_groups <= self.config.groups)
+                   & (cfg.dst_addr + cfg.dst_lwpg <= self.config.sim_window_lw)),
+            Assume((w.group_lo < w.group_hi) & (w.group_hi <= cfg.dst_groups)),
+            Assume(~w.start | ~ran | w.done),
+            Assume(~was_assured | w.assured | was_start),
+        ]
+        held_until_taken(m, w.req_valid, w.req_ready, Cat(w.req_group, w.req_addr, w.req_len),
+                         "wr_req", Assert)
+        for g in range(self.config.groups):
+            held_until_taken(m, w.wdata_valid[g], w.wdata_ready[g], w.wdata_data,
+                             f"wdata{g}", Assert)
         return m

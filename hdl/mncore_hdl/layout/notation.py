@@ -77,6 +77,14 @@ class SubAxis:
         return (self.extent - 1) * self.stride
 
 
+#: Marks a layout hash computed in this process (see ``Layout.__hash__``).
+_HASH_TOKEN = object()
+
+
+def _no_hash(_: object) -> list:
+    return [0, None]
+
+
 _SUB_RE = re.compile(r"^\s*(\d+)(?:_([A-Za-z]))?\s*:\s*(\d+)\s*$")
 
 
@@ -109,6 +117,15 @@ class Layout:
         object.__setattr__(self, "axes", tuple(tuple(a) for a in self.axes))
         object.__setattr__(self, "dtype", element_type(self.dtype).name)
         self._validate()
+
+    def __hash__(self) -> int:
+        # The fields' hash, computed once per layout in this process (layouts key dicts on
+        # every device call, and a nested hash costs a call per sub-axis); a copy made by
+        # pickling carries another process's token, so it hashes afresh.
+        kept = self.memo("hash", _no_hash)
+        if kept[1] is not _HASH_TOKEN:
+            kept[:] = [hash((self.shape, self.axes, self.dtype)), _HASH_TOKEN]
+        return kept[0]
 
     def memo(self, key: str, make: Callable[[Layout], _T]) -> _T:
         """``make(self)``, computed once per layout and kept on it under ``key``: the one place

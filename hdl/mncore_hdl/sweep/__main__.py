@@ -6,13 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..paths import BUILD_ROOT
 from .execute import run_sweep
 from .report import plot, table
 from .spec import load_spec
 from .store import ResultStore
 
-#: Results of spec ``name`` go to ``build/sweeps/<name>/`` unless ``--out`` says otherwise.
-DEFAULT_ROOT = Path("build") / "sweeps"
+#: Results of spec ``name`` go to ``<build folder>/sweeps/<name>/`` (``mncore_hdl.paths``:
+#: ``build/`` in a checkout) unless ``--out`` says otherwise.
+DEFAULT_ROOT = BUILD_ROOT / "sweeps"
 
 
 def main(argv: list[str] | None = None) -> int:

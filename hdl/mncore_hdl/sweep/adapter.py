@@ -17,7 +17,7 @@ from ..arch import ArchConfig, DramTiming
 from .workload import Workload
 
 __all__ = ["BASE_CONFIGS", "timing_presets", "preset_timing", "model_figures", "rtl_figures",
-           "area_bits", "design_roots", "bench_sources", "bound_efficiency", "RTL_PORTS"]
+           "area_bits", "design_roots", "bound_efficiency", "RTL_PORTS"]
 
 #: Named starting configurations of a spec's ``base_config``.
 BASE_CONFIGS = {"MNCORE2_SIM": arch.MNCORE2_SIM, "MNCORE2": arch.MNCORE2}
@@ -40,25 +40,21 @@ def preset_timing(name: str) -> DramTiming:
     return presets[name]
 
 
+#: The cocotb benches of the RTL points (``mncore_hdl.testing.runner.BENCHES``).
+_BENCHES = "mncore_hdl.testing.cocotb_benches"
+
+
 def design_roots(workload: Workload, backend: str) -> list[Any]:
-    """What defines the design a point's figures depend on (their sources key the result)."""
+    """What defines the design a point's figures depend on (their sources key the result): the
+    model or the RTL top, and for an RTL point its cocotb bench."""
     if workload.kind == "convert":
-        model = "mncore_hdl.converter.timing" if backend == "model" else "mncore_hdl.top.system"
-        return [model, "mncore_hdl.sweep.conversions"]
-    model = "mncore_hdl.memctrl.timing" if backend == "model" else "mncore_hdl.memctrl.trafficgen"
-    return [model, __name__]
-
-
-def bench_sources(workload: Workload, backend: str) -> list[Path]:
-    """Files outside ``mncore_hdl`` that a point runs (the cocotb side of an RTL bench)."""
+        if backend == "model":
+            return ["mncore_hdl.converter.timing", "mncore_hdl.sweep.conversions"]
+        return ["mncore_hdl.top.system", "mncore_hdl.sweep.conversions",
+                f"{_BENCHES}.tb_converter_bench"]
     if backend == "model":
-        return []
-    from ..testing.runner import sim_dir
-
-    sim = sim_dir()
-    if workload.kind == "convert":
-        return [sim / "tb_converter_bench.py", sim / "converter_agents.py"]
-    return [sim / "tb_memctrl_bench.py"]
+        return ["mncore_hdl.memctrl.timing", __name__]
+    return ["mncore_hdl.memctrl.trafficgen", __name__, f"{_BENCHES}.tb_memctrl_bench"]
 
 
 def _burst(config: ArchConfig, w: Workload) -> int:

@@ -90,9 +90,7 @@ def point_key(point: Point) -> str:
     backend and kit version. Equal keys mean a stored result can stand for a new run."""
     roots = adapter.design_roots(point.workload, point.backend)
     identity = {
-        "design": [_digest(r) for r in roots]
-        + [hashlib.sha256(p.read_bytes()).hexdigest() for p in adapter.bench_sources(
-            point.workload, point.backend)],
+        "design": [_digest(r) for r in roots],
         "config": point.config.to_dict(),
         "workload": point.workload.to_dict(),
         "backend": point.backend,

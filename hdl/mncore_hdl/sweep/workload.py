@@ -56,7 +56,7 @@ class Workload:
     pair: str = "host->native"
     shape: tuple[int, int] = (64, 64)
     dtype: str = "float32"
-    buffer_lw: int = 8192
+    buffer_lw: int = 16384  # the RTL converter's (converter.program.DEFAULT_BUFFER_LW)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

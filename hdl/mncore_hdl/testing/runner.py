@@ -8,10 +8,11 @@ The API:
 - :func:`test_seed` gives a test's seed (``SIM_SEED`` in the environment overrides it);
 - :func:`run_cocotb` builds a Verilog top once per file (cached under ``build/sim/_build``,
   or by content under ``build/sim/_build_verilator``) and runs one cocotb test of a
-  ``tb_*.py`` module against it, leaving its VCD at ``build/sim/<test_name>/<test_name>.vcd``;
-  it fails when the cocotb test fails. With ``MNCORE_COVERAGE=DIR`` in the environment, each
-  test writes its functional coverage under ``DIR/functional`` and, on Verilator, its line and
-  toggle counts to ``DIR/verilator/<test_name>.dat`` (:mod:`mncore_hdl.tooling.coverage`).
+  ``tb_*`` module of :mod:`mncore_hdl.testing.cocotb_benches` against it, leaving its VCD at
+  ``build/sim/<test_name>/<test_name>.vcd``; it fails when the cocotb test fails. With
+  ``MNCORE_COVERAGE=DIR`` in the environment, each test writes its functional coverage under
+  ``DIR/functional`` and, on Verilator, its line and toggle counts to
+  ``DIR/verilator/<test_name>.dat`` (:mod:`mncore_hdl.tooling.coverage`).
 
 Typical launcher::
 
@@ -34,28 +35,23 @@ from typing import Any
 import pytest
 
 from mncore_hdl import paths
-from mncore_hdl.paths import CHECKOUT
 from mncore_hdl.settings import HDL
 from mncore_hdl.tooling.files import build_lock
 from mncore_hdl.tooling.icarus import icarus_vcd_runner
 
-__all__ = ["BUILD_ROOT", "REPO_ROOT", "SIMULATORS", "require_icarus", "require_simulator",
-           "require_verilator", "run_cocotb", "simulator", "test_seed"]
+__all__ = ["BENCHES", "BUILD_ROOT", "SIMULATORS", "bench_module", "require_icarus",
+           "require_simulator", "require_verilator", "run_cocotb", "simulator", "test_seed"]
 
-#: The checkout the benches run from (their ``tb_*.py`` live in its ``sim/``); None for a wheel.
-REPO_ROOT = CHECKOUT
 #: Every simulation product goes below this folder (``mncore_hdl.paths``).
 BUILD_ROOT = paths.BUILD_ROOT / "sim"
-#: The cocotb coroutine modules (``tb_*.py``), put on the bench's ``PYTHONPATH``.
-SIM_DIR = None if CHECKOUT is None else CHECKOUT / "sim"
+#: The package of the cocotb coroutine modules (``tb_*``), which ship with the package.
+BENCHES = "mncore_hdl.testing.cocotb_benches"
 
 
-def sim_dir() -> Path:
-    """The checkout's ``sim/``; RuntimeError for an installed package, which has no benches."""
-    if SIM_DIR is None:
-        raise RuntimeError("the cocotb benches (sim/tb_*.py) live in a source checkout of the "
-                           f"kit; {paths.SOURCE_ROOT} is an installed package")
-    return SIM_DIR
+def bench_module(name: str) -> str:
+    """The module cocotb imports for bench ``name``: a bare name (``"tb_memctrl"``) is one of
+    :data:`BENCHES`; a dotted name is taken as it is."""
+    return name if "." in name else f"{BENCHES}.{name}"
 
 
 #: The simulator of the HDL benches: ``$SIM`` (cocotb's convention), ``icarus`` by default.
@@ -116,7 +112,8 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
     toplevel : str
         The top module name.
     test_module, testcase : str
-        Python module holding the cocotb coroutines, and the test to run.
+        Python module holding the cocotb coroutines (:func:`bench_module`), and the test to
+        run.
     seed : int
         Random seed (``cocotb.RANDOM_SEED`` in the bench); printed for reproduction.
     test_name : str, optional
@@ -161,11 +158,10 @@ def run_cocotb(verilog: str | os.PathLike[str], toplevel: str, test_module: str,
         with build_lock(build_dir / ".lock"):  # one compile at a time per build folder
             runner.build(sources=[verilog], hdl_toplevel=toplevel, build_dir=build_dir,
                          waves=True, timescale=("1ns", "1ps"))
-    pythonpath = os.pathsep.join([str(sim_dir()), str(paths.SOURCE_ROOT),
-                                  os.environ.get("PYTHONPATH", "")])
+    pythonpath = os.pathsep.join([str(paths.SOURCE_ROOT), os.environ.get("PYTHONPATH", "")])
     env["PYTHONPATH"] = pythonpath
     results = runner.test(
-        hdl_toplevel=toplevel, hdl_toplevel_lang="verilog", test_module=test_module,
+        hdl_toplevel=toplevel, hdl_toplevel_lang="verilog", test_module=bench_module(test_module),
         testcase=testcase, seed=seed,
         test_dir=test_dir, build_dir=build_dir, waves=waves,
         test_args=test_args if waves else [],

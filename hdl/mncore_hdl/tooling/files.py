@@ -1,5 +1,5 @@
-"""File mechanics every package shares: atomic replacement, cross-process build locks, the
-names of temporaries and when one is stale, and canonical JSON.
+"""File mechanics every package shares: atomic replacement, hand-over by rename,
+cross-process build locks, the names of temporaries and when one is stale, and canonical JSON.
 
 Every writer in the kit that must never leave a half-written file (programs, Verilog, the
 Verilator model's traced copy, back-door word files, waves) goes through :func:`atomic_output`
@@ -28,6 +28,7 @@ __all__ = [
     "atomic_write",
     "build_lock",
     "canonical_json",
+    "hand_over",
     "holding_lock",
     "is_stale_temporary",
     "temporary_path",
@@ -69,6 +70,13 @@ def atomic_write(target: Path, data: bytes | str, mode: int | None = 0o644) -> N
     with atomic_output(target, mode) as tmp:
         with open(tmp, "wb") as handle:
             handle.write(data.encode() if isinstance(data, str) else data)
+
+
+def hand_over(source: Path, target: Path) -> None:
+    """Move the finished file ``source`` to ``target`` (replacing it) in one rename: the
+    back door hands its word files between the simulator and the host this way, with no copy.
+    Both must be on one filesystem, as they are in a run folder."""
+    os.replace(source, target)
 
 
 @contextlib.contextmanager

@@ -61,9 +61,10 @@ TIMESCALE = "1ns/1ns"
 #: C++ optimisation of the generated model (Verilator's default is -Os).
 OPT_FAST = "-O2"
 _MAIN = Path(__file__).with_name("verilator_main.cpp")
-#: g++ options of a profile-guided build (see ``build_model(train=...)``): the instrumented
-#: model, then the model compiled with the profile its training run wrote. On this machine it
-#: ran the 1 MiB conversion 6-20% faster and host transfers 10-20% faster (docs/cosim.md).
+#: g++ options of a profile-guided build (see ``build_model(profile_run=...)``): the
+#: instrumented model, then the model compiled with the profile its workload's run wrote. On
+#: this machine it ran the 1 MiB conversion 6-20% faster and host transfers 10-20% faster
+#: (docs/cosim.md).
 PGO_GENERATE = "-fprofile-generate -fprofile-update=single"
 PGO_USE = "-fprofile-use -fprofile-partial-training -fprofile-correction -Wno-missing-profile"
 #: Seconds between progress lines while building.
@@ -205,7 +206,7 @@ def _key(sources: Sequence[Path], vlt: str, flags: Sequence[str], version: str,
 def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, str, str]],
                 build_root: Path, say: Callable[[str], None] = print,
                 timescale: str = TIMESCALE, trace: bool | str = True,
-                train: Callable[[Path], None] | None = None, train_id: str = "",
+                profile_run: Callable[[Path], None] | None = None, profile_id: str = "",
                 coverage: bool = False) -> Path:
     """The Verilator model of ``top`` with cocotb's VPI library; built once per input key.
 
@@ -227,12 +228,12 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
         Compile waveform tracing in (True or ``"vcd"``: VCD, ``"fst"``: FST; the executable
         takes ``--trace`` and ``--trace-file``); without it the model is faster and refuses
         ``--trace``. Each is cached apart.
-    train : callable, optional
+    profile_run : callable, optional
         Build with profile-guided optimisation: the C++ is first compiled with
-        ``-fprofile-generate`` into a scratch folder, ``train(folder)`` runs a workload on that
-        model (its executable is ``folder / top``; the profile is written when it exits), and
-        the model is compiled again with ``-fprofile-use``. ``train_id`` names the workload in
-        the cache key (a different workload is a different build).
+        ``-fprofile-generate`` into a scratch folder, ``profile_run(folder)`` runs a workload
+        on that model (its executable is ``folder / top``; the profile is written when it
+        exits), and the model is compiled again with ``-fprofile-use``. ``profile_id`` names
+        the workload in the cache key (a different workload is a different build).
     coverage : bool
         Count line and toggle coverage (:data:`COVERAGE_FLAGS`; a separate cached build).
 
@@ -252,7 +253,7 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
     flags = [*BUILD_FLAGS, *trace_flags(trace), "--timescale", timescale,
              *(COVERAGE_FLAGS if coverage else ())]
     sources = [Path(s).resolve() for s in sources]
-    pgo = f"pgo:{train_id}" if train is not None else ""
+    pgo = f"pgo:{profile_id}" if profile_run is not None else ""
     # The counts name each Verilog file by the path it was verilated from: a coverage build
     # is keyed by those paths too, so a report never looks for a file that was moved away.
     where = "cov:" + "|".join(map(str, sources)) if coverage else ""
@@ -264,13 +265,13 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
     with build_lock(build_dir / ".lock", waiting=lambda: say(
             f"waiting for another process building the Verilator model in {build_dir}")):
         if not exe.exists():
-            _build(sources, top, vlt, flags, build_dir, env, say, train)
+            _build(sources, top, vlt, flags, build_dir, env, say, profile_run)
     return build_dir
 
 
 def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir: Path,
            env: dict[str, str], say: Callable[[str], None],
-           train: Callable[[Path], None] | None = None) -> None:
+           profile_run: Callable[[Path], None] | None = None) -> None:
     (build_dir / "public.vlt").write_text(vlt)
     libs = _cocotb_libs()
     verilate = (["verilator", "--cc", "--exe", "--vpi", "--prefix", "Vtop", "-o", top,
@@ -300,22 +301,22 @@ def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir:
             _run_with_progress(cmd, env, log, say, start)
 
         step("verilating (Verilog -> C++)", verilate)
-        if train is None:
+        if profile_run is None:
             step("compiling the C++ model", compile_(build_dir, OPT_FAST))
         else:
-            build_with_profile(build_dir, train, step, compile_, log, say)
+            build_with_profile(build_dir, profile_run, step, compile_, log, say)
     if not (build_dir / top).exists():
         raise RuntimeError(f"the Verilator build finished without {build_dir / top}; "
                            f"see {log_path}")
     say(f"Verilator model built in {time.monotonic() - start:.0f} s")
 
 
-def build_with_profile(build_dir: Path, train: Callable[[Path], None],
+def build_with_profile(build_dir: Path, profile_run: Callable[[Path], None],
                        step: Callable[[str, list[str]], None],
                        compile_: Callable[..., list[str]], log: TextIO,
                        say: Callable[[str], None]) -> None:
-    """Profile-guided build: an instrumented model in ``build_dir/pgo``, ``train`` on it, then
-    the model in ``build_dir`` compiled with the profile (the scratch folder is removed).
+    """Profile-guided build: an instrumented model in ``build_dir/pgo``, ``profile_run`` on it,
+    then the model in ``build_dir`` compiled with the profile (the scratch folder is removed).
 
     The instrumented model is built apart so that no other process takes its executable for
     the finished model (a finished build is recognised by ``build_dir/top``).
@@ -326,15 +327,15 @@ def build_with_profile(build_dir: Path, train: Callable[[Path], None],
                     ignore=shutil.ignore_patterns(".lock", "build.log", "pgo"))
     step("compiling the instrumented C++ model (profile-guided build)",
          compile_(scratch, f"{OPT_FAST} {PGO_GENERATE}", PGO_GENERATE))
-    say(f"Verilator build in {build_dir}: running the training workload on the instrumented "
+    say(f"Verilator build in {build_dir}: running the profile workload on the instrumented "
         "model")
-    log.write(f"training: running the instrumented model in {scratch}\n")
+    log.write(f"profile run: the workload on the instrumented model in {scratch}\n")
     log.flush()
-    train(scratch)
+    profile_run(scratch)
     profiles = list(scratch.glob("*.gcda"))
     if not profiles:
-        raise RuntimeError(f"training the instrumented model in {scratch} wrote no profile "
-                           "(*.gcda); did its process exit normally?")
+        raise RuntimeError(f"the profile run of the instrumented model in {scratch} wrote no "
+                           "profile (*.gcda); did its process exit normally?")
     for profile in profiles:
         shutil.copy(profile, build_dir / profile.name)
     shutil.rmtree(scratch)

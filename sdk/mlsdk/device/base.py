@@ -7,11 +7,11 @@ the device layer never builds front-end objects. A backend with device memory su
 :class:`DramDevice` and implements the abstract hooks that touch its memory system:
 ``_dram_read``, ``_dram_write``, ``_convert``, ``_poke``, ``peek`` and ``dram_snapshot``. The
 documented default hooks (``_bind``, ``_compute_cycles``, ``counters``, ``create``,
-``_load_input``, ``_dram_store``, ``_read_tensor``) may be overridden. Everything else
-(allocation, the command stream, Launch as loads -> compute -> stores, per-path byte counting,
-the record of what ran) is shared, so two backends given the same commands are comparable word
-for word. The host reference (``pfvm:cpu``) has no device memory: it subclasses
-:class:`Device` alone.
+``_load_input``, ``_load_reads``, ``_dram_store``, ``_store_outputs``, ``_read_tensor``)
+may be overridden. Everything else (allocation, the command stream, Launch as loads ->
+compute -> stores, per-path byte counting, the record of what ran) is shared, so two
+backends given the same commands are comparable word for word. The host reference
+(``pfvm:cpu``) has no device memory: it subclasses :class:`Device` alone.
 
 Threads: :attr:`Device.lock` (a re-entrant :class:`DeviceLock`) guards the device. Every
 command, allocation and program (un)load takes it, and the front end holds it across a whole
@@ -96,6 +96,11 @@ class LoadedProgram:
     constants: tuple[str, ...]
     flops: int = 0
     run: Any = field(default=None, repr=False)
+    #: What a Launch loads, in order: the inputs, then the constants.
+    reads: tuple[str, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.reads = tuple(self.inputs) + tuple(self.constants)
 
 
 class DeviceLock:
@@ -317,25 +322,48 @@ class DramDevice(Device, ABC):
         program = self.programs.get(command.program)
         if program is None:
             raise DeviceError(f"Launch of {command.program!r}: no such program is loaded")
-        missing = [n for n in program.inputs + program.constants if n not in command.bindings]
-        missing += [f"output {n}" for n in program.outputs if n not in command.outputs]
+        bindings, stores = command.bindings, command.outputs
+        reads = program.reads
+        missing = [n for n in reads if n not in bindings]
+        missing += [f"output {n}" for n in program.outputs if n not in stores]
         if missing:
             raise DeviceError(f"Launch of {command.program!r}: no buffer bound for {missing}")
-        values = {}
-        for name in program.inputs + program.constants:
-            buf = command.bindings[name]
-            self._check_buffer(buf)
-            values[name], cycles = self._load_input(buf, program.layouts[name])
-            result.cycles += cycles
-            result.bytes["compute"] += buf.nbytes
+        values, cycles, nbytes = self._load_reads(program, bindings)
         outputs = self._own_outputs(program.run(values))
-        result.cycles += self._compute_cycles(program)
+        cycles += self._compute_cycles(program)
+        stored, moved = self._store_outputs(program, stores, outputs)
+        result.cycles += cycles + stored
+        result.bytes["compute"] += nbytes + moved
+
+    def _store_outputs(self, program: LoadedProgram, stores: Mapping[str, Buffer],
+                       outputs: Mapping[str, Any]) -> tuple[int, int]:
+        """A Launch's stores: each output of ``program`` into its buffer (checked live), and
+        the cycles and compute-port bytes they took (default hook: :meth:`_dram_store` of
+        each, in output order)."""
+        cycles = nbytes = 0
+        layouts, check, store = program.output_layouts, self._check_buffer, self._dram_store
         for name in program.outputs:
-            buf = command.outputs[name]
-            self._check_buffer(buf)
-            result.cycles += self._dram_store("compute", buf, outputs[name],
-                                              program.output_layouts[name])
-            result.bytes["compute"] += buf.nbytes
+            buf = stores[name]
+            check(buf)
+            cycles += store("compute", buf, outputs[name], layouts[name])
+            nbytes += buf.nbytes
+        return cycles, nbytes
+
+    def _load_reads(self, program: LoadedProgram, bindings: Mapping[str, Buffer]
+                    ) -> tuple[dict[str, Any], int, int]:
+        """A Launch's loads: each input and constant of ``program`` from its bound buffer
+        (checked live), and the cycles and compute-port bytes they took (default hook:
+        :meth:`_load_input` of each, in :attr:`LoadedProgram.reads` order)."""
+        values = {}
+        cycles = nbytes = 0
+        layouts, check, load = program.layouts, self._check_buffer, self._load_input
+        for name in program.reads:
+            buf = bindings[name]
+            check(buf)
+            values[name], taken = load(buf, layouts[name])
+            cycles += taken
+            nbytes += buf.nbytes
+        return values, cycles, nbytes
 
     # -- hooks ------------------------------------------------------------------------------
 

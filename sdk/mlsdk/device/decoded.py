@@ -17,11 +17,9 @@ forgotten without it, except when a write covers its whole range (which an eager
 have overwritten anyway). Freeing the buffer keeps a dirty entry: freed DRAM keeps its bytes.
 
 Every DRAM write and observation asks which entries overlap a range, so the entries are
-indexed by address: the LW addresses are cut into blocks of :data:`BLOCK_LW`, and each block
-lists the keys of the entries over it; an entry over 16 blocks or more (a few large tensors)
-is listed once, among the long entries every lookup tests. A lookup tests the long entries and
-those listed in the blocks its range covers, or, for a range over more blocks than there are
-entries, every entry: a write costs the few entries near it, not a test of every entry.
+indexed by address (:class:`~.spans.SpanIndex`), the dirty ones a second time on their own: a
+write costs the few entries near it, and an observation (a Launch reading a buffer as a view of
+DRAM, say) only the dirty ones near it, not a test of every entry.
 """
 
 from __future__ import annotations
@@ -31,17 +29,12 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BLOCK_LW", "DecodedCache", "DEFAULT_LIMIT_BYTES"]
+from .spans import SpanIndex
+
+__all__ = ["DecodedCache", "DEFAULT_LIMIT_BYTES"]
 
 #: Bytes of decoded tensors a device keeps by default (a few large models' parameters).
 DEFAULT_LIMIT_BYTES = 256 << 20
-
-#: LWs per block of the overlap index (a power of two; see the module docstring).
-BLOCK_LW = 256
-_SHIFT = BLOCK_LW.bit_length() - 1
-#: Entries over this many blocks or more are kept in a list of their own, tested on every
-#: lookup, instead of one index row per block.
-_LONG_BLOCKS = 16
 
 
 @dataclass
@@ -55,6 +48,8 @@ class _Entry:
     dirty: bool = False
     #: The layout a dirty value is laid out in when flushed.
     layout: Any = None
+    #: No other entry overlaps this one's range (known since it was put; see put_dirty).
+    alone: bool = False
 
 
 class DecodedCache:
@@ -80,10 +75,9 @@ class DecodedCache:
         #: Dirty entries held (a quick "nothing owed" check on every DRAM access).
         self.dirty = 0
         self._entries: collections.OrderedDict[Hashable, _Entry] = collections.OrderedDict()
-        # The overlap index (module docstring): block number -> the keys of entries over it,
-        # and the keys of entries too long to list by block.
-        self._blocks: dict[int, dict[Hashable, None]] = {}
-        self._long: dict[Hashable, None] = {}
+        # The overlap indexes (module docstring): every entry, and the dirty ones.
+        self._index = SpanIndex()
+        self._dirty = SpanIndex()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -113,18 +107,62 @@ class DecodedCache:
         With ``dirty``, ``value`` is what the range must hold in ``layout`` but does not yet
         (the caller has dropped every entry overlapping it first). Returns whether the value
         is kept: a value over the limit is not (a dirty one must then be stored at once)."""
-        nbytes = value.element_size() * value.nelement()
         if key in self._entries:
             self._drop(key, flush=True)
+        found = self._index.overlapping(*span)
+        for other in found:
+            self._entries[other].alone = False
+        return self._insert(key, value, span, owner, dirty, layout, alone=not found)
+
+    def _insert(self, key: Hashable, value: Any, span: tuple[int, int, int, int], owner: Any,
+                dirty: bool, layout: Any, alone: bool) -> bool:
+        """:meth:`put` once ``key`` is not held; ``alone``: no other entry overlaps ``span``."""
+        nbytes = value.element_size() * value.nelement()
         if nbytes > self.limit_bytes or (dirty and self.flush is None):
             return False
         while self.nbytes + nbytes > self.limit_bytes:
             self._drop(next(iter(self._entries)), flush=True)
-        self._entries[key] = _Entry(value, value._version, nbytes, span, owner, dirty, layout)
-        self._index(key, span)
+        self._entries[key] = _Entry(value, value._version, nbytes, span, owner, dirty, layout,
+                                    alone)
+        self._index.add(key, span)
+        if dirty:
+            self._dirty.add(key, span)
         self.nbytes += nbytes
         self.dirty += dirty
         return True
+
+    def put_dirty(self, key: Hashable, value: Any, span: tuple[int, int, int, int],
+                  owner: Any, layout: Any) -> bool:
+        """:meth:`invalidate` the whole ``span`` (covered), then :meth:`put` ``value`` there,
+        dirty: what storing a write-back value does. When the one entry over the range is
+        ``key``'s own, over the same range and of the same size (a state updated in place,
+        step after step), it is replaced where it stands. An entry put here is alone over its
+        range (everything overlapping it was just dropped) until a plain :meth:`put`
+        overlaps it, so storing it again needs no lookup."""
+        entry = self._entries.get(key)
+        if entry is not None and entry.alone:
+            found = [key]
+        else:
+            found = self._index.overlapping(*span)
+        if (entry is not None and len(found) == 1 and found[0] == key and entry.span == span
+                and entry.nbytes == value.element_size() * value.nelement()
+                and self.flush is not None):
+            if not entry.dirty:
+                entry.dirty = True
+                self.dirty += 1
+                self._dirty.add(key, span)
+            entry.value, entry.version = value, value._version
+            entry.owner, entry.layout = owner, layout
+            self._entries.move_to_end(key)
+            return True
+        entries = self._entries
+        if entry is not None and entry.alone and entry.span != span:
+            found = self._index.overlapping(*span)  # its own range is not this one
+        for other in found:
+            self._drop(other, flush=not _inside(entries[other].span, *span))
+        if key in entries:  # held, outside the range: laid out before it is forgotten
+            self._drop(key, flush=True)
+        return self._insert(key, value, span, owner, True, layout, alone=True)
 
     def is_dirty(self, key: Hashable) -> bool:
         entry = self._entries.get(key)
@@ -135,9 +173,9 @@ class DecodedCache:
         they stay, clean."""
         if not self.dirty:
             return
-        for _, entry in self._overlapping(group, groups, address, count):
-            if entry.dirty:
-                self._flush(entry)
+        entries = self._entries
+        for key in self._dirty.overlapping(group, groups, address, count):
+            self._flush(key, entries[key])
 
     def invalidate(self, group: int, groups: int, address: int, count: int, *,
                    covers: bool = False) -> None:
@@ -147,66 +185,10 @@ class DecodedCache:
         LW of the range and the value lies inside it (its bytes would all be overwritten)."""
         if not self._entries:
             return
-        for key, entry in self._overlapping(group, groups, address, count):
-            flush = not (covers and _inside(entry.span, group, groups, address, count))
+        entries = self._entries
+        for key in self._index.overlapping(group, groups, address, count):
+            flush = not (covers and _inside(entries[key].span, group, groups, address, count))
             self._drop(key, flush=flush)
-
-    def _overlapping(self, group: int, groups: int, address: int,
-                     count: int) -> list[tuple[Hashable, _Entry]]:
-        """The entries whose LW range overlaps the range (the module docstring): the long
-        entries, and those listed in the blocks it covers, tested one by one; a range over
-        more blocks than there are entries tests every entry instead."""
-        if count <= 0:
-            return []
-        blocks, entries = self._blocks, self._entries
-        top, end = group + groups, address + count
-
-        def hit(e: _Entry) -> bool:
-            span = e.span
-            return (span[0] < top and group < span[0] + span[1]
-                    and span[2] < end and address < span[2] + span[3])
-
-        first, last = address >> _SHIFT, (end - 1) >> _SHIFT
-        if last - first >= len(entries):
-            return [(key, e) for key, e in entries.items() if hit(e)]
-        found = {key: entries[key] for key in self._long if hit(entries[key])}
-        for block in range(first, last + 1):
-            keys = blocks.get(block)
-            if keys is not None:
-                for key in keys:
-                    e = entries[key]
-                    if hit(e):
-                        found[key] = e
-        return list(found.items())
-
-    def _index(self, key: Hashable, span: tuple[int, int, int, int]) -> None:
-        if span[3] <= 0:
-            return
-        first, last = span[2] >> _SHIFT, (span[2] + span[3] - 1) >> _SHIFT
-        if last - first >= _LONG_BLOCKS:
-            self._long[key] = None
-            return
-        blocks = self._blocks
-        for block in range(first, last + 1):
-            keys = blocks.get(block)
-            if keys is None:
-                blocks[block] = {key: None}
-            else:
-                keys[key] = None
-
-    def _unindex(self, key: Hashable, span: tuple[int, int, int, int]) -> None:
-        if span[3] <= 0:
-            return
-        first, last = span[2] >> _SHIFT, (span[2] + span[3] - 1) >> _SHIFT
-        if last - first >= _LONG_BLOCKS:
-            del self._long[key]
-            return
-        blocks = self._blocks
-        for block in range(first, last + 1):
-            keys = blocks[block]
-            del keys[key]
-            if not keys:
-                del blocks[block]
 
     def drop_owners(self, keep: Callable[[Any], bool]) -> None:
         """Forget every clean tensor whose owner ``keep`` rejects (say, a freed buffer); a
@@ -216,15 +198,15 @@ class DecodedCache:
 
     def clear(self) -> None:
         """Forget every tensor (dirty ones laid out first)."""
-        for entry in self._entries.values():
+        for key, entry in self._entries.items():
             if entry.dirty:
-                self._flush(entry)
+                self._flush(key, entry)
         self._entries.clear()
-        self._blocks.clear()
-        self._long.clear()
+        self._index.clear()
+        self._dirty.clear()
         self.nbytes = 0
 
-    def _flush(self, entry: _Entry) -> None:
+    def _flush(self, key: Hashable, entry: _Entry) -> None:
         assert self.flush is not None  # put keeps no dirty entry without it
         if entry.value._version != entry.version:
             raise RuntimeError("A write-back value was modified in place before it reached "
@@ -232,16 +214,18 @@ class DecodedCache:
         self.flush(entry)
         entry.dirty = False
         self.dirty -= 1
+        self._dirty.remove(key)
 
     def _drop(self, key: Hashable, *, flush: bool = True) -> None:
         entry = self._entries[key]
         if entry.dirty:
             if flush:
-                self._flush(entry)
+                self._flush(key, entry)
             else:
                 self.dirty -= 1
+                self._dirty.remove(key)
         del self._entries[key]
-        self._unindex(key, entry.span)
+        self._index.remove(key)
         self.nbytes -= entry.nbytes
 
 

@@ -24,6 +24,7 @@ from mncore_hdl.layout.mapping import is_dense, write_image
 
 from .base import PAGE_LW
 from .decoded import DecodedCache
+from .spans import SpanIndex
 
 __all__ = ["DramStore", "GroupDram", "PAGE_LW"]
 
@@ -82,6 +83,10 @@ class DramStore:
         self.touched: list[set[int]] = [set() for _ in range(groups)]
         #: Tensors decoded from ranges of this DRAM; every write drops the ones it overlaps.
         self.decoded = DecodedCache(flush=self._flush)
+        # Tensors that are views of this DRAM, by key: every write bumps the version counter
+        # of those it overlaps (see watch()).
+        self._watched = SpanIndex()
+        self._views: dict[Any, Any] = {}
 
     @property
     def decoded(self) -> DecodedCache:
@@ -125,7 +130,28 @@ class DramStore:
         self._check(group, groups, address, count)
         self._decoded.invalidate(group, groups, address, count, covers=covers)
         self._touch(group, groups, address, count)
+        if self._views:
+            self._bump(group, groups, address, count)
         return self.words[group:group + groups, address:address + count]
+
+    def watch(self, key: Any, span: tuple[int, int, int, int], tensor: Any) -> None:
+        """Bump ``tensor``'s version counter (``torch.autograd.graph.increment_version``)
+        whenever the range ``span`` is written from now on: ``tensor`` is a view of it, whose
+        bytes change under it, and the counter is how a reader that keeps what it computed
+        from a tensor (the interpreter's constant-only values) tells that it changed."""
+        self._watched.add(key, span)
+        self._views[key] = tensor
+
+    def unwatch(self, key: Any) -> None:
+        """Stop :meth:`watch` ing ``key`` (nothing if it is not watched)."""
+        if self._views.pop(key, None) is not None:
+            self._watched.remove(key)
+
+    def _bump(self, group: int, groups: int, address: int, count: int) -> None:
+        from torch.autograd.graph import increment_version
+
+        for key in self._watched.overlapping(group, groups, address, count):
+            increment_version(self._views[key])
 
     def store_deferred(self, key: Any, group: int, groups: int, address: int, count: int,
                        tensor: Any, layout: Any, owner: Any = None) -> bool:
@@ -136,8 +162,7 @@ class DramStore:
         span = (group, groups, address, count)
         if tensor.element_size() * tensor.nelement() > self._decoded.limit_bytes:
             return False
-        self._decoded.invalidate(group, groups, address, count, covers=True)
-        if not self._decoded.put(key, tensor, span, owner, dirty=True, layout=layout):
+        if not self._decoded.put_dirty(key, tensor, span, owner, layout):
             return False
         self._touch(group, groups, address, count)
         return True
@@ -148,6 +173,8 @@ class DramStore:
         if not is_dense(entry.layout):
             dst[...] = 0
         write_image(dst, entry.value, entry.layout)
+        if self._views:
+            self._bump(group, groups, address, count)
 
     def _touch(self, group: int, groups: int, address: int, count: int) -> None:
         if count <= 0:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import torch
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor, Layout, from_device
-from mncore_hdl.layout.mapping import check_tensor, is_dense, write_image
+from mncore_hdl.layout.mapping import is_dense, write_image
 
-from .base import DramDevice, DramSnapshot
+from .base import DramDevice, DramSnapshot, LoadedProgram
 from .commands import Buffer
 from .dram import PAGE_LW, DramStore, GroupDram
 
@@ -37,6 +39,10 @@ class FunctionalDevice(DramDevice):
         # Launch inputs whose layout decodes as a view of DRAM (row-major): by (buffer id,
         # layout), the buffer and the view. Cache keys use the buffer's id (never reused).
         self._views: dict[tuple[int, Any], tuple[Buffer, Any]] = {}
+        # A buffer was given back by a finalizer since the decoded tensors were last pruned.
+        self._released = False
+        # Per loaded program: the program, and its reads' and outputs' layout facts (_plan).
+        self._plans: dict[str, tuple[LoadedProgram, tuple, tuple]] = {}
 
     def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
         # A view of DRAM, no copy: the host copies what it keeps (from_device), and a Launch
@@ -44,6 +50,54 @@ class FunctionalDevice(DramDevice):
         view = self.dram.view if path == "compute" else self.dram.read
         image = view(buf.group, buf.groups, buf.address, buf.lw_per_group)
         return image, self._stream_cycles(buf.lw_per_group, write=False)
+
+    def _load_reads(self, program: LoadedProgram, bindings: Mapping[str, Buffer]
+                    ) -> tuple[dict[str, Any], int, int]:
+        # The default loop, with the two common cases taken at once: a kept decoded tensor
+        # (a parameter, a constant, a state the last step stored) and a view of DRAM (a
+        # row-major buffer, laid out first if a write-back value overlaps it); anything else
+        # through _load_input. Same values, cycles and bytes.
+        values: dict[str, Any] = {}
+        cycles = nbytes = 0
+        live, decoded, views = self.allocator.is_live, self.dram.decoded, self._views
+        get, memo = decoded.get, self._stream_memo
+        for name, layout, number in self._plan(program)[0]:
+            buf = bindings[name]
+            if not live(buf):
+                self._check_buffer(buf)  # raises
+            key = (buf.id, number)
+            value = get(key)
+            if value is None:
+                kept = views.get(key)
+                if kept is None:
+                    value, taken = self._load_input(buf, layout)
+                    values[name] = value
+                    cycles += taken
+                    nbytes += buf.nbytes
+                    continue
+                value = kept[1]
+                if decoded.dirty:
+                    self.dram.flush(buf.group, buf.groups, buf.address, buf.lw_per_group)
+            memoised = memo.get((buf.lw_per_group, False))
+            values[name] = value
+            cycles += (memoised if memoised is not None
+                       else self._stream_cycles(buf.lw_per_group, write=False))
+            nbytes += buf.nbytes
+        return values, cycles, nbytes
+
+    def _plan(self, program: LoadedProgram) -> tuple[tuple, tuple]:
+        """``program``'s reads as (name, layout, layout number) and its outputs as (name,
+        layout, layout number, torch shape and dtype), worked out once per loaded program."""
+        kept = self._plans.get(program.name)
+        if kept is None or kept[0] is not program:
+            reads = tuple((n, program.layouts[n], layout_key(program.layouts[n]))
+                          for n in program.reads)
+            layouts = program.output_layouts
+            stores = tuple((n, layouts[n], layout_key(layouts[n]),
+                            layouts[n].memo("torch_type", _torch_type))
+                           for n in program.outputs)
+            kept = self._plans[program.name] = (program, reads, stores)
+        return kept[1], kept[2]
 
     def _load_input(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         # Decoding from a compute-native layout copies the whole buffer: the tensor is kept
@@ -64,26 +118,42 @@ class FunctionalDevice(DramDevice):
         value = from_device(image, layout, copy=False)
         if self.dram.holds(value):  # a view of DRAM: kept as it is, never stale
             if len(self._views) >= 4096:
+                for old in self._views:
+                    self.dram.unwatch(old)
                 self._views.clear()
             self._views[key] = (buf, value)
+            # Writes to the buffer change the view's bytes: they bump its version counter
+            # (what the interpreter's kept constant-only values are checked against).
+            self.dram.watch(key, (buf.group, buf.groups, buf.address, buf.lw_per_group), value)
         else:
-            decoded.drop_owners(self.allocator.is_live)
+            if self._released:  # forget what buffers given back since held, before keeping more
+                self._released = False
+                self._forget_dead()
             span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
             decoded.put(key, value, span, owner=buf)
         return value, cycles
 
     def _forget_dead(self) -> None:
         self.dram.decoded.drop_owners(self.allocator.is_live)
-        self._views = {k: v for k, v in self._views.items() if self.allocator.is_live(v[0])}
+        live = self.allocator.is_live
+        for key in [k for k, v in self._views.items() if not live(v[0])]:
+            del self._views[key]
+            self.dram.unwatch(key)
 
     def free(self, buf: Buffer) -> None:
         with self.lock:
             super().free(buf)
             self._forget_dead()
 
+    def release(self, buf: Buffer) -> None:
+        super().release(buf)
+        # From a finalizer, which never waits: the next decode forgets what it held.
+        self._released = True
+
     def unload_program(self, name: str, buffers: tuple[Buffer, ...] = ()) -> None:
         with self.lock:
             super().unload_program(name, buffers)
+            self._plans.pop(name, None)
             self._forget_dead()
 
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
@@ -100,25 +170,46 @@ class FunctionalDevice(DramDevice):
                 outputs[name] = tensor.clone()
         return outputs
 
+    def _store_outputs(self, program: LoadedProgram, stores: Mapping[str, Buffer],
+                       outputs: Mapping[str, Any]) -> tuple[int, int]:
+        # The default loop with each output's layout facts worked out once (_plan).
+        cycles = nbytes = 0
+        live, memo = self.allocator.is_live, self._stream_memo
+        for name, layout, number, torch_type in self._plan(program)[1]:
+            buf = stores[name]
+            if not live(buf):
+                self._check_buffer(buf)  # raises
+            self._store(buf, outputs[name], layout, number, torch_type)
+            memoised = memo.get((buf.lw_per_group, True))
+            cycles += (memoised if memoised is not None
+                       else self._stream_cycles(buf.lw_per_group, write=True))
+            nbytes += buf.nbytes
+        return cycles, nbytes
+
     def _dram_store(self, path: str, buf: Buffer, tensor, layout) -> int:
-        cycles = self._stream_cycles(buf.lw_per_group, write=True)
-        span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
+        self._store(buf, tensor, layout, layout_key(layout), layout.memo("torch_type", _torch_type))
+        return self._stream_cycles(buf.lw_per_group, write=True)
+
+    def _store(self, buf: Buffer, tensor: Any, layout: Layout, number: int,
+               torch_type: tuple[tuple[int, ...], Any]) -> None:
+        dram = self.dram
         # Write-back: the tensor stands for the buffer's bytes until something looks at them
         # (dram.py); a reader in this layout gets it without a decode, and an output freed
         # before anyone looks is never laid out. Only a tensor nothing else can change
         # qualifies: not a view of DRAM, and of the layout's exact shape and dtype.
-        if (check_tensor(tensor, layout, raise_error=False) and tensor.device.type == "cpu"
-                and not self.dram.holds(tensor)
-                and not tensor.is_inference()
-                and self.dram.store_deferred((buf.id, layout_key(layout)), *span,
-                                             tensor.detach(), layout, owner=buf)):
-            return cycles
+        shape, dtype = torch_type
+        if (tensor.dtype == dtype and tensor.shape == shape and tensor.is_cpu
+                and not dram.holds(tensor) and not tensor.is_inference()
+                and dram.store_deferred((buf.id, number), buf.group, buf.groups, buf.address,
+                                        buf.lw_per_group,
+                                        tensor.detach() if tensor.requires_grad else tensor,
+                                        layout, owner=buf)):
+            return
         # Lays the tensor out straight into DRAM: no image in between.
-        dst = self.dram.writable(*span, covers=True)
+        dst = dram.writable(buf.group, buf.groups, buf.address, buf.lw_per_group, covers=True)
         if not is_dense(layout):
             dst[...] = 0
         write_image(dst, tensor, layout)
-        return cycles
 
     def _read_tensor(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         # A tensor kept for the buffer in this layout (a Launch output, a decoded input) is
@@ -163,6 +254,13 @@ class FunctionalDevice(DramDevice):
     def dram_snapshot(self) -> DramSnapshot:
         """Every Group's non-zero pages (to compare with another backend's DRAM)."""
         return [d.snapshot() for d in self.drams]
+
+
+def _torch_type(layout: Layout) -> tuple[tuple[int, ...], Any]:
+    """The shape and torch dtype of the tensors ``layout`` holds (None: no torch dtype by that
+    name, so no tensor matches)."""
+    dtype = getattr(torch, layout.dtype, None)
+    return tuple(layout.shape), dtype if isinstance(dtype, torch.dtype) else None
 
 
 class LayoutNumbers:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from mlsdk.device.rtl.endpoint import SOCKET_ENV, TOKEN_ENV, connect_to_runtime
+from mlsdk.device.rtl.simulator.connect import SOCKET_ENV, TOKEN_ENV, connect_to_runtime
 
 
 def intrude(report: str) -> int:

@@ -14,7 +14,7 @@ import pytest
 import torch
 from cosim_fakes import FakeSession, echo
 from mlsdk import storage
-from mlsdk.device.rtl import icarus
+from mlsdk.device.rtl import runfolder
 from mlsdk.device.rtl.amaranth_sim import AmaranthSession
 from mlsdk.device.rtl.protocol import Exchange, ProtocolError
 from mlsdk.testing.interrupts import sigint_after
@@ -29,7 +29,7 @@ def interrupted(session, msg: dict, after: float = 0.2) -> None:
 @pytest.fixture
 def socket_session(request, monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_COSIM_MODE", getattr(request, "param", ""))
-    monkeypatch.setattr(icarus, "BUILD_ROOT", tmp_path)  # a failed session keeps its run folder
+    monkeypatch.setattr(runfolder, "COSIM_ROOT", tmp_path)  # a failed session keeps its run folder
     session = FakeSession(MNCORE2_SIM)
     dropped: list[tuple[dict, dict]] = []
     session.exchange.on_dropped = lambda req, ans: dropped.append((req, ans))

@@ -155,27 +155,28 @@ def test_registered_parameters_are_decoded_once_and_see_a_poke(tmp_path):
 
 def test_invalidate_forgets_exactly_the_overlapping_entries():
     """The overlap index against the overlap test written out, over random spans (nested,
-    equal, adjacent, over several Groups) and random writes."""
+    equal, adjacent, over several Groups, empty, and long enough for every index level) and
+    random writes."""
     rng = np.random.default_rng(7)
     cache = DecodedCache(limit_bytes=1 << 30)
     spans: dict[int, tuple[int, int, int, int]] = {}
 
-    def overlaps(span, group, groups, address, count):
-        return (span[0] < group + groups and group < span[0] + span[1]
+    def overlaps(span, group, groups, address, count):  # an empty range overlaps nothing
+        return (span[3] > 0 and span[0] < group + groups and group < span[0] + span[1]
                 and span[2] < address + count and address < span[2] + span[3])
 
     for step in range(3000):
         if rng.random() < 0.6 or not spans:
             group = int(rng.integers(0, 4))
             span = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 640)) * 8,
-                    int(rng.choice([1, 8, 16, 100, 300, 5000])))
+                    int(rng.choice([0, 1, 8, 16, 100, 300, 5000, 70_000, 1_500_000])))
             key = int(rng.integers(0, 40))
             cache.put(key, torch.zeros(1), span)
             spans[key] = span
         else:
             group = int(rng.integers(0, 4))
             write = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 6000)),
-                     int(rng.choice([1, 50, 3000, 9000])))
+                     int(rng.choice([1, 50, 3000, 9000, 80_000, 2_000_000])))
             cache.invalidate(*write)
             spans = {k: s for k, s in spans.items() if not overlaps(s, *write)}
         held = {k for k in range(40) if cache.get(k) is not None}
@@ -185,3 +186,115 @@ def test_invalidate_forgets_exactly_the_overlapping_entries():
     cache.put("again", torch.zeros(1), (0, 1, 0, 1))
     cache.invalidate(0, 1, 0, 1)
     assert cache.get("again") is None
+
+
+def test_flush_range_lays_out_exactly_the_dirty_entries_it_overlaps():
+    """The dirty entries' own index against the overlap test written out: a random mix of
+    clean and dirty entries, random observations; each flushes the dirty entries it overlaps,
+    once, and they stay (clean)."""
+    rng = np.random.default_rng(11)
+    flushed: list[object] = []
+    cache = DecodedCache(limit_bytes=1 << 30, flush=lambda entry: flushed.append(entry.owner))
+    dirty: dict[int, tuple[int, int, int, int]] = {}
+
+    def overlaps(span, group, groups, address, count):
+        return (span[3] > 0 and span[0] < group + groups and group < span[0] + span[1]
+                and span[2] < address + count and address < span[2] + span[3])
+
+    for step in range(2000):
+        key = int(rng.integers(0, 30))
+        if rng.random() < 0.5:
+            group = int(rng.integers(0, 4))
+            span = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 640)) * 8,
+                    int(rng.choice([1, 16, 300, 5000, 70_000])))
+            is_dirty = bool(rng.random() < 0.6)
+            cache.put(key, torch.zeros(1), span, owner=key, dirty=is_dirty)
+            dirty.pop(key, None)
+            if is_dirty:
+                dirty[key] = span
+            continue
+        group = int(rng.integers(0, 4))
+        seen = (group, int(rng.integers(1, 5 - group)), int(rng.integers(0, 6000)),
+                int(rng.choice([1, 50, 3000, 80_000])))
+        flushed.clear()
+        cache.flush_range(*seen)
+        want = {k for k, s in dirty.items() if overlaps(s, *seen)}
+        assert sorted(flushed) == sorted(want), f"step {step}"
+        dirty = {k: s for k, s in dirty.items() if k not in want}
+        assert cache.dirty == len(dirty) and all(cache.is_dirty(k) for k in dirty)
+
+
+def test_put_dirty_is_invalidate_then_put_also_when_it_replaces_in_place():
+    """put_dirty against its definition written out (drop what overlaps the range, laying
+    out the dirty values that stick out of it, then keep the value dirty), over random
+    clean puts, dirty puts (often the same key over the same range: the in-place path)
+    and observations."""
+    rng = np.random.default_rng(5)
+    flushed: list[object] = []
+    cache = DecodedCache(limit_bytes=1 << 30, flush=lambda entry: flushed.append(entry.owner))
+    held: dict[int, tuple[tuple[int, int, int, int], bool]] = {}
+    spans = [(0, 1, 0, 300), (0, 1, 200, 300), (1, 2, 0, 5000), (0, 4, 4096, 70_000),
+             (2, 1, 1000, 16)]
+
+    def overlaps(span, group, groups, address, count):
+        return (span[3] > 0 and span[0] < group + groups and group < span[0] + span[1]
+                and span[2] < address + count and address < span[2] + span[3])
+
+    def inside(span, group, groups, address, count):
+        return (group <= span[0] and span[0] + span[1] <= group + groups
+                and address <= span[2] and span[2] + span[3] <= address + count)
+
+    for step in range(3000):
+        key = int(rng.integers(0, 8))
+        span = spans[(key + int(rng.integers(0, 2))) % len(spans)]
+        action = rng.random()
+        flushed.clear()
+        if action < 0.5:
+            # ... and the key's own dirty value elsewhere: its old range keeps its bytes
+            want = sorted(k for k, (s, d) in held.items()
+                          if d and (overlaps(s, *span) or k == key) and not inside(s, *span))
+            assert cache.put_dirty(key, torch.zeros(int(rng.integers(1, 3))), span, key, None)
+            held = {k: v for k, v in held.items() if not overlaps(v[0], *span)}
+            held[key] = (span, True)
+        elif action < 0.7:
+            cache.put(key, torch.zeros(1), span, owner=key)
+            want = sorted({key} & {k for k, (_, d) in held.items() if d})
+            held[key] = (span, False)
+        else:
+            want = sorted(k for k, (s, d) in held.items() if d and overlaps(s, *span))
+            cache.flush_range(*span)
+            held.update({k: (held[k][0], False) for k in want})
+        assert sorted(flushed) == want, f"step {step}"
+        assert {k for k in range(8) if cache.get(k) is not None} == set(held), f"step {step}"
+        assert {k for k in held if cache.is_dirty(k)} == {k for k, v in held.items() if v[1]}
+        assert cache.dirty == sum(d for _, d in held.values())
+
+
+def test_a_write_under_a_dram_view_is_seen_through_kept_constant_values(tmp_path):
+    """A registered parameter read as a view of DRAM (a row-major layout) feeds nodes that read
+    only constants, whose values the interpreter keeps between calls: a poke, and an update
+    from the host, under the view bump its version, so the next call computes them again."""
+    torch.manual_seed(0)
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.randn(16))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * (self.scale * 2 + 1)
+
+    model, x = Scaled(), torch.randn(4, 16)
+    with Context(MNDevice("mncore2:auto")) as context:
+        context.registry.register("model", model)
+        f = context.compile(lambda d: {"y": model(d["x"])}, {"x": x}, storage.path(tmp_path))
+        assert torch.equal(f({"x": x})["y"].cpu(), f({"x": x})["y"].cpu())
+        proxy = context.get_registered_value_proxy(model.scale)
+        assert any(key[0] == proxy.buffer.id for key in context.device._views), "not a view"
+        new = torch.arange(16.0)
+        context.device.poke(proxy.buffer, to_device(new, proxy.spec.layout).copy())
+        assert torch.equal(f({"x": x})["y"].cpu(), x * (new * 2 + 1))
+        with torch.no_grad():
+            model.scale.copy_(-new)
+        context.registry.update_from_host(model.scale)
+        assert torch.equal(f({"x": x})["y"].cpu(), x * (-new * 2 + 1))

@@ -59,7 +59,7 @@ def _mlp_run(device: str, tmp_path, x: torch.Tensor, mlp: nn.Module):
                         options={"float_dtype": "mixed"})
         first = f({"x": x})["y"]
         chained = f({"x": first})["y"].cpu()  # a TensorProxy input: moved to the device
-        held = first._host
+        held = first._storage.tensor  # the result, held on the torch device
         out = first.cpu()
         kind = ctx.report().calls()[0].cycles_kind
         constants = f._graph.constants

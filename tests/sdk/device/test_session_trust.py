@@ -1,8 +1,8 @@
 """The simulator connection, answers and run folders trust nothing they did not check.
 
 A fake server (``fake_cosim_server.py``) stands in for the cocotb server behind the real
-:class:`~mlsdk.device.rtl.icarus.IcarusSession`: an intruder that reaches the session's socket
-before the simulator gets nothing and changes nothing; a malformed or oversized answer loses
+:class:`~mlsdk.device.rtl.cocotb_session.CocotbSession`: an intruder that reaches the session's
+socket before the simulator gets nothing and changes nothing; a malformed or oversized answer loses
 the session with a DeviceError, and the next call refuses; run folders are private and removed
 when a session ends well.
 """
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from cosim_fakes import FakeDevice, FakeSession, echo
 from mlsdk.device.commands import Buffer
-from mlsdk.device.rtl import icarus
-from mlsdk.device.rtl.icarus import KEEP_RUNS_ENV
+from mlsdk.device.rtl import cocotb_session, runfolder
+from mlsdk.device.rtl.runfolder import KEEP_RUNS_ENV
 from mlsdk.errors import DeviceError
 from mncore_hdl.arch import MNCORE2_SIM
 
@@ -28,7 +28,7 @@ from mncore_hdl.arch import MNCORE2_SIM
 @pytest.fixture
 def runs(monkeypatch, tmp_path) -> Path:
     """Sessions' run folders go under ``tmp_path/runs``."""
-    monkeypatch.setattr(icarus, "BUILD_ROOT", tmp_path)
+    monkeypatch.setattr(runfolder, "COSIM_ROOT", tmp_path)
     monkeypatch.delenv(KEEP_RUNS_ENV, raising=False)
     return tmp_path / "runs"
 
@@ -125,10 +125,10 @@ def test_an_oversized_answer_is_refused_and_the_buffer_stays_bounded(runs):
     device = FakeDevice(MNCORE2_SIM, "fake")
     try:
         session = device._start()
-        session.answer_limit = 4096
+        session.channel.limit = 4096
         with pytest.raises(DeviceError, match="more than 4096 bytes"):
             device._request({"op": "echo", "raw": "x" * 100_000})
-        assert len(session._buffer) <= 4096 + (1 << 20)
+        assert session.channel.buffered <= 4096 + (1 << 20)
         with pytest.raises(DeviceError, match="lost"):
             device._request(echo(1))
     finally:
@@ -140,7 +140,7 @@ def test_the_answer_limit_admits_a_read_of_the_whole_window():
     from mlsdk.device.rtl.driver import pack_words
 
     line = json.dumps({"data": pack_words(words), "cycles": 1, "port_beats": [], "seq": 1})
-    assert len(line) < icarus.answer_limit(MNCORE2_SIM)
+    assert len(line) < cocotb_session.answer_limit(MNCORE2_SIM)
 
 
 def test_run_folders_are_private_and_removed_when_the_session_ends_well(runs):

@@ -26,6 +26,7 @@ from mncore_hdl.contracts.cosim import CYCLE, backing_store
 
 from .device import RtlDevice
 from .driver import Driver
+from .images import Images, InlineImages
 from .protocol import Exchange, ProtocolError
 
 __all__ = ["AmaranthBus", "AmaranthSession", "AmaranthDevice"]
@@ -36,7 +37,7 @@ VCD_MEMORY_ROWS = 4096
 
 
 class AmaranthBus:
-    """:class:`~mlsdk.device.rtl.driver.Bus` over an Amaranth testbench context."""
+    """:class:`~mlsdk.device.rtl.bus.Bus` over an Amaranth testbench context."""
 
     def __init__(self, ctx: Any, top: Any, config: ArchConfig, memories: list[Any]):
         from amaranth.hdl import Value
@@ -153,6 +154,7 @@ class AmaranthSession:
         self._requests: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self._responses: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self.exchange = Exchange("Amaranth")
+        self.images: Images = InlineImages()
         self.dead: str | None = None
         self._thread = threading.Thread(target=self._run, name="mncore2-rtl-sim", daemon=True)
         self._thread.start()
@@ -236,6 +238,11 @@ class AmaranthSession:
             self.dead = str(exc)
         self.exchange.done(seq)
         return {"error": self.dead, "fatal": True}
+
+    def lose(self, reason: str) -> str:
+        """Refuse every later request with ``reason``."""
+        self.dead = reason
+        return reason
 
     def close(self, timeout: float = 60.0) -> None:
         """Stop the testbench and wait for the simulator thread (the VCD is then complete).

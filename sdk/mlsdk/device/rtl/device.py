@@ -31,7 +31,7 @@ from ...errors import DeviceError
 from ...settings import SDK
 from ..base import PAGE_LW, Device, DramDevice, DramSnapshot
 from ..commands import Bind, Buffer, Command, CommandResult, Convert, HostRead, HostWrite, Launch
-from .driver import pack_words, unpack_words
+from .images import Images
 from .protocol import Exchange
 from .waves import (
     Mark,
@@ -61,9 +61,15 @@ class RtlSession(Protocol):
     """
 
     exchange: Exchange
+    #: How requests carry images and answers return them (:mod:`.images`).
+    images: Images
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Execute one driver operation; ``{"error": ...}`` when it fails."""
+        ...
+
+    def lose(self, reason: str) -> str:
+        """Give the session up (every later request fails with ``reason``)."""
         ...
 
     def close(self, timeout: float = ...) -> None:
@@ -186,20 +192,37 @@ class RtlDevice(DramDevice):
 
     def _dropped(self, request: dict[str, Any], answer: dict[str, Any]) -> None:
         """An interrupted operation's late answer: nobody takes its result, but the port's
-        beat counters moved, so they become the baseline of the next operation's bytes."""
+        beat counters moved, so they become the baseline of the next operation's bytes; an
+        image it answered in files is removed."""
         path = request.get("path")
         if isinstance(path, str) and "port_beats" in answer:
             self._port_beats[path] = answer["port_beats"]
+        if self._session is not None:
+            self._session.images.discard(answer)
 
     def _say(self, text: str) -> None:
         if show_progress():
             sys.stderr.write(f"[cosim] {text}\n")
 
-    def _request(self, msg: dict[str, Any], lw: int = 0) -> dict[str, Any]:
+    def _request(self, msg: dict[str, Any], lw: int = 0, rows: np.ndarray | None = None,
+                 image: tuple[int, ...] | None = None) -> dict[str, Any]:
+        """One operation; ``rows``: the image it carries; ``image``: the shape of the image
+        its answer returns (as ``"image"``). Raises DeviceError when it fails."""
         self._check_open()
         session = self._start()
         since = time.perf_counter()
+        images = session.images
+        if rows is not None:
+            msg = {**msg, **images.outgoing(rows)}
+        if image is not None:
+            msg = {**msg, **images.asking()}
         result = session.request(msg, TIMEOUT_BASE + TIMEOUT_PER_LW * lw)
+        if "error" not in result and image is not None:
+            try:
+                result["image"] = images.incoming(result, image)
+            except (RuntimeError, ValueError) as exc:
+                result = {"error": session.lose(f"the simulator's answer to "
+                                                f"{msg.get('op')!r} is unusable: {exc}")}
         self._add_wall(str(msg.get("op")), since)
         if "error" in result:
             raise DeviceError(f"Device {self.name!r}: {msg.get('op')} failed: {result['error']}")
@@ -254,14 +277,14 @@ class RtlDevice(DramDevice):
 
     def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
         result = self._request({"op": "read", "path": path, "buffer": buf.to_dict()},
-                               buf.lw_per_group)
+                               buf.lw_per_group, image=(buf.groups, buf.lw_per_group))
         self._count_port(path, result["port_beats"])
-        return unpack_words(result["data"], (buf.groups, buf.lw_per_group)), result["cycles"]
+        return result["image"], result["cycles"]
 
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
         self._track(buf)
-        result = self._request({"op": "write", "path": path, "buffer": buf.to_dict(),
-                                "data": pack_words(image)}, buf.lw_per_group)
+        result = self._request({"op": "write", "path": path, "buffer": buf.to_dict()},
+                               buf.lw_per_group, rows=image)
         self._count_port(path, result["port_beats"])
         return int(result["cycles"])
 
@@ -307,9 +330,8 @@ class RtlDevice(DramDevice):
     # -- inspection -------------------------------------------------------------------------
 
     def _peek_rows(self, group: int, address: int, count: int) -> np.ndarray:
-        data = self._request({"op": "peek", "group": group, "address": address,
-                              "count": count}, count)["data"]
-        return unpack_words(data, (count,))
+        return self._request({"op": "peek", "group": group, "address": address,
+                              "count": count}, count, image=(count,))["image"]
 
     def peek(self, buf: Buffer) -> np.ndarray:
         return np.stack([self._peek_rows(buf.group + i, buf.address, buf.lw_per_group)
@@ -319,7 +341,7 @@ class RtlDevice(DramDevice):
         self._track(buf)
         for i in range(buf.groups):
             self._request({"op": "poke", "group": buf.group + i, "address": buf.address,
-                           "data": pack_words(image[i])}, buf.lw_per_group)
+                           "count": buf.lw_per_group}, buf.lw_per_group, rows=image[i])
 
     def dram_snapshot(self) -> DramSnapshot:
         """Every Group's non-zero pages.
@@ -343,6 +365,17 @@ class RtlDevice(DramDevice):
     def counters(self) -> dict[str, int]:
         """The converter's counters and every controller's CSR counters, per path."""
         return dict(self._request({"op": "counters"})["counters"])
+
+    def simulator_profile(self) -> dict[str, float]:
+        """Where the simulator's side spent its time so far, summed over the session (empty
+        before the simulator starts): ``ops``; on the cocotb simulators also ``op_s`` (executing
+        operations), ``sim_s`` / ``sim_cpu_s`` (wall / process seconds of that spent awaiting
+        the simulator: the model, or Icarus, running), ``waits`` (how many awaits) and
+        ``protocol_s`` (reading and writing the JSON lines). ``bench/bench_cosim.py`` prints
+        the split."""
+        if self._session is None:
+            return {}
+        return dict(self._request({"op": "profile"})["profile"])
 
     def host_port_beats(self) -> int:
         """Read plus write beats of the host port over all controllers (CSR counters)."""

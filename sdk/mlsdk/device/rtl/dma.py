@@ -10,6 +10,12 @@ which adds a host DMA engine per Group and a file-based back door. With them:
 - ``poke``/``peek`` of a DRAM image is one file load or dump per Group, with no clock edge
   (raw words on Verilator, hex lines on Icarus: ``mem_binary``).
 
+The image itself may already be a file in the back door's format, in the simulator's working
+folder (the session's private run folder): the runtime wrote it there (:func:`write_word_file`)
+and the request names it; a load then moves it into place (a rename) and a dump is renamed for
+the runtime to read (:func:`read_word_file`). No image crosses the socket or the server's
+Python that way.
+
 Everything here is written against :class:`BulkBus`, the driver's bus plus a scratch file and a
 wait for a signal to change.
 """
@@ -23,10 +29,14 @@ from typing import Protocol, TypeGuard
 
 import numpy as np
 from mncore_hdl.contracts import testbench as tb
-from mncore_hdl.tooling.files import atomic_write
+from mncore_hdl.tooling.files import atomic_write, hand_over
 
-__all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "dma_transfer", "write_word_file",
-           "read_word_file"]
+__all__ = ["BulkBus", "has_dma", "load_words", "dump_words", "load_file", "dump_file",
+           "dma_transfer", "write_word_file", "read_word_file"]
+
+#: A Group's image as the driver gets or gives it: its words, or a file in the back door's
+#: format (:func:`write_word_file` for a load; what a dump writes, :func:`read_word_file`).
+Rows = np.ndarray | list[Path]
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
@@ -108,6 +118,25 @@ async def load_words(bus: BulkBus, sel: int, lo: int, words: np.ndarray) -> None
     await _mem(bus, sel, lo, len(words), dump=False)
 
 
+async def load_file(bus: BulkBus, sel: int, lo: int, count: int, source: Path) -> None:
+    """Store the ``count`` words of file ``source`` (the back door's format; it is consumed)
+    at ``lo`` of memory ``sel``, with no clock edge."""
+    if count == 0:
+        return
+    hand_over(source, bus.memfile)
+    await _mem(bus, sel, lo, count, dump=False)
+
+
+async def dump_file(bus: BulkBus, sel: int, lo: int, count: int, target: Path) -> None:
+    """Dump ``count`` words from ``lo`` of memory ``sel`` into file ``target`` (the back
+    door's format), with no clock edge."""
+    if count == 0:
+        target.write_bytes(b"")
+        return
+    await _mem(bus, sel, lo, count, dump=True)
+    hand_over(bus.memfile, target)
+
+
 async def dump_words(bus: BulkBus, sel: int, lo: int, count: int) -> np.ndarray:
     """``count`` words from ``lo`` of memory ``sel``, with no clock edge."""
     if count == 0:
@@ -117,13 +146,15 @@ async def dump_words(bus: BulkBus, sel: int, lo: int, count: int) -> np.ndarray:
 
 
 async def dma_transfer(bus: BulkBus, groups: int, path: str, buf: dict[str, int],
-                       image: np.ndarray | None, max_cycles: int) -> np.ndarray | None:
+                       image: Rows | None, max_cycles: int,
+                       into: list[Path] | None = None) -> np.ndarray | None:
     """Move ``buf`` through port ``path`` of each of its Groups in parallel, in hardware.
 
-    Writes ``image`` (one row per Group) or, when None, reads and returns the image. Returns at
-    the clock edge that took the last beat, where the beat-by-beat loop ends too (the caller
-    drains the controllers after a write, as on that path); ``dma_cycles`` and ``dma_error``
-    then hold the transfer's edges and per-Group out-of-window flags. Raises
+    Writes ``image`` (one row, or one file, per Group) or, when None, reads and returns the
+    image (or, given ``into``, dumps each Group's part into its file there and returns None).
+    Returns at the clock edge that took the last beat, where the beat-by-beat loop ends too
+    (the caller drains the controllers after a write, as on that path); ``dma_cycles`` and
+    ``dma_error`` then hold the transfer's edges and per-Group out-of-window flags. Raises
     :class:`TimeoutError` when ``dma_done`` does not rise within ``max_cycles``.
     """
     write = image is not None
@@ -131,7 +162,11 @@ async def dma_transfer(bus: BulkBus, groups: int, path: str, buf: dict[str, int]
     first = buf["group"]
     if image is not None:
         for i in range(buf["groups"]):
-            await load_words(bus, groups + first + i, 0, image[i])
+            row = image[i]
+            if isinstance(row, Path):
+                await load_file(bus, groups + first + i, 0, total, row)
+            else:
+                await load_words(bus, groups + first + i, 0, row)
     mask = sum(1 << (first + i) for i in range(buf["groups"]))
     bus.set(tb.DMA_WRITE, int(write))
     bus.set(tb.DMA_PATH, tb.dma_path_code(path))
@@ -145,6 +180,10 @@ async def dma_transfer(bus: BulkBus, groups: int, path: str, buf: dict[str, int]
         raise TimeoutError(f"{'write' if write else 'read'} of {total} LW per Group through "
                            f"the {path} port did not finish within {max_cycles} cycles")
     if write:
+        return None
+    if into is not None:
+        for i, target in enumerate(into):
+            await dump_file(bus, groups + first + i, 0, total, target)
         return None
     return np.stack([await dump_words(bus, groups + first + i, 0, total)
                      for i in range(buf["groups"])])

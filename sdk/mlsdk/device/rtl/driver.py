@@ -12,8 +12,10 @@ what :class:`~mlsdk.device.rtl.device.RtlDevice`'s hooks send (see ``docs/cosim.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from mncore_hdl.arch import ArchConfig
@@ -40,7 +42,6 @@ from mncore_hdl.contracts.cosim import (
     TOP_PATHS,
     csr_addr_port,
     csr_rdata_port,
-    requester_prefix,
 )
 from mncore_hdl.contracts.memctrl import (
     PORTS,
@@ -48,8 +49,6 @@ from mncore_hdl.contracts.memctrl import (
     RequestFormat,
     csr_address,
     max_burst,
-    pack_wdata,
-    unpack_rdata,
 )
 from mncore_hdl.contracts.testbench import (
     DMA_CYCLES,
@@ -62,39 +61,29 @@ from mncore_hdl.contracts.testbench import (
 )
 from mncore_hdl.descriptors import Descriptor, decode, encode
 
-from .dma import dma_transfer, dump_words, has_dma, load_words
+from .beats import make_lanes, run_beats
+from .bus import Bus
+from .dma import (
+    BulkBus,
+    Rows,
+    dma_transfer,
+    dump_file,
+    dump_words,
+    has_dma,
+    load_file,
+    load_words,
+)
 
 __all__ = ["Bus", "Driver", "DriverError", "PORTS", "pack_words", "unpack_words"]
 
 #: Slices of at most this many cycles between progress reports while waiting in hardware.
 PROGRESS_CHUNK = 20_000
+#: A file a request or an answer names: a plain name in the simulator's working folder.
+FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
 
 class DriverError(Exception):
     """An operation the hardware refused or did not finish (the message says which and why)."""
-
-
-class Bus(Protocol):
-    """What the driver needs from a simulator; port names are the Verilog ones
-    (``host__0__req__valid``, ``reg_we``, ``cycle``)."""
-
-    def set(self, name: str, value: int) -> None:
-        """Drive input ``name`` from the next clock edge on."""
-
-    def get(self, name: str) -> int:
-        """The current value of ``name`` (read right after an edge)."""
-
-    async def edge(self, names: Sequence[str]) -> list[int]:
-        """Wait for the next rising edge; return ``names`` as sampled at that edge."""
-
-    async def wait_until(self, name: str, value: int, max_cycles: int) -> bool:
-        """Wait for an edge at which ``name == value``; False after ``max_cycles`` edges."""
-
-    def mem_read(self, group: int, address: int, count: int) -> np.ndarray:
-        """Back door: ``count`` LWs of Group ``group``'s backing store (no clock)."""
-
-    def mem_write(self, group: int, address: int, words: np.ndarray) -> None:
-        """Back door: store ``words`` into Group ``group``'s backing store (no clock)."""
 
 
 def pack_words(words: np.ndarray) -> str:
@@ -104,24 +93,6 @@ def pack_words(words: np.ndarray) -> str:
 def unpack_words(text: str, shape: tuple[int, ...]) -> np.ndarray:
     raw = np.frombuffer(base64.b64decode(text), dtype="<u8").astype(np.uint64)
     return raw.reshape(shape)
-
-
-class _Lane:
-    """One Group's share of a burst transfer: its request list and its beat position."""
-
-    def __init__(self, prefix: str, bursts: list[tuple[int, int]], words: np.ndarray):
-        self.prefix = prefix
-        self.bursts = bursts
-        self.words = words
-        self.req = 0
-        self.beat = 0
-        self.error = False
-        self.driven: dict[str, int] = {}
-
-    def set(self, bus: Bus, field: str, value: int) -> None:
-        if self.driven.get(field) != value:
-            bus.set(self.prefix + field, value)
-            self.driven[field] = value
 
 
 class Driver:
@@ -135,13 +106,18 @@ class Driver:
         The chip the top was built for.
     progress : callable, optional
         Called as ``progress(cycle, operations_done)`` during long waits and after each op.
+    stats : dict, optional
+        Seconds the caller counts (the cocotb server: ``protocol_s``, ``op_s``); the
+        ``profile`` operation answers them with the bus's own ``stats``, if it keeps any.
     """
 
     def __init__(self, bus: Bus, config: ArchConfig,
-                 progress: Callable[[int, int], None] | None = None):
+                 progress: Callable[[int, int], None] | None = None,
+                 stats: dict[str, float] | None = None):
         self.bus = bus
         self.config = config
         self.progress = progress
+        self.stats = {} if stats is None else stats
         self.done_ops = 0
         self._request = RequestFormat.of(config)
         self._max_burst = max_burst(config)
@@ -184,25 +160,8 @@ class Driver:
 
     # -- burst transfers through the host / compute ports ------------------------------------
 
-    def _lanes(self, path: str, buf: dict[str, int], image: np.ndarray | None) -> list[_Lane]:
-        if path not in TOP_PATHS:
-            raise DriverError(f"port path must be 'host' or 'compute', not {path!r}")
-        lanes = []
-        row = self._max_burst
-        for i in range(buf["groups"]):
-            bursts = []
-            address, end = buf["address"], buf["address"] + buf["lw_per_group"]
-            while address < end:
-                n = min(row - address % row, end - address)  # max burst: one DRAM row
-                bursts.append((address, n))
-                address += n
-            words = (image[i] if image is not None
-                     else np.zeros(buf["lw_per_group"], dtype=np.uint64))
-            lanes.append(_Lane(requester_prefix(path, buf["group"] + i), bursts, words))
-        return lanes
-
     async def _transfer(self, path: str, buf: dict[str, int],
-                        image: np.ndarray | None) -> tuple[int, np.ndarray]:
+                        image: Rows | None) -> tuple[int, Rows]:
         """Move ``buf`` through port ``path`` of each of its Groups in parallel.
 
         Writes ``image`` (one row per Group) or, when it is None, reads; returns the cycles
@@ -211,57 +170,16 @@ class Driver:
         write = image is not None
         if has_dma(self.bus) and buf["lw_per_group"] > 0:
             return await self._transfer_dma(path, buf, image)
-        lanes = self._lanes(path, buf, image)
+        if isinstance(image, list):  # files of an empty buffer
+            image = np.zeros((buf["groups"], 0), dtype=np.uint64)
+        if path not in TOP_PATHS:
+            raise DriverError(f"port path must be 'host' or 'compute', not {path!r}")
+        lanes = make_lanes(path, buf, image, self._max_burst)
         bus = self.bus
-        data_field = "wdata__" if write else "rdata__"
-        names: list[str] = []
-        for lane in lanes:
-            names += [lane.prefix + "req__ready", lane.prefix + data_field + "ready"
-                      if write else lane.prefix + "rdata__valid"]
-            if not write:
-                names.append(lane.prefix + "rdata__payload")
-                lane.set(bus, "rdata__ready", 1)
         total = buf["lw_per_group"]
         limit = 64 + total * self._timeout_per_lw
         start = bus.get(CYCLE)
-        for _ in range(limit):
-            busy = False
-            for lane in lanes:
-                if lane.req < len(lane.bursts):
-                    busy = True
-                    lane.set(bus, "req__valid", 1)
-                    address, length = lane.bursts[lane.req]
-                    lane.set(bus, "req__payload", self._request.pack(address, length, write))
-                else:
-                    lane.set(bus, "req__valid", 0)
-                if lane.beat < total:
-                    busy = True
-                    if write:
-                        lane.set(bus, "wdata__valid", 1)
-                        lane.set(bus, "wdata__payload", pack_wdata(int(lane.words[lane.beat])))
-                elif write:
-                    lane.set(bus, "wdata__valid", 0)
-            if not busy:
-                break
-            sampled = await bus.edge(names)
-            k = 0
-            for lane in lanes:
-                req_ready, data_ok = sampled[k], sampled[k + 1]
-                k += 2
-                if lane.driven.get("req__valid") and req_ready:
-                    lane.req += 1
-                if write:
-                    if lane.driven.get("wdata__valid") and data_ok:
-                        lane.beat += 1
-                else:
-                    payload = sampled[k]
-                    k += 1
-                    if data_ok and lane.beat < total:
-                        data, error = unpack_rdata(payload)
-                        lane.words[lane.beat] = data
-                        lane.error |= error
-                        lane.beat += 1
-        else:
+        if not await run_beats(bus, lanes, write, total, limit, self._request):
             raise DriverError(f"{'write' if write else 'read'} of {total} LW per Group through "
                               f"the {path} port did not finish within {limit} cycles")
         for lane in lanes:
@@ -274,12 +192,13 @@ class Driver:
                               f"0x{buf['address']:x}+{total} LW")
         return bus.get(CYCLE) - start, np.stack([lane.words for lane in lanes])
 
-    async def _transfer_dma(self, path: str, buf: dict[str, int],
-                            image: np.ndarray | None) -> tuple[int, np.ndarray]:
+    async def _transfer_dma(self, path: str, buf: dict[str, int], image: Rows | None,
+                            into: list[Path] | None = None) -> tuple[int, Rows]:
         """:meth:`_transfer` as one round trip, through the testbench's DMA engines.
 
         The engines run the loop above in hardware, so the cycles are the same (the write is
         drained the same way, and the read's cycles are the engines' count of the same edges).
+        A read given ``into`` dumps each Group's part into its file and returns ``into``.
         """
         bus = self.bus
         if not has_dma(bus):
@@ -288,16 +207,18 @@ class Driver:
         start = bus.get(CYCLE)
         limit = 64 + total * self._timeout_per_lw
         try:
-            words = await dma_transfer(bus, self.config.groups, path, buf, image, limit)
+            words = await dma_transfer(bus, self.config.groups, path, buf, image, limit, into)
         except TimeoutError as exc:
             raise DriverError(str(exc)) from None
         if image is not None:
             await self._drain()
             return bus.get(CYCLE) - start, image
-        assert words is not None
         if bus.get(DMA_ERROR):
             raise DriverError(f"the memory controller flagged an out-of-window address reading "
                               f"0x{buf['address']:x}+{total} LW")
+        if into is not None:
+            return bus.get(DMA_CYCLES), into
+        assert words is not None
         return bus.get(DMA_CYCLES), words
 
     async def _port_beats(self, port: int) -> list[list[int]]:
@@ -314,16 +235,53 @@ class Driver:
         await self.bus.edge(())
         return [self.bus.get(csr_rdata_port(g)) for g in groups]
 
+    # -- images in files (the bulk back door's format, in the simulator's working folder) ---
+
+    def _bulk(self, what: str) -> BulkBus:
+        """The bus, when images may come and go as files (DriverError otherwise)."""
+        bus = self.bus
+        if not has_dma(bus):
+            raise DriverError(f"{what} needs the testbench's bulk back door, which this "
+                              "simulator does not have")
+        return bus
+
+    def _files(self, names: object, count: int, what: str) -> list[Path]:
+        """The ``count`` files a request names, in the simulator's working folder."""
+        bus = self._bulk(what)
+        if not (isinstance(names, list) and len(names) == count
+                and all(isinstance(n, str) and FILE_NAME.fullmatch(n) for n in names)):
+            raise DriverError(f"{what} names {names!r}; expected {count} plain file name(s)")
+        return [bus.memfile.parent / name for name in names]
+
+    def _outputs(self, count: int) -> list[Path]:
+        """Files for an answer's image: one per row, named after this operation."""
+        folder = self._bulk("an image answered in files").memfile.parent
+        return [folder / f"out-{self.done_ops}-{i}.dat" for i in range(count)]
+
+    def _image_in(self, msg: dict[str, Any], shape: tuple[int, int]) -> Rows:
+        """A request's image: its ``files`` (one per row), or its base64 ``data``."""
+        if "files" in msg:
+            return self._files(msg["files"], shape[0], f"{msg.get('op')}'s files")
+        return unpack_words(msg["data"], shape)
+
     async def _op_write(self, msg: dict[str, Any]) -> dict[str, Any]:
         buf = msg["buffer"]
-        image = unpack_words(msg["data"], (buf["groups"], buf["lw_per_group"]))
+        image = self._image_in(msg, (buf["groups"], buf["lw_per_group"]))
         cycles, _ = await self._transfer(msg["path"], buf, image)
         return {"cycles": cycles, "port_beats": await self._port_beats(PORTS[msg["path"]])}
 
     async def _op_read(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """A read through a port; with ``to_files`` the image is answered in files."""
         buf = msg["buffer"]
-        cycles, image = await self._transfer(msg["path"], buf, None)
-        return {"cycles": cycles, "data": pack_words(image),
+        if msg.get("to_files") and buf["lw_per_group"] > 0:
+            into = self._outputs(buf["groups"])
+            cycles, _ = await self._transfer_dma(msg["path"], buf, None, into)
+            image: dict[str, Any] = {"files": [p.name for p in into]}
+        else:
+            cycles, words = await self._transfer(msg["path"], buf, None)
+            assert isinstance(words, np.ndarray)
+            image = {"data": pack_words(words)}
+        return {"cycles": cycles, **image,
                 "port_beats": await self._port_beats(PORTS[msg["path"]])}
 
     # -- the layout converter ----------------------------------------------------------------
@@ -412,6 +370,12 @@ class Driver:
 
     # -- inspection --------------------------------------------------------------------------
 
+    async def _op_profile(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Where the simulator's side spent its time so far (seconds and counts, summed over
+        the session): the caller's :attr:`stats` and the bus's, plus ``ops``."""
+        return {"profile": {**self.stats, **getattr(self.bus, "stats", {}),
+                            "ops": self.done_ops}}
+
     async def _op_counters(self, msg: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, int] = {f"converter.{n}": self.bus.get(n) for n in COUNTERS}
         out["converter.busy"] = self.bus.get(BUSY)
@@ -426,7 +390,13 @@ class Driver:
         return {"counters": out}
 
     async def _op_peek(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """DRAM words by back door; with ``to_files`` answered in a file."""
         bus = self.bus
+        if msg.get("to_files"):
+            [target] = self._outputs(1)
+            await dump_file(self._bulk("peek"), msg["group"], msg["address"], msg["count"],
+                            target)
+            return {"files": [target.name]}
         if has_dma(bus):  # one bulk dump through the testbench's back door
             words = await dump_words(bus, msg["group"], msg["address"], msg["count"])
         else:
@@ -434,6 +404,15 @@ class Driver:
         return {"data": pack_words(words)}
 
     async def _op_poke(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Store DRAM words by back door: ``count`` words of the file ``files`` names, or the
+        base64 ``data``."""
+        if "files" in msg:
+            [source] = self._files(msg["files"], 1, "poke's file")
+            count = msg.get("count")
+            if not isinstance(count, int) or count < 0:
+                raise DriverError(f"poke of a file needs its word count, not {count!r}")
+            await load_file(self._bulk("poke"), msg["group"], msg["address"], count, source)
+            return {"count": count}
         words = unpack_words(msg["data"], (-1,))
         bus = self.bus
         if has_dma(bus):

@@ -6,7 +6,8 @@ secret through the environment (never argv, which every local user can read in `
 connection is taken as the simulator only when the OS says its peer runs under this user in the
 simulator's own process group (``SO_PEERCRED``, where the OS has it) and its first line is the
 secret. Anything else is closed before a byte is sent to it, and the runtime keeps waiting for
-the real simulator. :func:`connect_to_runtime` is the simulator's side.
+the real simulator. The simulator's side is
+:func:`mlsdk.device.rtl.simulator.connect.connect_to_runtime`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from ...settings import SDK
 
-__all__ = ["Listener", "connect_to_runtime", "SOCKET_ENV", "TOKEN_ENV"]
+__all__ = ["Listener", "SOCKET_ENV", "TOKEN_ENV"]
 
 #: Environment variables that carry the socket's path and the session's secret to the simulator.
 SOCKET_ENV = SDK["MNCORE_COSIM_SOCKET"].name
@@ -136,18 +137,3 @@ def _hello_refusal(conn: socket.socket, token: str) -> str | None:
     if not hmac.compare_digest(got, expected):
         return "the peer presented a wrong secret"
     return None
-
-
-def connect_to_runtime(timeout: float = 30.0) -> socket.socket:
-    """The simulator's end: connect to the runtime's socket and present the secret.
-
-    Both come from the environment (:data:`SOCKET_ENV`, :data:`TOKEN_ENV`), which this removes
-    from ``os.environ`` so that nothing the simulator starts inherits the secret.
-    """
-    path, token = os.environ.pop(SOCKET_ENV), os.environ.pop(TOKEN_ENV)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    sock.connect(path)
-    sock.sendall(token.encode() + b"\n")
-    sock.settimeout(None)
-    return sock

@@ -25,6 +25,8 @@ from typing import Any
 
 from mncore_hdl.contracts.converter import COUNTERS
 
+from .driver import FILE_NAME
+
 __all__ = ["Exchange", "ProtocolError", "Dropped", "check_answer", "ANSWER_FIELDS"]
 
 #: ``on_dropped(request, answer)``: an interrupted request (without its data) and its answer.
@@ -111,9 +113,11 @@ class Exchange:
         self._open.pop(seq, None)
 
 
-#: What each operation's answer holds: field -> kind (``count``: a non-negative int; ``words``:
-#: base64 of the LWs asked for; ``beats``: ``[[read, write], ...]`` per Group; ``counters``:
-#: name -> count; ``descriptor``: a buffer's placement or null).
+#: What each operation's answer holds, its image inline (``data``; :func:`check_answer` takes
+#: ``files`` instead when the request asked ``to_files``): field -> kind (``count``: a
+#: non-negative int; ``words``: base64 of the LWs asked for; ``files``: plain file names, one
+#: per Group read; ``beats``: ``[[read, write], ...]`` per Group; ``counters``: name -> count;
+#: ``descriptor``: a buffer's placement or null; ``figures``: name -> a non-negative number).
 ANSWER_FIELDS: dict[str, dict[str, str]] = {
     "write": {"cycles": "count", "port_beats": "beats"},
     "read": {"cycles": "count", "data": "words", "port_beats": "beats"},
@@ -123,6 +127,7 @@ ANSWER_FIELDS: dict[str, dict[str, str]] = {
     "counters": {"counters": "counters"},
     "peek": {"data": "words"},
     "poke": {"count": "count"},
+    "profile": {"profile": "figures"},
 }
 _DESCRIPTOR_FIELDS = ("group", "groups", "address", "lw_per_group")
 
@@ -145,6 +150,14 @@ def _words_asked(request: dict[str, Any]) -> int | None:
     return count if isinstance(count, int) and _count(count) else None
 
 
+def _rows_asked(request: dict[str, Any]) -> int | None:
+    """How many files (one per row) a ``read`` or ``peek`` answers in."""
+    buf = request.get("buffer")
+    if isinstance(buf, dict):
+        return int(buf["groups"]) if _count(buf.get("groups")) else None
+    return 1
+
+
 def _field_problem(kind: str, value: object, request: dict[str, Any]) -> str | None:
     """What is wrong with an answer field of ``kind`` (None: nothing)."""
     if kind == "count":
@@ -159,6 +172,17 @@ def _field_problem(kind: str, value: object, request: dict[str, Any]) -> str | N
         if isinstance(value, dict) and request.get("op") == "convert":
             ok = ok and all(name in value for name in COUNTERS)
         return None if ok else "an object of counter name -> count"
+    if kind == "files":
+        asked = _rows_asked(request)
+        wanted = f"a list of {asked if asked is not None else 'the'} plain file name(s)"
+        if not (isinstance(value, list)
+                and all(isinstance(n, str) and FILE_NAME.fullmatch(n) for n in value)):
+            return wanted
+        return wanted if asked is not None and len(value) != asked else None
+    if kind == "figures":
+        ok = isinstance(value, dict) and all(
+            isinstance(k, str) and type(v) in (int, float) and v >= 0 for k, v in value.items())
+        return None if ok else "an object of name -> non-negative number"
     if kind == "descriptor":
         ok = value is None or (isinstance(value, dict) and sorted(value) == sorted(
             _DESCRIPTOR_FIELDS) and all(map(_count, value.values())))
@@ -186,6 +210,8 @@ def check_answer(request: dict[str, Any], answer: dict[str, Any], label: str) ->
                                 f"{_show(answer['error'])}, not a message")
         return
     for field, kind in ANSWER_FIELDS.get(str(op), {}).items():
+        if field == "data" and request.get("to_files") and "data" not in answer:
+            field, kind = "files", "files"
         if field not in answer:
             raise ProtocolError(f"the {label} simulator's answer to {op!r} has no {field!r} "
                                 f"(fields: {sorted(answer)})")

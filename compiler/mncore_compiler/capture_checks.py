@@ -20,11 +20,12 @@ from mncore_hdl.layout import dtype_name
 from torch import fx
 
 from .errors import CaptureError, CompilerError, TraceError, UnsupportedOperationError
-from .functionalize import RANDOM_OPS, StateSnapshot
+from .functionalize import RANDOM_OPS
 from .ir import Graph, fresh_name
+from .step_state import StateSnapshot
 from .types import DTYPES, dtype_to_torch
 
-__all__ = ["SUPPORTED_HINT", "Problems", "anchor_stack_traces", "check_result",
+__all__ = ["SUPPORTED_HINT", "TRACING_NOTE", "Problems", "anchor_stack_traces", "check_result",
            "check_sample_inputs", "explain_trace_error", "source_line", "state_writes",
            "unsupported_op"]
 
@@ -106,6 +107,8 @@ def state_writes(graph: Graph, written: Mapping[str, str], tensors: Mapping[str,
     taken = set(graph.outputs)
     for constant, value in written.items():
         tensor = tensors[constant]
+        if tensor.numel() == 0:  # an update of no elements writes nothing
+            continue
         name = registered.get(id(tensor))
         if name is not None:
             writes[name] = value
@@ -147,6 +150,14 @@ def state_writes(graph: Graph, written: Mapping[str, str], tensors: Mapping[str,
 def _describe(constant: str, tensor: torch.Tensor) -> str:
     dtype = dtype_name(tensor.dtype)
     return f"{constant!r} (a {dtype} tensor of shape {tuple(tensor.shape)})"
+
+
+#: Added to an error the function raised while traced (it propagates as it is): what differs
+#: from an eager call.
+TRACING_NOTE = (
+    "(raised while the MN-Core compiler traced the function on its sample inputs, with "
+    "torch.compiler.is_exporting() True: libraries such as transformers then take their "
+    "export paths, which may need what an eager call fills in, such as an attention_mask)")
 
 
 def explain_trace_error(exc: RuntimeError, training: bool | None) -> Exception:

@@ -1,8 +1,9 @@
-"""LiteDRAM's controller driven with ``bench_memctrl``'s request streams, in migen's simulator.
+"""LiteDRAM's controller driven with the memory-controller bench's request streams
+(:mod:`.memctrl_bench`), in migen's simulator or Verilated.
 
 ``bench/bench_memctrl.py --litedram`` prints its cycles beside ours. ``litedram`` and ``migen``
 come with the ``bench`` extra (``pip install -e .[bench]``); this module imports them only when
-a run starts, so ``bench_memctrl`` loads without them.
+a run starts, so :mod:`.memctrl_bench` loads without them.
 
 The mapping of our controller onto LiteDRAM's parameters (see docs/memory_controller.md):
 
@@ -35,6 +36,7 @@ from types import SimpleNamespace
 
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.memctrl.trafficgen import RW, Mode
+from mncore_hdl.paths import BUILD_ROOT, PACKAGE_DIR
 
 __all__ = ["PortStream", "port_streams", "litedram_settings", "run_litedram", "build_verilated",
            "run_verilated", "VERILATED_PORTS"]
@@ -98,7 +100,7 @@ def _bursts(config: ArchConfig, gen: dict, seed: int) -> list[tuple[int, int, bo
 
 
 def port_streams(config: ArchConfig, case: dict) -> list[PortStream]:
-    """The native commands of each port of a ``bench_memctrl.make_case`` case (ports with a
+    """The native commands of each port of a :func:`.memctrl_bench.make_case` case (ports with a
     zero count left out): the same addresses, lengths and directions as our generators."""
     streams = []
     for i, gen in enumerate(case["gens"]):
@@ -201,7 +203,7 @@ def _pins(top, ports) -> set:
 
 
 def run_litedram(config: ArchConfig, case: dict) -> dict:
-    """Run one ``bench_memctrl`` case through LiteDRAM: ``{"name", "beats", "cycles",
+    """Run one memory-controller bench case through LiteDRAM: ``{"name", "beats", "cycles",
     "wall_s"}``. ``cycles`` counts from the first command offered to the last write beat
     taken or read beat returned, as ``BenchTop.cycles`` does from ``start`` to ``done``."""
     from migen.sim import run_simulation
@@ -261,10 +263,9 @@ def run_litedram(config: ArchConfig, case: dict) -> dict:
 
 # -- Verilator ------------------------------------------------------------------------------------
 
-#: Ports the Verilated top always has (unused ones stay idle): ``bench_memctrl.MAX_PORTS``.
+#: Ports the Verilated top always has (unused ones stay idle): :data:`.memctrl_bench.MAX_PORTS`.
 VERILATED_PORTS = 3
-_HARNESS = Path(__file__).resolve().parent / "litedram_harness.cpp"
-_BUILD = Path(__file__).resolve().parent.parent / "build" / "litedram"
+_HARNESS = PACKAGE_DIR / "testing" / "litedram_harness.cpp"
 
 
 def _ports_header(n: int) -> str:
@@ -289,6 +290,7 @@ def build_verilated(config: ArchConfig, check: bool = False) -> Path:
     ``check`` the PHY model's timing checker prints every rule LiteDRAM breaks (a
     ``violation`` line each) to the run's standard output."""
     from migen.fhdl import verilog
+
     from mncore_hdl.tooling.verilator import missing_tools, verilator_env
 
     missing = missing_tools()
@@ -298,7 +300,7 @@ def build_verilated(config: ArchConfig, check: bool = False) -> Path:
     text = str(verilog.convert(top, top.pins, name="litedram_top"))
     header = _ports_header(VERILATED_PORTS)
     key = hashlib.sha256((text + header + _HARNESS.read_text()).encode()).hexdigest()[:16]
-    out = _BUILD / key
+    out = BUILD_ROOT / "litedram" / key
     exe = out / "obj_dir" / "Vlitedram_top"
     if exe.exists():
         return exe
@@ -317,7 +319,7 @@ def build_verilated(config: ArchConfig, check: bool = False) -> Path:
 
 
 def run_verilated(exe: Path, config: ArchConfig, case: dict) -> dict:
-    """One ``bench_memctrl`` case on the Verilated LiteDRAM: ``{"name", "beats", "cycles",
+    """One memory-controller bench case on the Verilated LiteDRAM: ``{"name", "beats", "cycles",
     "wall_s"}`` as :func:`run_litedram` gives (the two agree within a cycle), ``beats`` as the
     harness counted the read beats returned and write beats taken."""
     streams = port_streams(config, case)

@@ -12,12 +12,12 @@ the merge adds like to like.
 
 from __future__ import annotations
 
-import os
-
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db
+
 from mncore_hdl.contracts.converter import MAX_LOOPS, ErrorCode, Reg
 from mncore_hdl.contracts.memctrl import PORTS, Cmd
-from mncore_hdl.tooling.coverage import COVERAGE_ENV, functional_path
+from mncore_hdl.settings import HDL
+from mncore_hdl.tooling.coverage import functional_path
 
 #: Bank state a column command found: row open (hit), bank closed (miss), another row open
 #: (conflict: a precharge, then an activate, before the column command).
@@ -144,10 +144,10 @@ class ConverterCoverage(_Export):
 
 
 def _enabled() -> tuple[str, str] | None:
-    folder = os.environ.get(COVERAGE_ENV)
+    folder = HDL["MNCORE_COVERAGE"].raw()
     if not folder:
         return None
-    return folder, os.environ.get("MNCORE_COVERAGE_NAME", "coverage")
+    return folder, HDL["MNCORE_COVERAGE_NAME"].get()
 
 
 def memctrl_monitor(banks: int, window: int) -> MemctrlCoverage | None:

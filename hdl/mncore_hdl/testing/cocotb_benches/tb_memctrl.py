@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
 import cocotb
-from memctrl_agents import TB
+
 from mncore_hdl.arch import LW_BITS
 from mncore_hdl.contracts.memctrl import Cmd
 from mncore_hdl.memctrl import timing
+from mncore_hdl.settings import HDL
 
-
-def _env_float(name: str, default: float) -> float:
-    return float(os.environ.get(name, default))
+from .memctrl_agents import TB
 
 
 async def check_counters(tb: TB) -> None:
@@ -94,13 +91,15 @@ async def smoke(dut):
 async def random_traffic(dut):
     """All ports (or the first ``$MC_ACTIVE_PORTS``), random reads/writes/strobes/lengths, idle
     and back-pressure from the env."""
-    tb = TB(dut, idle=_env_float("MC_IDLE", 0.0), backpressure=_env_float("MC_BP", 0.0))
+    tb = TB(dut, idle=HDL["MC_IDLE"].get(), backpressure=HDL["MC_BP"].get())
     await tb.reset()
     cfg = tb.config
     for _ in range(64):  # preloaded data, so reads of unwritten words are not all zero
         tb.mem_write(tb.rng.randrange(4 * cfg.row_lw), tb.rng.getrandbits(LW_BITS))
-    target = int(os.environ.get("MC_CYCLES", 3 * cfg.timing.trefi))
-    active = tb.ports[:int(os.environ.get("MC_ACTIVE_PORTS", len(tb.ports)))]
+    cycles = HDL["MC_CYCLES"].get()
+    target = 3 * cfg.timing.trefi if cycles is None else cycles
+    ports = HDL["MC_ACTIVE_PORTS"].get()
+    active = tb.ports[:len(tb.ports) if ports is None else ports]
     while tb.cycle < target:
         for p in active:
             while len(p.requests) < 4:
@@ -227,7 +226,7 @@ async def stream_vs_model(dut):
     tb = TB(dut)
     await tb.reset()
     cfg, p = tb.config, tb.ports[0]
-    lw = int(os.environ.get("MC_STREAM_LW", 4096))
+    lw = HDL["MC_STREAM_LW"].get()
     for write in (True, False):
         await tb.idle_cycles(cfg.timing.tras)
         for k in range(lw // cfg.row_lw):

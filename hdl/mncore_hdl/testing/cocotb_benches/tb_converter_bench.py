@@ -7,20 +7,22 @@ the measured cycles and counters go to the JSON file ``CONV_BENCH_OUT``.
 from __future__ import annotations
 
 import json
-import os
 
 import cocotb
-from converter_agents import TB, random_tensor
+
 from mncore_hdl.layout import Layout, conversion
+from mncore_hdl.settings import HDL
+
+from .converter_agents import TB, random_tensor
 
 
 @cocotb.test()
 async def measure(dut):
     tb = TB(dut)
     await tb.reset()
-    check = os.environ.get("CONV_BENCH_CHECK", "1") == "1"
+    check = HDL["CONV_BENCH_CHECK"].get()
     results = []
-    for case in json.loads(os.environ["CONV_BENCH_CASES"]):
+    for case in json.loads(HDL["CONV_BENCH_CASES"].required()):
         a = Layout.parse(case["src"], case["dtype"])
         b = Layout.parse(case["dst"], case["dtype"])
         desc = conversion(a, b)
@@ -34,6 +36,6 @@ async def measure(dut):
             stats = await tb.run(registers(prog, *case["src_base"], *case["dst_base"]))
         results.append({**case, **stats})
         dut._log.info(f"{case['name']}: {stats}")
-    with open(os.environ["CONV_BENCH_OUT"], "w") as f:
+    with open(HDL["CONV_BENCH_OUT"].required(), "w") as f:
         json.dump(results, f, indent=1)
     assert tb.errors == 0, f"{tb.errors} conversions differ from the golden model"

@@ -9,9 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import cocotb
-import memctrl_agents
-from converter_agents import TB as ConverterTB
-from converter_agents import random_pair, random_tensor
+
 from mncore_hdl.contracts.converter import (
     GATHER_QUANTITIES,
     MAX_LOOPS,
@@ -22,6 +20,10 @@ from mncore_hdl.contracts.converter import (
 from mncore_hdl.converter import compile_program
 from mncore_hdl.converter.program import ConverterProgram, TableLoop
 from mncore_hdl.layout import conversion, host_layout, native_layout
+
+from . import memctrl_agents
+from .converter_agents import TB as ConverterTB
+from .converter_agents import random_pair, random_tensor
 
 _CARRIES = {"outer": len(OUTER_QUANTITIES), "read": len(READ_QUANTITIES),
             "gather": len(GATHER_QUANTITIES)}

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 from collections import deque
+from typing import Any
 
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
-from coverage_points import memctrl_monitor
+
 from mncore_hdl.arch import LW_BITS, ArchConfig
 from mncore_hdl.contracts.cosim import backing_store
 from mncore_hdl.contracts.memctrl import (
@@ -21,13 +21,16 @@ from mncore_hdl.contracts.memctrl import (
     register_map,
     unpack_rdata,
 )
+from mncore_hdl.settings import HDL
 from mncore_hdl.testing.memctrl_model import Chunk, SparseMemory, TimingChecker, split_chunks
+
+from .coverage_points import memctrl_monitor
 
 CLOCK_NS = 1.334  # ~750 MHz, an even number of picoseconds per half period
 
 
 def load_meta() -> tuple[ArchConfig, int]:
-    with open(os.environ["MC_META"]) as f:
+    with open(HDL["MC_META"].required()) as f:
         meta = json.load(f)
     return ArchConfig.from_dict(meta["config"]), int(meta["ports"])
 
@@ -79,7 +82,7 @@ class PortAgent:
                 slots = [ReadSlot() if ch.in_window else ReadSlot(0, 1, True)
                          for _ in range(ch.length)]
                 self.expected.extend(slots)
-                ch.data = slots  # filled at the column command
+                ch.data = slots  # type: ignore[assignment]  # filled at the column command
             if ch.in_window:
                 self.columns.append(ch)
         self.requests.append((addr, length, write))
@@ -212,7 +215,7 @@ class TB:
             if ch.write:
                 self.model.write(ch.addr + k, ch.data[k], ch.strb[k])
             else:
-                slot = ch.data[k]
+                slot: Any = ch.data[k]  # a ReadSlot (above)
                 slot.data, slot.filled = self.model.read(ch.addr + k), True
 
     def _take_column(self, agent: PortAgent, got: tuple) -> Chunk | None:

@@ -1,12 +1,13 @@
 """cocotb coroutine of the throughput bench: Python only at the start and end of each stream."""
 
 import json
-import os
 import time
 
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
+
+from mncore_hdl.settings import HDL
 
 CLOCK_NS = 1.334
 
@@ -14,7 +15,7 @@ CLOCK_NS = 1.334
 @cocotb.test()
 async def run_cases(dut):
     """Run every case of ``$MC_BENCH_CASES`` (JSON) on the bench top; write ``$MC_BENCH_OUT``."""
-    cases = json.loads(os.environ["MC_BENCH_CASES"])
+    cases = json.loads(HDL["MC_BENCH_CASES"].required())
     Clock(dut.clk, CLOCK_NS, unit="ns", impl="gpi").start()
     dut.start.value = 0
     dut.csr_addr.value = 0
@@ -36,5 +37,5 @@ async def run_cases(dut):
         await RisingEdge(dut.done)
         wall = time.perf_counter() - t0
         results.append({"name": case["name"], "cycles": int(dut.cycles.value), "wall_s": wall})
-    with open(os.environ["MC_BENCH_OUT"], "w") as f:
+    with open(HDL["MC_BENCH_OUT"].required(), "w") as f:
         json.dump(results, f, indent=1)

@@ -11,7 +11,8 @@ import torch
 from mncore_hdl.layout import ElementRangeError, check_representable
 from torch import fx
 
-from .aten import HANDLERS, Deferred, Handler, Unavailable, write_into_view
+from .aten import HANDLERS, Deferred, Handler, Unavailable, write_into_strided, write_into_view
+from .capture_checks import Problems, unsupported_op
 from .errors import CompilerError, UnsupportedOperationError
 from .functionalize import (
     Functionalizer,
@@ -23,16 +24,15 @@ from .functionalize import (
 )
 from .ir import Graph, GraphBuilder
 from .ops import OpTypeError
-from .training import Problems, unsupported_op
 from .types import DTYPES, TensorType, dtype_to_torch
 
-__all__ = ["Converter", "bind_arguments"]
+__all__ = ["FxToIR", "bind_arguments"]
 
 _IR_TORCH_DTYPES = tuple(dtype_to_torch(d) for d in DTYPES)
 
 
 
-class Converter:
+class FxToIR:
     """Walks a make_fx graph and emits IR nodes through the aten handlers (it is their
     :class:`~mncore_compiler.aten.Builder`); in-place updates are functionalised on the way
     (:class:`~mncore_compiler.functionalize.Functionalizer`)."""
@@ -196,6 +196,8 @@ class Converter:
             source = view.args[0]
             if not isinstance(source, fx.Node):
                 return None
+            if str(view.target) == "aten.as_strided.default":
+                return write_into_strided(self, view, self.resolve(source), value)
             return write_into_view(self, view, self.resolve(source), value)
         op, attrs = undo
         if op == "reshape" and self.type(value).shape == attrs["shape"]:

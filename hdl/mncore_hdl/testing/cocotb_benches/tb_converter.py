@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-import os
-
 import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
-from converter_agents import TB, random_pair, random_tensor
+
 from mncore_hdl.arch import LW_BITS
 from mncore_hdl.contracts.converter import READ
 from mncore_hdl.contracts.cosim import requester_prefix
 from mncore_hdl.contracts.memctrl import RequestFormat, pack_wdata
 from mncore_hdl.converter import ErrorCode, Reg, compile_program, registers
 from mncore_hdl.layout import conversion, host_layout, native_layout, to_device
+from mncore_hdl.settings import HDL
+
+from .converter_agents import TB, random_pair, random_tensor
 
 
 def _cases() -> int:
-    return int(os.environ.get("CONV_CASES", "8"))
+    return HDL["CONV_CASES"].get()
 
 
 def _finish(tb: TB) -> None:
-    assert tb.errors == 0, f"{tb.errors} mismatches (seed {os.environ.get('CONV_SEED')})"
+    assert tb.errors == 0, f"{tb.errors} mismatches (seed {HDL['CONV_SEED'].get()})"
 
 
 @cocotb.test()

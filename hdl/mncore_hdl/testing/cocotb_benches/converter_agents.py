@@ -3,28 +3,38 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 
 import numpy as np
 import torch
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
-from coverage_points import converter_monitor
+
 from mncore_hdl.arch import LW_BITS, MNCORE2_SIM, ArchConfig
 from mncore_hdl.contracts.converter import COUNTERS, CTRL_START
-from mncore_hdl.contracts.cosim import BACKING_STORE, MC_IDLE, STREAMS, requester_prefix
+from mncore_hdl.contracts.cosim import (
+    BACKING_STORE,
+    MC_IDLE,
+    STREAMS,
+    csr_addr_port,
+    csr_rdata_port,
+    requester_prefix,
+)
+from mncore_hdl.contracts.memctrl import csr_address
 from mncore_hdl.converter import Reg, compile_program, registers
 from mncore_hdl.converter.program import ProgramError
 from mncore_hdl.layout import DTYPES, UnsupportedConversion, conversion, from_device, to_device
 from mncore_hdl.layout.random_layouts import random_layout, random_shape
+from mncore_hdl.settings import HDL
+
+from .coverage_points import converter_monitor
 
 CLOCK_NS = 10
 
 
 def bench_config() -> ArchConfig:
     """The design's config, passed by the launcher as JSON in ``CONV_CONFIG``."""
-    text = os.environ.get("CONV_CONFIG")
+    text = HDL["CONV_CONFIG"].get()
     return ArchConfig.from_dict(json.loads(text)) if text else MNCORE2_SIM
 
 
@@ -63,8 +73,8 @@ class TB:
         self.dut = dut
         self.config = bench_config()
         self.errors = 0
-        self.mem_path = os.environ.get("CONV_MEM_PATH", BACKING_STORE["harness"])
-        seed = int(os.environ.get("CONV_SEED", "1"))
+        self.mem_path = HDL["CONV_MEM_PATH"].get() or BACKING_STORE["harness"]
+        seed = HDL["CONV_SEED"].get()
         self.rng = random.Random(seed)
         self.cov = converter_monitor()
         Clock(dut.clk, CLOCK_NS, unit="ns", impl="gpi").start()
@@ -130,20 +140,35 @@ class TB:
         return int(self.dut.reg_rdata.value)
 
     async def run(self, regs: dict[int, int], timeout_us: float = 20_000) -> dict[str, int]:
-        """Program, start, wait for done (no per-cycle Python), return status and counters."""
+        """Program, start, wait for done (no per-cycle Python), return status and counters.
+
+        On the memory-system top also ``refreshes``: the refreshes Group 0's controller (all
+        refresh together) began from the start to ``done`` (its ``refreshes`` CSR)."""
         dut = self.dut
+        csr = getattr(dut, csr_addr_port(0), None)
+        if csr is not None:
+            csr.value = csr_address("refreshes")
         await self.write_regs(regs)
+        before = self._refreshes()
         await self.write_regs({Reg.CTRL: CTRL_START})
         await RisingEdge(dut.clk)
         if not int(dut.done.value):
             await with_timeout(RisingEdge(dut.done), timeout_us, "us")
         await RisingEdge(dut.clk)
+        after = self._refreshes()
         await self.drain()
         stats = {name: int(getattr(dut, name).value) for name in
                  ("error", "error_code", *COUNTERS)}
+        if before is not None and after is not None:
+            stats["refreshes"] = after - before
         if self.cov:
             self.cov.conversion(regs, stats["error_code"])
         return stats
+
+    def _refreshes(self) -> int | None:
+        """Group 0's ``refreshes`` CSR (selected by :meth:`run`), or None without CSR ports."""
+        rdata = getattr(self.dut, csr_rdata_port(0), None)
+        return None if rdata is None else int(rdata.value)
 
     async def drain(self) -> None:
         """Wait until every memory controller is idle (its accepted writes are in memory)."""

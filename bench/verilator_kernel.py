@@ -1,0 +1,163 @@
+"""The Verilator model's own speed: the bound ``mncore2:verilator`` is measured against.
+
+The device runs the model under cocotb: its C++ loop (``verilator_main.cpp``) clocks the model
+and calls the VPI layer around every evaluation, and the cocotb server (embedded Python) waits
+outside the cycle loop. This links the very same model (the device's cached, profile-guided
+build) to a C++ ``main`` with no VPI, no cocotb and no Python: it clocks the model for 100k idle
+cycles, then fills the four staging memories, runs a DMA write of every Group and a read back
+(``cosim_tb``'s DMA engines, as the device's HostWrite and HostRead do), checks that the read
+returned what was written, and prints the cycles and the process seconds of each part. Its
+cycles per process second is the most any session of this model can reach on this machine.
+
+Run:  PYTHONPATH=sdk:compiler:hdl:sim python bench/verilator_kernel.py [--kib 1024]
+(``bench/bench_cosim.py`` prints it beside the device's own figures.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import time
+from pathlib import Path
+
+from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
+
+__all__ = ["kernel_speed"]
+
+_MAIN = r"""
+// The verilated cosim_tb alone: no VPI, no cocotb (bench/verilator_kernel.py).
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include "Vtop.h"
+#include "Vtop___024root.h"
+#include "verilated.h"
+
+double sc_time_stamp() { return 0; }
+static double cpu() {
+    timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+static Vtop* top;
+static void tick() {
+    top->clk = 1;
+    top->eval();
+    top->clk = 0;
+    top->eval();
+}
+static uint64_t word(int g, uint32_t i) {
+    uint64_t x = (uint64_t(g) << 56) ^ (uint64_t(i) * 0x9E3779B97F4A7C15ULL);
+    return x ^ (x >> 29);
+}
+#define R top->rootp
+#define STAGE(g) R->cosim_tb__DOT__dma##g##__DOT__stage
+static void transfer(const char* what, int write, uint32_t lw, uint32_t mask) {
+    double start = cpu();
+    uint64_t first = R->cosim_tb__DOT__cycle;
+    R->cosim_tb__DOT__dma_write = write;
+    R->cosim_tb__DOT__dma_path = 0;
+    R->cosim_tb__DOT__dma_groups = mask;
+    R->cosim_tb__DOT__dma_addr = 0;
+    R->cosim_tb__DOT__dma_len = lw;
+    R->cosim_tb__DOT__dma_go = 1;
+    while (!R->cosim_tb__DOT__dma_done) tick();
+    R->cosim_tb__DOT__dma_go = 0;
+    for (int i = 0; i < 64; i++) tick();  // the controllers drain
+    std::printf("%s %llu %.6f\n", what,
+                (unsigned long long)(R->cosim_tb__DOT__cycle - first), cpu() - start);
+}
+int main(int argc, char** argv) {
+    Verilated::commandArgs(argc, argv);
+    uint32_t lw = std::strtoul(argv[1], nullptr, 10);
+    top = new Vtop("");
+    top->clk = 0;
+    top->eval();
+    while (R->cosim_tb__DOT__rst) tick();
+    double start = cpu();
+    for (int i = 0; i < 100000; i++) tick();
+    std::printf("idle 100000 %.6f\n", cpu() - start);
+    for (uint32_t i = 0; i < lw; i++) {
+        STAGE(0)[i] = word(0, i); STAGE(1)[i] = word(1, i);
+        STAGE(2)[i] = word(2, i); STAGE(3)[i] = word(3, i);
+    }
+    // the engines' first write beat was computed from the staging memory at the last edge,
+    // and the memories changed behind the model's back (the device's back door changes them
+    // inside the model): one idle edge computes it again
+    tick();
+    transfer("write", 1, lw, 0xF);
+    for (uint32_t i = 0; i < lw; i++) {
+        STAGE(0)[i] = STAGE(1)[i] = STAGE(2)[i] = STAGE(3)[i] = 0;
+    }
+    transfer("read", 0, lw, 0xF);
+    for (uint32_t i = 0; i < lw; i++) {
+        if (STAGE(0)[i] != word(0, i) || STAGE(1)[i] != word(1, i) ||
+            STAGE(2)[i] != word(2, i) || STAGE(3)[i] != word(3, i)) {
+            std::printf("mismatch at LW %u\n", i);
+            return 1;
+        }
+    }
+    top->final();
+    delete top;
+    return 0;
+}
+"""
+
+
+def _kernel(build_dir: Path) -> Path:
+    """The C++ main linked to the model's objects in ``build_dir`` (built once)."""
+    from mncore_hdl.tooling.verilator import verilator_env, verilator_root
+
+    exe = build_dir / "kernel_bench"
+    if exe.exists():
+        return exe
+    root = verilator_root()
+    assert root is not None, "Verilator is not installed"
+    source = build_dir / "kernel_bench.cpp"
+    source.write_text(_MAIN)
+    objects = [build_dir / f"{name}.o" for name in
+               ("verilated", "verilated_dpi", "verilated_vpi", "verilated_threads")]
+    # the model's VPI objects need cocotb's VPI library at link time, as the device's loop
+    import cocotb_tools.config
+
+    libs = cocotb_tools.config.libs_dir
+    subprocess.run(["g++", "-O2", "-std=c++20", f"-I{build_dir}", f"-I{root / 'include'}",
+                    f"-I{root / 'include' / 'vltstd'}", "-DVM_TRACE=0", str(source),
+                    *map(str, objects), str(build_dir / "Vtop__ALL.a"), f"-Wl,-rpath,{libs}",
+                    f"-L{libs}", "-lcocotbvpi_verilator", "-o", str(exe)],
+                   check=True, env=verilator_env())
+    return exe
+
+
+def kernel_speed(nbytes: int, config: ArchConfig = MNCORE2_SIM
+                 ) -> list[tuple[str, int, float, float]]:
+    """(what, cycles, process seconds, wall seconds) of 100k idle cycles, and a DMA write and
+    read of ``nbytes`` over all Groups, on the device's model with no VPI and no cocotb."""
+    from mlsdk.device.rtl.verilator import build_verilator
+
+    lw = nbytes // config.lw_bytes // config.groups
+    exe = _kernel(build_verilator(config))
+    start = time.perf_counter()
+    run = subprocess.run([str(exe), str(lw)], capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - start
+    rows = []
+    for line in run.stdout.splitlines():
+        what, cycles, seconds = line.split()
+        label = {"idle": "idle cycles", "write": f"{nbytes >> 10} KiB DMA write",
+                 "read": f"{nbytes >> 10} KiB DMA read"}[what]
+        rows.append((f"{label} (kernel)", int(cycles), float(seconds), wall))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kib", type=int, default=1024)
+    args = parser.parse_args()
+    print(f"{'workload':32s} {'cycles':>9s} {'cpu s':>8s} {'cycles/cpu-s':>13s}")
+    for label, cycles, seconds, _ in kernel_speed(args.kib << 10):
+        print(f"{label:32s} {cycles:9d} {seconds:8.3f} {cycles / seconds:13.0f}")
+
+
+if __name__ == "__main__":
+    main()
