@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal
+from amaranth.hdl import Cat, Elaboratable, Fragment, Module, ResetSignal, Signal
 
 from ..arch import ArchConfig
 from ..memctrl.reorder import ReorderFrontend
@@ -12,7 +12,8 @@ from .primitives import Assert, Assume
 from .readstream import READ_ORDER_CONFIG
 from .reorder_state import PARTS, reorder_invariants
 
-__all__ = ["REORDER_CONFIG", "ReorderCapProof", "ReorderInvariantProof"]
+__all__ = ["REORDER_CONFIG", "ReorderCapProof", "ReorderInvariantProof", "invariant_names",
+           "step_shares"]
 
 #: The frontend's proof config: READ_ORDER_CONFIG's geometry (2 banks, 4 LW rows) with the
 #: fr_fcfs scheduler, its least window (4) and cap 1. Timing does not matter here: every
@@ -51,19 +52,76 @@ class ReorderInvariantProof(Elaboratable):
         Which of :data:`~.reorder_state.PARTS`.
     frontend_config : ArchConfig or None
         The config the frontend is built from (default ``config``).
+    step : slice or None
+        None: every invariant asserted (``mode="bmc"`` checks them from reset, ``"prove"``
+        at k = 1 is their whole induction step). A slice of :func:`invariant_names`: only
+        those asserted, each in a cycle after one where all of ``parts`` held, so that at
+        k = 1 the run proves that share of the induction step; the shares of
+        :func:`step_shares` together are the whole step (a solver closes them one by one,
+        not all at once), and the check from reset is the base case.
     """
 
     def __init__(self, config: ArchConfig = REORDER_CONFIG, parts: tuple[str, ...] = PARTS,
-                 frontend_config: ArchConfig | None = None):
+                 frontend_config: ArchConfig | None = None, step: slice | None = None):
         self.config = config
         self.parts = parts
         self.frontend_config = config if frontend_config is None else frontend_config
+        self.step = step
 
     def elaborate(self, platform):
         m = Module()
         fe, owed = frontend_alone(m, self.config, self.frontend_config, platform)
-        reorder_invariants(m, fe, owed["read"], Assert, self.parts)
+        if self.step is None:
+            reorder_invariants(m, fe, owed["read"], Assert, self.parts)
+            return m
+        # the step of some invariants from all of them a cycle before: for every ``step``
+        # together, the whole set's induction step (each run checks a share)
+        held = _collect(m, fe, owed["read"], self.parts)
+        before = Signal(name="invariants_held_before")
+        m.d.sync += before.eq(Cat(c for c, _ in held).all())
+        m.d.comb += [Assert(~before | c, n) for c, n in held[self.step]]
         return m
+
+
+def invariant_names(config: ArchConfig = REORDER_CONFIG, parts: tuple[str, ...] = PARTS):
+    """The names of the invariants of ``parts`` at ``config``, in :class:`ReorderInvariantProof`'s
+    order (a ``step`` slice counts in it)."""
+    m = Module()
+    fe, owed = frontend_alone(m, config, config, None)
+    names = [name for _, name in _collect(m, fe, owed["read"], parts)]
+    Fragment.get(m, None)       # elaborated, so nothing is left unused
+    return names
+
+
+def _collect(m: Module, fe, read_owed, parts) -> list:
+    """The invariants of ``parts`` as ``(condition, name)`` pairs, none of them asserted."""
+    held = []
+
+    def keep(condition, name):
+        held.append((condition, name))
+        return []
+
+    reorder_invariants(m, fe, read_owed, keep, parts)
+    return held
+
+
+def step_shares(config: ArchConfig = REORDER_CONFIG, parts: tuple[str, ...] = PARTS):
+    """The induction step of the invariants cut into shares a solver closes: runs of
+    invariants of one kind (the name's first word), but each slot's ghost equation, the
+    in-flight queue's level equations and the beats-owed equation alone. Returns
+    ``[(slice, first name), ...]``."""
+    names = invariant_names(config, parts)
+
+    def kind(name):
+        alone = any(word in name for word in ("ghost", "level", "beats owed"))
+        return name if alone else name.split()[0]
+
+    shares, start = [], 0
+    for k in range(1, len(names) + 1):
+        if k == len(names) or kind(names[k]) != kind(names[start]):
+            shares.append((slice(start, k), names[start]))
+            start = k
+    return shares
 
 
 class ReorderCapProof(Elaboratable):

@@ -11,7 +11,7 @@ out a read that was never issued.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 
 from .backend import one_burst
 from .primitives import Assert
@@ -117,70 +117,103 @@ def _read_invariants(m: Module, fe, read_owed, kind) -> None:
     """Read sequence numbers, as distances from ``drain`` (the oldest read owed): the
     outstanding reads are ``drain .. ralloc - 1``; the window's reads are among them, in
     order, and every one ``slots`` or more past ``drain`` is in the window (a read issues only
-    inside the slots). Per slot, with ``n`` the outstanding number in the next ``slots`` it
-    serves: not issued (free, or ``n`` still in the window), no beat has arrived and the slot
-    is not in flight; issued and in flight, no beat has arrived unless it is the queue's head,
-    whose beats arrived are ``beat_in``; issued and not in flight, all its beats arrived. The
-    queue's entries are distinct (its level counts the slots in flight); the beats owed are
-    the in-flight slots' lengths less ``beat_in``; ``beat_out`` within the oldest slot."""
-    p, rob, inf = fe.pointers, fe.rob, fe.inflight
-    ns, depth = fe.slots, fe.depth
-    sb = (ns - 1).bit_length()
+    inside the slots). Then the slots (:func:`_slot_invariants`) and the queue of issued
+    reads (:func:`_inflight_invariants`)."""
+    p = fe.pointers
     drain, rb = p["drain"], len(p["drain"])
+    owed = (p["ralloc"] - drain)[:rb]
+    reads = [(e.valid & ~e.write, (e.tag[:rb] - drain)[:rb]) for e in fe.entries]
+    m.d.comb += kind(owed <= fe.slots + fe.depth, "more reads owed than slots and window")
+    for k, (r, dist) in enumerate(reads):
+        m.d.comb += kind(~r | (dist < owed), f"window read {k} not outstanding")
+        for j, (rj, dj) in enumerate(reads[:k]):
+            m.d.comb += kind(~(rj & r) | (dj < dist), f"window reads {j}, {k} out of order")
+    beyond = sum(Mux(r & (dist >= fe.slots), 1, 0) for r, dist in reads)
+    m.d.comb += kind(beyond == Mux(owed > fe.slots, owed - fe.slots, 0),
+                     "a read beyond the slots issued, or missing from the window")
+    flying = _slot_invariants(m, fe, owed, reads, kind)
+    _inflight_invariants(m, fe, flying, read_owed, kind)
 
-    def rel(v):
-        return (v - drain)[:rb]
 
-    owed = rel(p["ralloc"])
-    reads = [(e.valid & ~e.write, e.tag[:rb]) for e in fe.entries]
-    m.d.comb += kind(owed <= ns + depth, "more reads owed than slots and window")
-    for k, (r, tag) in enumerate(reads):
-        m.d.comb += kind(~r | (rel(tag) < owed), f"window read {k} not outstanding")
-        for j, (rj, tj) in enumerate(reads[:k]):
-            m.d.comb += kind(~(rj & r) | (rel(tj) < rel(tag)),
-                             f"window reads {j}, {k} out of order")
-    beyond = sum(Mux(r & (rel(tag) >= ns), 1, 0) for r, tag in reads)
-    m.d.comb += kind(beyond == Mux(owed > ns, owed - ns, 0),
-                       "a read beyond the slots issued, or missing from the window")
-
-    entries, consume, level = inf["entries"], inf["consume"], inf["level"]
-    width = len(entries[0])
-    head = Cat(*entries).word_select(consume, width)
-    live = [(Const(i, sb) - consume)[:sb] < level for i in range(ns)]
+def _slot_invariants(m: Module, fe, owed, reads, kind):
+    """Per slot, with ``n`` the outstanding distance from ``drain`` it serves next: *issued*
+    when ``n`` is outstanding and not in the window. A slot not issued has no beat; an issued
+    one has a length of 1 .. BL and at most that many beats; it is *in flight* while beats
+    are missing. ``beat_out`` is within the oldest slot's beats. Returns the in-flight bits,
+    one per slot."""
+    ns, bl = fe.slots, fe.config.timing.burst_length
+    sb = (ns - 1).bit_length()
+    drain, rob = fe.pointers["drain"], fe.rob
     arrived, length = rob["arrived"], rob["length"]
-    beat_in, beat_out = rob["beat_in"], rob["beat_out"]
-    issued_bits, flying_bits, owed_beats = [], [], 0
+    issued, flying = [], []
     for s in range(ns):
         ahead = (Const(s, sb) - drain[:sb])[:sb]
-        n = (drain + ahead)[:rb]
-        waiting = Cat(r & (tag == n) for r, tag in reads).any()
-        issued = (ahead < owed) & ~waiting
-        flying = Cat(lv & (e == s) for lv, e in zip(live, entries, strict=True)).any()
-        at_head = (level != 0) & (head == s)
+        waiting = Cat(r & (dist == ahead) for r, dist in reads).any()
+        iss = Signal(name=f"inv_issued{s}")
+        fly = Signal(name=f"inv_flying{s}")
+        m.d.comb += [iss.eq((ahead < owed) & ~waiting), fly.eq(iss & (arrived[s] < length[s]))]
         m.d.comb += [
-            kind(issued | ((arrived[s] == 0) & ~flying),
-                 f"slot {s}: beats or in flight, not issued"),
-            kind(~issued | flying | (arrived[s] == length[s]), f"slot {s}: landed, beats missing"),
-            kind(~flying | at_head | (arrived[s] == 0), f"slot {s}: beats before its turn"),
-            kind(~at_head | ((arrived[s] == beat_in) & (beat_in < length[s])),
-                   f"slot {s}: head of the queue, beats arrived not beat_in"),
-            kind(~issued | ((length[s] >= 1) & (length[s] <= fe.config.timing.burst_length)),
-                   f"slot {s}: issued with a length outside 1 .. burst length"),
+            kind(iss | (arrived[s] == 0), f"slot {s}: beats arrived, not issued"),
+            kind(~iss | ((length[s] >= 1) & (length[s] <= bl) & (arrived[s] <= length[s])),
+                 f"slot {s}: issued, its length or beats out of range"),
         ]
-        issued_bits.append(issued)
-        flying_bits.append(flying)
-        owed_beats = owed_beats + Mux(flying, length[s], 0)
-    produce = inf["produce"]
+        issued.append(iss)
+        flying.append(fly)
+    oldest = drain[:sb]
     m.d.comb += [
-        kind(level <= ns, "in-flight queue over its depth"),
-        kind(level == sum(flying_bits), "in-flight queue holds a slot twice"),
+        kind(rob["beat_out"] <= Array(arrived)[oldest], "more beats handed out than arrived"),
+        kind(~Cat(*issued).bit_select(oldest, 1) | (rob["beat_out"] < Array(length)[oldest]),
+             "the oldest read handed out past its length"),
+    ]
+    return Cat(*flying)
+
+
+def _inflight_invariants(m: Module, fe, flying, read_owed, kind) -> None:
+    """The queue of issued reads, through a ghost of the slots in flight (set by the queue's
+    push of a slot, cleared by its pop) equal to ``flying``: its live entries are distinct
+    slots of the ghost, none with a beat but the head, whose beats arrived are ``beat_in``;
+    its level counts the ghost's slots (so a push never meets a full queue, a beat never an
+    empty one) and its pointers agree with its level; the beats owed (``read_owed``) plus
+    ``beat_in`` are the ghost's slots' lengths."""
+    ns = fe.slots
+    sb = (ns - 1).bit_length()
+    inf, rob = fe.inflight, fe.rob
+    entries, consume, produce, level = (inf["entries"], inf["consume"], inf["produce"],
+                                        inf["level"])
+    arrived_v = Cat(*rob["arrived"])
+    lb = len(rob["arrived"][0])
+    head = Cat(*entries).word_select(consume, len(entries[0]))
+    # a ghost of the slots in flight, kept from the queue's pushes and pops: the count of
+    # the queue's level is taken of it, not of ``flying`` (whose bits the step must
+    # otherwise re-derive, all at once, to add them up)
+    ghost = Signal(ns, name="inv_in_flight")
+    m.d.sync += ghost.eq(Cat(
+        Mux(inf["push"] & (inf["slot"] == s), 1, Mux(inf["pop"] & (head == s), 0, ghost[s]))
+        for s in range(ns)))
+    m.d.comb += [kind(ghost[s] == flying[s], f"slot {s}: in flight, not in the queue's ghost")
+                 for s in range(ns)]
+    live = [Signal(name=f"inv_live{i}") for i in range(ns)]
+    m.d.comb += [lv.eq((Const(i, sb) - consume)[:sb] < level) for i, lv in enumerate(live)]
+    for i, (lv, e) in enumerate(zip(live, entries, strict=True)):
+        m.d.comb += [
+            kind(~lv | ghost.bit_select(e, 1), f"in-flight entry {i}: its slot not in flight"),
+            kind(~lv | (consume == i) | (arrived_v.word_select(e, lb) == 0),
+                 f"in-flight entry {i}: beats before its turn"),
+        ]
+        for j in range(i):
+            m.d.comb += kind(~(lv & live[j]) | (e != entries[j]),
+                             f"in-flight entries {j}, {i} hold one slot")
+    beat_in = rob["beat_in"]
+    m.d.comb += [
+        kind(level == sum(ghost[s] for s in range(ns)),
+             "in-flight level is not the slots in flight"),
         kind((produce - consume)[:sb] == level[:sb], "in-flight queue's pointers and level"),
         kind((level != 0) | (beat_in == 0), "beats arrived with nothing in flight"),
-        kind(beat_out <= Array(arrived)[drain[:sb]], "more beats handed out than arrived"),
-        kind(~Cat(issued_bits).bit_select(drain[:sb], 1)
-               | (beat_out < Array(length)[drain[:sb]]),
-               "the oldest read handed out past its length"),
+        kind((level == 0) | (arrived_v.word_select(head, lb) == beat_in),
+             "the head's beats arrived are not beat_in"),
     ]
     if read_owed is not None:
-        m.d.comb += kind(read_owed + beat_in == owed_beats,
-                           "beats owed are not the in-flight reads' beats")
+        # the in-flight slots' beats, less those of the head that arrived
+        lengths = sum(Mux(ghost[s], rob["length"][s], 0) for s in range(ns))
+        m.d.comb += kind(read_owed + beat_in == lengths,
+                         "beats owed are not the in-flight reads' beats")

@@ -18,7 +18,7 @@ from .requester import (
 )
 from .signatures import BankStateSignature, chunk_addr_bits
 
-__all__ = ["ReorderFrontend", "rob_slots", "write_buffer_beats"]
+__all__ = ["ReorderFrontend", "issue_order", "rob_slots", "write_buffer_beats"]
 
 
 def rob_slots(config: ArchConfig, depth: int) -> int:
@@ -341,7 +341,7 @@ class ReorderFrontend(wiring.Component):
         issue_slot = issue_seq[:sb] if sb else Const(0, 1)
         r_issue = self.issue & ~self.head.head_write
         pop = Signal(name="inflight_pop")
-        slot_in = _issue_order(m, self, issue_slot, r_issue, pop, ns)
+        slot_in = issue_order(m, self, issue_slot, r_issue, pop, ns)
         beat_in = Signal(range(bl), name="rob_beat_in")
         len_in = Signal(lb, name="rob_len_in")
         in_last = Signal(name="rob_in_last")
@@ -393,11 +393,31 @@ class ReorderFrontend(wiring.Component):
         return r_out
 
 
-def _issue_order(m, fe, slot, push, pop, depth):
-    """The slots of the issued reads whose beats are owed, in issue order: a queue of
-    ``depth`` entries with ``SyncFIFO``'s behaviour (a push while full and a pop while empty
-    are ignored; the head entry is shown whatever the level), kept in registers that
-    ``fe.inflight`` exposes for the proofs' invariants. Returns the head entry."""
+def issue_order(m, fe, slot, push, pop, depth):
+    """The slots of the issued reads whose beats are owed, in issue order.
+
+    A queue of ``depth`` entries with ``SyncFIFO``'s behaviour (a push while full and a pop
+    while empty are ignored; the head entry is shown whatever the level), kept in registers
+    that ``fe.inflight`` exposes for the proofs' invariants (``formal/reorder_state.py``).
+
+    Parameters
+    ----------
+    m : Module
+        The frontend's module.
+    fe : ReorderFrontend
+        The frontend (``fe.inflight`` is set: entries, pointers, level, push and pop).
+    slot : Value
+        The slot of the read issued this cycle.
+    push, pop : Value
+        A read issued; the head's last beat arrived.
+    depth : int
+        Entries (the reorder buffer's slots).
+
+    Returns
+    -------
+    Value
+        The head entry.
+    """
     entries = [Signal.like(slot, name=f"inflight{k}") for k in range(depth)]
     produce = Signal(range(depth), name="inflight_produce")
     consume = Signal(range(depth), name="inflight_consume")
@@ -408,7 +428,8 @@ def _issue_order(m, fe, slot, push, pop, depth):
     m.d.sync += [produce.eq(Mux(do_push, _next(produce, depth), produce)),
                  consume.eq(Mux(do_pop, _next(consume, depth), consume)),
                  level.eq(level + do_push - do_pop)]
-    fe.inflight = {"entries": entries, "produce": produce, "consume": consume, "level": level}
+    fe.inflight = {"entries": entries, "produce": produce, "consume": consume, "level": level,
+                   "slot": slot, "push": do_push, "pop": do_pop}
     return Cat(*entries).word_select(consume, len(slot))
 
 
