@@ -1,11 +1,14 @@
 """Formal proofs (SymbiYosys) of no starvation: every eligible chunk issues within a bound.
 
 In order, the cycle bound is proved on the whole controller. With the reordering fr_fcfs
-frontend it is the composition of two proofs (``chunk_bound_cycles`` in
+frontend it is the composition of three proofs (``chunk_bound_cycles`` in
 ``mncore_hdl.formal.starvation`` states the formula): the frontend alone passes its eligible
-oldest chunk at most ``scheduler_starvation_cap`` times, and the whole controller issues some
-chunk of an eligible port within ``starvation_bound_cycles``. A tightness test and a mutant
-go with each proof.
+oldest chunk at most ``scheduler_starvation_cap`` times, the arbiter passes an eligible port
+a bounded number of times, and the whole controller issues some chunk within ``gap_cycles``
+while a port is eligible. The frontend's state invariants (``formal/reorder_state.py``) carry
+the first and the third to all time; the runs too long for the suite (the invariants' and
+the gap's induction steps) are in ``bench/bench_formal_reorder.py``. A tightness test and a
+mutant go with each proof.
 """
 
 
@@ -13,8 +16,8 @@ import pytest
 from formal_support import explain, require_formal_tools
 from mncore_hdl.formal.arbiter import ArbiterProof, passes_allowed
 from mncore_hdl.formal.readstream import MEMORY_AS_FLOPS
-from mncore_hdl.formal.reorder import ReorderCapProof
-from mncore_hdl.formal.runner import prove
+from mncore_hdl.formal.reorder import ReorderCapProof, ReorderInvariantProof, invariant_names
+from mncore_hdl.formal.runner import BOOLECTOR, prove
 from mncore_hdl.formal.starvation import (
     STARVATION_CONFIG,
     StarvationProof,
@@ -23,6 +26,7 @@ from mncore_hdl.formal.starvation import (
     starvation_bound_cycles,
 )
 from mncore_hdl.memctrl import controller
+from mncore_hdl.memctrl import reorder as reorder_rtl
 from mncore_hdl.memctrl.arbiter import RoundRobin
 
 
@@ -30,6 +34,9 @@ from mncore_hdl.memctrl.arbiter import RoundRobin
 def _need_tools():
     require_formal_tools()
 
+
+#: The invariants' parts of the reorder buffer's proofs (the window's with them).
+READ_PARTS = ("window", "read")
 
 #: Two ports: the cycle bound (30 at STARVATION_CONFIG) inside a depth the solver reaches.
 CYCLE_PORTS = 2
@@ -129,6 +136,78 @@ def test_mutant_reorder_frontend_ignoring_its_cap_is_caught(tmp_path):
                    depth=REORDER_DEPTH, timeout=300, script=MEMORY_AS_FLOPS)
     assert result.status == "FAIL", explain(result)
     assert any("reorder.py" in f for f in result.failures), result.failures
+    assert result.vcd is not None and result.vcd.exists()
+
+
+def test_oldest_chunk_cap_holds_for_all_time_given_the_frontend_invariants(tmp_path):
+    # k-induction at k = 1 with the frontend's state invariants assumed (formal/reorder_state.py):
+    # the cap lemma follows from them in one step. The invariants' own induction steps run in
+    # bench/bench_formal_reorder.py (minutes); the suite checks them from reset and one share
+    # of their step (below).
+    result = prove(ReorderCapProof(_fr_config(), invariants="assume"), tmp_path, mode="prove",
+                   depth=1, timeout=300)
+    assert result.passed, explain(result)
+
+
+#: BMC depth of the reorder buffer's invariants: 8 cycles reach reads issued out of order and
+#: their beats landing and handed over (the mutant below fails at step 4). Their induction
+#: step closes at k = 1 in shares (``step_shares``), 7.5 minutes of wall time at load 4 to 6:
+#: bench/bench_formal_reorder.py runs them; the suite runs one share (below).
+REORDER_INVARIANT_DEPTH = 8
+
+#: The invariants the suite's share of the step asserts: the queue of issued reads' head.
+HEAD_SHARE = "the head's beats arrived are not beat_in"
+
+
+def _head_share():
+    names = invariant_names(_fr_config(), READ_PARTS)
+    k = names.index(HEAD_SHARE)
+    return slice(k, k + 1)
+
+
+def test_reorder_buffer_invariants_hold_from_reset(tmp_path):
+    proof = ReorderInvariantProof(_fr_config(), parts=READ_PARTS)
+    result = prove(proof, tmp_path, depth=REORDER_INVARIANT_DEPTH, timeout=300)
+    assert result.passed, explain(result)
+
+
+def test_reorder_buffer_invariant_share_of_the_step_closes(tmp_path):
+    # one share of the induction step at k = 1, from all invariants a cycle before
+    proof = ReorderInvariantProof(_fr_config(), READ_PARTS, step=_head_share())
+    result = prove(proof, tmp_path, mode="prove", depth=1, timeout=300, engine=BOOLECTOR)
+    assert result.passed, explain(result)
+
+
+def test_mutant_inflight_queue_losing_a_pop_breaks_the_step(tmp_path, monkeypatch):
+    """The same share of the step on the queue below that loses a pop: not inductive."""
+    issue_order = reorder_rtl.issue_order
+
+    def losing(m, fe, slot, push, pop, depth):
+        return issue_order(m, fe, slot, push, pop & ~push, depth)
+
+    share = _head_share()
+    monkeypatch.setattr(reorder_rtl, "issue_order", losing)
+    proof = ReorderInvariantProof(_fr_config(), READ_PARTS, step=share)
+    result = prove(proof, tmp_path, mode="prove", depth=1, timeout=300, engine=BOOLECTOR)
+    assert result.status in ("FAIL", "UNKNOWN"), explain(result)
+    # the share's assertion (``ReorderInvariantProof``, formal/reorder.py) breaks
+    assert any("formal/reorder.py" in f for f in result.failures), result.failures
+
+
+def test_mutant_inflight_queue_losing_a_pop_is_caught(tmp_path, monkeypatch):
+    """A queue of issued reads that loses a pop coming with a push: the cap proof with the
+    invariants assumed still passes on it (the assumption prunes every trace that shows the
+    fault), so the invariants' own proof is what catches it."""
+    issue_order = reorder_rtl.issue_order
+
+    def losing(m, fe, slot, push, pop, depth):
+        return issue_order(m, fe, slot, push, pop & ~push, depth)
+
+    monkeypatch.setattr(reorder_rtl, "issue_order", losing)
+    proof = ReorderInvariantProof(_fr_config(), parts=READ_PARTS)
+    result = prove(proof, tmp_path, depth=REORDER_INVARIANT_DEPTH, timeout=300)
+    assert result.status == "FAIL", explain(result)
+    assert any("reorder_state.py" in f for f in result.failures), result.failures
     assert result.vcd is not None and result.vcd.exists()
 
 

@@ -37,10 +37,13 @@ def free_scheduler_side(m: Module, fe) -> None:
     m.d.comb += Assume(~fe.issue | fe.head_eligible)
 
 
-def assume_engine_contract(m: Module, fe, config: ArchConfig) -> None:
+def assume_engine_contract(m: Module, fe, config: ArchConfig) -> dict:
     """The data engine's contract: ``rpush`` / ``wpop`` free, but only while the issued reads
-    / writes owe beats (of a :class:`ReorderFrontend`, whose reorder buffer needs it)."""
+    / writes owe beats (of a :class:`ReorderFrontend`, whose reorder buffer needs it).
+
+    Returns the harness's counts of the beats owed, ``{"read": ..., "write": ...}``."""
     bits = 2 * max(1, (fe.slots * config.timing.burst_length).bit_length()) + 2
+    counts = {}
     for strobe, write, name in ((fe.rpush, 0, "read"), (fe.wpop, 1, "write")):
         owed = Signal(bits, name=f"{name}_beats_owed")
         add = Signal.like(owed)
@@ -48,6 +51,8 @@ def assume_engine_contract(m: Module, fe, config: ArchConfig) -> None:
         with m.If(fe.issue & (fe.head.head_write == write)):
             m.d.comb += add.eq(fe.head.head_len)
         m.d.sync += owed.eq(owed + add - strobe)
+        counts[name] = owed
+    return counts
 
 
 class HeadContractProof(Elaboratable):

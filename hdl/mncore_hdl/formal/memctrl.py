@@ -111,7 +111,8 @@ def backend_invariants(m: Module, rules: CommandRules, backend, config: ArchConf
     ]
 
 
-def elaborate_controller(m: Module, config: ArchConfig, ports: int, platform=None):
+def elaborate_controller(m: Module, config: ArchConfig, ports: int, platform=None,
+                         controller_class=MemoryController):
     """Add a :class:`MemoryController` to ``m``, elaborated here rather than by the toolchain.
 
     A harness that reaches inside the controller (its arbiter's requests, its backing store's
@@ -128,6 +129,8 @@ def elaborate_controller(m: Module, config: ArchConfig, ports: int, platform=Non
         Requester ports.
     platform : object or None
         The platform the harness is elaborated for.
+    controller_class : type
+        :class:`MemoryController` or a subclass (one whose frontends a harness reads).
 
     Returns
     -------
@@ -135,7 +138,7 @@ def elaborate_controller(m: Module, config: ArchConfig, ports: int, platform=Non
         ``(dut, inner)``: the component (its ports, ``engine``, ``scheduler``) and its
         elaborated :class:`Module` (``inner.submodules``).
     """
-    dut = MemoryController(config, ports)
+    dut = controller_class(config, ports)
     dut._MustUse__silence = True
     inner = dut.elaborate(platform)
     m.submodules.dut = inner

@@ -8,10 +8,13 @@ import math
 from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal
 
 from ..arch import ArchConfig
+from ..memctrl.controller import MemoryController
+from ..memctrl.reorder import ReorderFrontend
 from .arbiter import passes_allowed
 from .memctrl import assume_port_protocol, elaborate_controller
 from .primitives import AnySeq, Assert, Assume
 from .readstream import READ_ORDER_CONFIG
+from .reorder_state import reorder_invariants
 
 __all__ = ["STARVATION_CONFIG", "StarvationProof", "chunk_bound_cycles", "gap_cycles",
            "issue_cycles", "refresh_cycles", "starvation_bound_cycles"]
@@ -153,13 +156,20 @@ class StarvationProof(Elaboratable):
         :func:`gap_cycles`; the tightness test asks less).
     any_port : bool
         Assert the gap between issues while any port is eligible, not each port's wait.
+    frontend_invariants : bool
+        With ``fr_fcfs``, assume each port's reorder-frontend invariants
+        (:func:`~.reorder_state.reorder_invariants`, proved of the frontend alone under the
+        assumptions the controller gives it): the gap bound then closes by k-induction at
+        k = ``limit + 1``; without them its step starts from frontend states no run reaches.
     """
 
     def __init__(self, config: ArchConfig = STARVATION_CONFIG, ports: int = 2,
-                 limit: int | None = None, any_port: bool = False):
+                 limit: int | None = None, any_port: bool = False,
+                 frontend_invariants: bool = False):
         self.config = config
         self.ports = ports
         self.any_port = any_port
+        self.frontend_invariants = frontend_invariants
         if limit is None:
             limit = gap_cycles(config) if any_port else starvation_bound_cycles(config, ports)
         self.limit = limit
@@ -168,7 +178,14 @@ class StarvationProof(Elaboratable):
         m = Module()
         cfg = self.config
         # Elaborated here so the harness reaches the arbiter's requests (the eligible heads).
-        dut, inner = elaborate_controller(m, cfg, self.ports, platform)
+        readable = self.frontend_invariants and cfg.scheduler == "fr_fcfs"
+        dut, inner = elaborate_controller(m, cfg, self.ports, platform,
+                                          _ReadableController if readable else MemoryController)
+        if readable:
+            for i in range(self.ports):
+                fe = inner.submodules[f"port{i}"]
+                fe.elaborate(platform)
+                reorder_invariants(m, fe, None, Assume)
         eligible = inner.submodules["arbiter"].requests
         sched = dut.scheduler
         m.d.comb += [Assume(~ResetSignal()), dut.error_clear.eq(AnySeq(1))]
@@ -194,3 +211,19 @@ class StarvationProof(Elaboratable):
         with m.Elif(waited <= self.limit):
             m.d.sync += waited.eq(waited + 1)
         m.d.comb += Assert(waited <= self.limit, f"{what} more than {self.limit} cycles")
+
+
+class _ReadableFrontend(ReorderFrontend):
+    """A reordering frontend elaborated once: the harness elaborates it first, to read its
+    state, and the toolchain gets the same module."""
+
+    def elaborate(self, platform):
+        if getattr(self, "_module", None) is None:
+            self._module = super().elaborate(platform)
+        return self._module
+
+
+class _ReadableController(MemoryController):
+    """The controller with frontends whose state a harness reads."""
+
+    reorder_frontend = _ReadableFrontend

@@ -88,6 +88,9 @@ class MemoryController(wiring.Component):
         A refresh is due; nothing is queued or in flight.
     """
 
+    #: The reordering frontend's class (a proof harness substitutes one whose state it reads).
+    reorder_frontend = ReorderFrontend
+
     def __init__(self, config: ArchConfig, ports: int = 3):
         check_config(config)
         if isinstance(ports, bool) or not isinstance(ports, int):
@@ -126,7 +129,7 @@ class MemoryController(wiring.Component):
         ahead = head_ahead(cfg, n)
         fes = []
         for i in range(n):
-            fe = ReorderFrontend(cfg, depth) if fr else PortFrontend(cfg, depth)
+            fe = self.reorder_frontend(cfg, depth) if fr else PortFrontend(cfg, depth)
             m.submodules[f"port{i}"] = fe
             wiring.connect(m, wiring.flipped(self.ports[i]), fe.bus)
             fes.append(fe)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
 
@@ -19,7 +18,7 @@ from .requester import (
 )
 from .signatures import BankStateSignature, chunk_addr_bits
 
-__all__ = ["ReorderFrontend", "rob_slots", "write_buffer_beats"]
+__all__ = ["ReorderFrontend", "issue_order", "rob_slots", "write_buffer_beats"]
 
 
 def rob_slots(config: ArchConfig, depth: int) -> int:
@@ -117,7 +116,8 @@ class ReorderFrontend(wiring.Component):
         }
         sel = self._choose(m, q, ptr)
         push, chunk = self._chunker(m, q[-1].valid)
-        self.entries, self.cut = q, chunk   # read by formal/frontend.py
+        # state exposed for the proofs' invariants (formal/frontend.py, formal/reorder.py)
+        self.entries, self.cut, self.pointers = q, chunk, ptr
         self._queue_update(m, q, sel, push, chunk, ptr)
 
         h = self.head
@@ -192,7 +192,8 @@ class ReorderFrontend(wiring.Component):
             sel.eq(Mux((passed == cap) & legal[0], 0, choice)),
             self.head_eligible.eq(Cat(*legal).any()),
         ]
-        self.oldest_legal, self.selected = legal[0], sel   # read by formal/reorder.py
+        # read by formal/reorder.py
+        self.oldest_legal, self.selected, self.passed = legal[0], sel, passed
         with m.If(self.issue):
             m.d.sync += last_write.eq(self.head.head_write)
             with m.If(sel == 0):
@@ -337,11 +338,10 @@ class ReorderFrontend(wiring.Component):
         m.d.comb += [arrived_v.eq(Cat(*arrived)), length_v.eq(Cat(*length))]
 
         # issued reads in issue order (the data engine returns their beats in that order)
-        m.submodules.inflight = inflight = SyncFIFO(width=max(1, sb), depth=ns)
         issue_slot = issue_seq[:sb] if sb else Const(0, 1)
         r_issue = self.issue & ~self.head.head_write
-        m.d.comb += [inflight.w_data.eq(issue_slot), inflight.w_en.eq(r_issue)]
-        slot_in = inflight.r_data
+        pop = Signal(name="inflight_pop")
+        slot_in = issue_order(m, self, issue_slot, r_issue, pop, ns)
         beat_in = Signal(range(bl), name="rob_beat_in")
         len_in = Signal(lb, name="rob_len_in")
         in_last = Signal(name="rob_in_last")
@@ -355,7 +355,7 @@ class ReorderFrontend(wiring.Component):
         with m.If(self.rpush):
             with m.If(in_last):
                 m.d.sync += beat_in.eq(0)
-                m.d.comb += inflight.r_en.eq(1)
+                m.d.comb += pop.eq(1)
             with m.Else():
                 m.d.sync += beat_in.eq(beat_in + 1)
 
@@ -387,7 +387,55 @@ class ReorderFrontend(wiring.Component):
                          freed.eq(r_out & out_last & (slot_out == k))]
             m.d.sync += [length[k].eq(Mux(took, self.head.head_len, length[k])),
                          arrived[k].eq(Mux(freed, 0, arrived[k] + came))]
+        # state exposed for the proofs' invariants (formal/reorder.py)
+        self.rob = {"arrived": arrived, "length": length, "beat_in": beat_in,
+                    "beat_out": beat_out}
         return r_out
+
+
+def issue_order(m, fe, slot, push, pop, depth):
+    """The slots of the issued reads whose beats are owed, in issue order.
+
+    A queue of ``depth`` entries with ``SyncFIFO``'s behaviour (a push while full and a pop
+    while empty are ignored; the head entry is shown whatever the level), kept in registers
+    that ``fe.inflight`` exposes for the proofs' invariants (``formal/reorder_state.py``).
+
+    Parameters
+    ----------
+    m : Module
+        The frontend's module.
+    fe : ReorderFrontend
+        The frontend (``fe.inflight`` is set: entries, pointers, level, push and pop).
+    slot : Value
+        The slot of the read issued this cycle.
+    push, pop : Value
+        A read issued; the head's last beat arrived.
+    depth : int
+        Entries (the reorder buffer's slots).
+
+    Returns
+    -------
+    Value
+        The head entry.
+    """
+    entries = [Signal.like(slot, name=f"inflight{k}") for k in range(depth)]
+    produce = Signal(range(depth), name="inflight_produce")
+    consume = Signal(range(depth), name="inflight_consume")
+    level = Signal(range(depth + 1), name="inflight_level")
+    do_push = push & (level != depth)
+    do_pop = pop & (level != 0)
+    m.d.sync += [e.eq(Mux(do_push & (produce == k), slot, e)) for k, e in enumerate(entries)]
+    m.d.sync += [produce.eq(Mux(do_push, _next(produce, depth), produce)),
+                 consume.eq(Mux(do_pop, _next(consume, depth), consume)),
+                 level.eq(level + do_push - do_pop)]
+    fe.inflight = {"entries": entries, "produce": produce, "consume": consume, "level": level,
+                   "slot": slot, "push": do_push, "pop": do_pop}
+    return Cat(*entries).word_select(consume, len(slot))
+
+
+def _next(pointer, depth):
+    """A ring pointer's next position."""
+    return Mux(pointer == depth - 1, 0, pointer + 1)
 
 
 class _Entry:
