@@ -1,7 +1,8 @@
 """``bench_memctrl --litedram`` on tiny streams: LiteDRAM moves the beats our controller moves.
 
-LiteDRAM and migen come with the ``bench`` extra, not ``test``: without them this file skips.
-The first run Verilates LiteDRAM (about a minute and a half; cached under build/litedram/).
+LiteDRAM and migen come with the ``test`` extra (a checkout installed without it skips this
+file). The first run Verilates LiteDRAM (about a minute and a half; cached under
+build/litedram/).
 """
 
 import pytest
