@@ -221,11 +221,7 @@ class PreparedGraph:
             # Unused inputs given too (checked, not used), or something wrong (says what).
             check_inputs(self.graph, inputs, self._optional)
         try:
-            for slot, name, shape, dtype, _ in self._inputs:
-                value = inputs[name]
-                if value.shape != shape or value.dtype != dtype:
-                    raise TypeError
-                env[slot] = value
+            self._place_inputs(env, inputs)
         except (KeyError, TypeError, AttributeError):
             check_inputs(self.graph, inputs, self._optional)  # says what is wrong
             for slot, name, *_ in self._inputs:
@@ -241,11 +237,7 @@ class PreparedGraph:
         mapping of each is built per call. Same checks and errors as :meth:`__call__`."""
         env: list = [None] * self._size
         try:
-            for slot, name, shape, dtype, _ in self._inputs:
-                value = values[name]
-                if value.shape != shape or value.dtype != dtype:
-                    raise TypeError
-                env[slot] = value
+            self._place_inputs(env, values)
         except (KeyError, TypeError, AttributeError):
             given = {n: values[n] for n in self.graph.inputs if n in values}
             check_inputs(self.graph, given, self._optional)  # says what is wrong
@@ -253,6 +245,16 @@ class PreparedGraph:
         for slot, name in self._constants:
             env[slot] = values[name]
         return self._execute(env, False)
+
+    def _place_inputs(self, env: list, values: Mapping[str, torch.Tensor]) -> None:
+        """Put each input of ``values`` into its slot of ``env``; a missing one, or one of
+        another shape or dtype, raises KeyError, TypeError or AttributeError (the caller's
+        :func:`check_inputs` then says what is wrong)."""
+        for slot, name, shape, dtype, _ in self._inputs:
+            value = values[name]
+            if value.shape != shape or value.dtype != dtype:
+                raise TypeError
+            env[slot] = value
 
     def _execute(self, env: list, copy_outputs: bool) -> dict[str, torch.Tensor]:
         """Run the steps over ``env`` (inputs and constants placed) and return the outputs."""

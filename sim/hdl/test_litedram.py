@@ -10,9 +10,6 @@ import pytest
 pytest.importorskip("litedram")
 pytest.importorskip("migen")
 
-from amaranth.sim import Simulator  # noqa: E402
-from mncore_hdl.contracts.memctrl import csr_address  # noqa: E402
-from mncore_hdl.memctrl.trafficgen import BenchTop  # noqa: E402
 from mncore_hdl.testing import litedram_model as model  # noqa: E402
 from mncore_hdl.testing import memctrl_bench as bench  # noqa: E402
 from mncore_hdl.tooling.verilator import missing_tools  # noqa: E402
@@ -21,39 +18,11 @@ from mncore_hdl.tooling.verilator import missing_tools  # noqa: E402
 CASES = (("read/1", 256), ("rnd r/w/3", 48))
 
 
-def ours(case: dict) -> dict:
-    """Our controller (FR-FCFS) in Amaranth's simulator: cycles and each port's read and
-    write beats from its counters."""
-    cfg = bench.FR_FCFS
-    dut = BenchTop(cfg, bench.MAX_PORTS)
-    out: dict = {}
-
-    async def tb(ctx):
-        await bench.load_generators(ctx, dut, case)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
-        await ctx.tick().until(dut.done)
-        out["cycles"] = ctx.get(dut.cycles)
-        for p in range(len(case["gens"])):
-            for name in ("read_beats", "write_beats"):
-                ctx.set(dut.csr_addr, csr_address(name, p))
-                await ctx.tick()
-                await ctx.tick()
-                out[(p, name)] = ctx.get(dut.csr_rdata)
-
-    sim = Simulator(dut)
-    sim.add_clock(1.334e-9)
-    sim.add_testbench(tb)
-    sim.run()
-    return out
-
-
 def test_streams_follow_our_generators():
     """The native commands per port have our generators' directions, beat for beat."""
     for name, lw in CASES:
         case = bench.make_case(bench.CONFIG, *bench.split_name(name), lw)
-        got = ours(case)
+        got = bench.run_amaranth(bench.FR_FCFS, case, ("read_beats", "write_beats"))["counters"]
         streams = model.port_streams(bench.CONFIG, case)
         assert len(streams) == len(case["gens"])
         for p, s in enumerate(streams):

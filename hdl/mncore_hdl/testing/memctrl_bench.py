@@ -14,7 +14,7 @@ from pathlib import Path
 from unittest import mock
 
 from mncore_hdl.arch import MNCORE2_SIM, ArchConfig
-from mncore_hdl.contracts.memctrl import PORTS
+from mncore_hdl.contracts.memctrl import PORTS, csr_address
 from mncore_hdl.memctrl import timing, trafficgen
 from mncore_hdl.memctrl.bound import Traffic
 from mncore_hdl.memctrl.trafficgen import RW, BenchTop, Mode
@@ -126,12 +126,14 @@ async def load_generators(ctx, dut: BenchTop, case: dict) -> None:
     await ctx.tick()
 
 
-def run_amaranth(config: ArchConfig, case: dict) -> dict:
-    """One case in Amaranth's simulator: ``{"cycles", "wall_s"}``."""
+def run_amaranth(config: ArchConfig, case: dict, counters: tuple[str, ...] = ()) -> dict:
+    """One case in Amaranth's simulator: ``{"cycles", "wall_s"}``, and with ``counters``
+    (names of the per-port CSR counters, e.g. ``"read_beats"``) ``"counters"``: each used
+    port's value of each, by ``(port, name)``, read through the CSR bus after the run."""
     from amaranth.sim import Simulator
 
     dut = BenchTop(config, MAX_PORTS)
-    result: dict[str, float] = {}
+    result: dict = {}
 
     async def bench(ctx):
         await load_generators(ctx, dut, case)
@@ -141,6 +143,14 @@ def run_amaranth(config: ArchConfig, case: dict) -> dict:
         ctx.set(dut.start, 0)
         await ctx.tick().until(dut.done)
         result.update(cycles=ctx.get(dut.cycles), wall_s=time.perf_counter() - t0)
+        if counters:
+            result["counters"] = {}
+        for port in range(len(case["gens"]) if counters else 0):
+            for name in counters:
+                ctx.set(dut.csr_addr, csr_address(name, port))
+                await ctx.tick()
+                await ctx.tick()
+                result["counters"][(port, name)] = ctx.get(dut.csr_rdata)
 
     sim = Simulator(dut)
     sim.add_clock(1.334e-9)
