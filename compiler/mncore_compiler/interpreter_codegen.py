@@ -14,7 +14,6 @@ bit for bit.
 from __future__ import annotations
 
 import itertools
-import linecache
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,7 +37,7 @@ def generate(steps: Sequence[Step], exports: Sequence[int], *, checked: bool = F
     into a local, drops each local after its last use, and stores the slots in ``exports``
     back into ``env`` (the values a later function or the caller reads). With ``checked``,
     each result is checked against its node's declared shape and dtype (``RuntimeError``
-    naming the node when it differs).
+    naming the node when it differs). The function's source is its ``source`` attribute.
     """
     namespace: dict[str, Any] = {"_check": _check}
     body: list[str] = []
@@ -64,9 +63,11 @@ def generate(steps: Sequence[Step], exports: Sequence[int], *, checked: bool = F
     lines = head + body + tail or ["pass"]
     name = f"<prepared graph {next(_serial)}>"
     source = "def run(env):\n" + "".join(f"    {line}\n" for line in lines)
-    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
     exec(compile(source, name, "exec"), namespace)  # noqa: S102 - our own generated code
     run: Callable[[list], None] = namespace["run"]
+    # Kept with the function (not in linecache, which would keep every graph's source for
+    # the life of the process): what a traceback's "<prepared graph N>", line L points at.
+    run.source = source  # type: ignore[attr-defined]
     return run
 
 
