@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -173,13 +173,14 @@ class PreparedGraph:
         self._early, self._steps = freed[:len(early)], freed[len(early):]
         # The steps in graph order, for a graph whose constants change on every call.
         self._in_order = _with_frees(steps, outputs)
-        # Each list of steps as one generated function (interpreter_codegen): the early
-        # steps give the kept values, the others the outputs; the first run checks.
-        exports = tuple(sorted(outputs))
-        self._run_first = generate(early + late, (*self._kept, *exports), checked=True)
-        self._run_early = generate(early, self._kept)
-        self._run_late = generate(late, exports)
-        self._in_order_steps = steps
+        # Each list of steps as one generated function (interpreter_codegen): the first run
+        # checks; from the second on, the early steps give the kept values and the others the
+        # outputs (generated then: a graph run once, as interpret() runs it, needs neither).
+        self._exports = tuple(sorted(outputs))
+        self._run_first = generate(early + late, (*self._kept, *self._exports), checked=True)
+        self._split_steps, self._in_order_steps = (early, late), steps
+        self._run_early: Callable[[list], None] | None = None
+        self._run_late: Callable[[list], None] | None = None
         # The constant-only values of the last call and what they were computed from: the
         # root tensors and their version counters; and the calls in a row that recomputed them.
         self._memo: tuple[tuple, tuple[int, ...], tuple] | None = None
@@ -273,24 +274,37 @@ class PreparedGraph:
                 self._run_first(env)
                 self.checked = True
                 self._remember(env, tuple(env[slot] for slot in self._roots))
-            elif self._early:
-                if self._recall(env):
-                    self._misses = 0
-                else:
-                    roots = tuple(env[slot] for slot in self._roots)  # before any is freed
-                    self._run_early(env)
-                    self._remember(env, roots)
-                    self._misses += 1
-                self._run_late(env)
-                if self._misses >= 2:
-                    # The constants change on every call (a training step's state): what is
-                    # kept is never reused, and running those steps first holds their values
-                    # longer. From now on: graph order, nothing kept.
-                    self._early, self._steps, self._memo = (), self._in_order, None
-                    self._run_late = generate(self._in_order_steps,
-                                              tuple(slot for _, slot in self._outputs))
             else:
-                self._run_late(env)
+                self._run_steps(env)
+        return self._outputs_of(env, copy_outputs)
+
+    def _run_steps(self, env: list) -> None:
+        """A run after the first: the kept constant-only values or the steps that give them,
+        then the rest."""
+        if self._run_late is None:
+            early, late = self._split_steps
+            self._run_early = generate(early, self._kept)
+            self._run_late = generate(late, self._exports)
+        if not self._early:
+            self._run_late(env)
+            return
+        if self._recall(env):
+            self._misses = 0
+        else:
+            roots = tuple(env[slot] for slot in self._roots)  # before any is freed
+            self._run_early(env)  # type: ignore[misc]
+            self._remember(env, roots)
+            self._misses += 1
+        self._run_late(env)
+        if self._misses >= 2:
+            # The constants change on every call (a training step's state): what is kept is
+            # never reused, and running those steps first holds their values longer. From now
+            # on: graph order, nothing kept.
+            self._early, self._steps, self._memo = (), self._in_order, None
+            self._run_late = generate(self._in_order_steps, self._exports)
+
+    def _outputs_of(self, env: list, copy_outputs: bool) -> dict[str, torch.Tensor]:
+        """The outputs from ``env``, copied with ``copy_outputs``."""
         if not copy_outputs:
             return {out: env[slot] for out, slot in self._outputs}
         # Copies: an output may be a view of an input or a constant (e.g. a permute of one).
