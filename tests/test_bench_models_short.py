@@ -44,3 +44,15 @@ def test_small_models_print_where_each_call_goes():
     for mode in ("infer", "train"):
         assert re.search(rf"^recsys\s+{mode}\s+[\d.]+\s+[\d.]+\s+[\d.]+x\s+\d+{split}", out,
                          re.M), out
+
+
+def test_call_split_prints_a_call_step_by_step():
+    done = subprocess.run([sys.executable, str(BENCH.parent / "call_split.py"), "--model",
+                           "recsys", "--calls", "20"], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert re.search(r"^recsys inference, one call with \.cpu\(\): [\d.]+ us", out, re.M), out
+    for step in ("interpreter: run", "DRAM model: _load_reads", "front end (records)",
+                 "front end (inputs checked and laid out)", "the rest"):
+        assert re.search(rf"^\s+-?[\d.]+ us  {re.escape(step)}", out, re.M), out

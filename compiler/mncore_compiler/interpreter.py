@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
+from .interpreter_codegen import generate
 from .ir import Graph
 from .ops import get_op
 
@@ -93,9 +93,11 @@ class PreparedGraph:
     done once.
 
     Preparing looks every node's op up in the op table, gives every value a slot in a flat
-    list, and binds each node's reference, operand slots and attributes into one step, so a
-    call runs the steps with no lookup, no name resolution and no type conversion. Three more
-    things are settled at preparation, none of which changes a result:
+    list, and writes the steps out as straight-line Python (:mod:`.interpreter_codegen`): each
+    value a local, each step the torch call of its op's inline form with its attributes bound
+    (``v7 = b7_fn(v3, v5)``), or its reference where the op has none; so a call runs with no
+    lookup, no name resolution, no type conversion and no per-step dispatch. More things are
+    settled at preparation, none of which changes a result:
 
     - a node equal to an earlier one (same op, same operands, equal attributes) reuses the
       earlier one's value instead of computing it again: every reference is a deterministic
@@ -171,6 +173,14 @@ class PreparedGraph:
         self._early, self._steps = freed[:len(early)], freed[len(early):]
         # The steps in graph order, for a graph whose constants change on every call.
         self._in_order = _with_frees(steps, outputs)
+        # Each list of steps as one generated function (interpreter_codegen): the first run
+        # checks; from the second on, the early steps give the kept values and the others the
+        # outputs (generated then: a graph run once, as interpret() runs it, needs neither).
+        self._exports = tuple(sorted(outputs))
+        self._run_first = generate(early + late, (*self._kept, *self._exports), checked=True)
+        self._split_steps, self._in_order_steps = (early, late), steps
+        self._run_early: Callable[[list], None] | None = None
+        self._run_late: Callable[[list], None] | None = None
         # The constant-only values of the last call and what they were computed from: the
         # root tensors and their version counters; and the calls in a row that recomputed them.
         self._memo: tuple[tuple, tuple[int, ...], tuple] | None = None
@@ -261,42 +271,45 @@ class PreparedGraph:
         # One no_grad for the whole graph: this loop runs on every device call.
         with torch.no_grad():
             if not self.checked:
-                self._run_checked(env)
+                self._run_first(env)
+                self.checked = True
                 self._remember(env, tuple(env[slot] for slot in self._roots))
-            elif self._early:
-                if self._recall(env):
-                    self._misses = 0
-                else:
-                    roots = tuple(env[slot] for slot in self._roots)  # before any is freed
-                    _run(self._early, env)
-                    self._remember(env, roots)
-                    self._misses += 1
-                _run(self._steps, env)
-                if self._misses >= 2:
-                    # The constants change on every call (a training step's state): what is
-                    # kept is never reused, and running those steps first holds their values
-                    # longer. From now on: graph order, nothing kept.
-                    self._early, self._steps, self._memo = (), self._in_order, None
             else:
-                _run(self._steps, env)
+                self._run_steps(env)
+        return self._outputs_of(env, copy_outputs)
+
+    def _run_steps(self, env: list) -> None:
+        """A run after the first: the kept constant-only values or the steps that give them,
+        then the rest."""
+        if self._run_late is None:
+            early, late = self._split_steps
+            self._run_early = generate(early, self._kept)
+            self._run_late = generate(late, self._exports)
+        if not self._early:
+            self._run_late(env)
+            return
+        if self._recall(env):
+            self._misses = 0
+        else:
+            roots = tuple(env[slot] for slot in self._roots)  # before any is freed
+            self._run_early(env)  # type: ignore[misc]
+            self._remember(env, roots)
+            self._misses += 1
+        self._run_late(env)
+        if self._misses >= 2:
+            # The constants change on every call (a training step's state): what is kept is
+            # never reused, and running those steps first holds their values longer. From now
+            # on: graph order, nothing kept.
+            self._early, self._steps, self._memo = (), self._in_order, None
+            self._run_late = generate(self._in_order_steps, self._exports)
+
+    def _outputs_of(self, env: list, copy_outputs: bool) -> dict[str, torch.Tensor]:
+        """The outputs from ``env``, copied with ``copy_outputs``."""
         if not copy_outputs:
             return {out: env[slot] for out, slot in self._outputs}
         # Copies: an output may be a view of an input or a constant (e.g. a permute of one).
         return {out: env[slot].clone(memory_format=torch.contiguous_format)
                 for out, slot in self._outputs}
-
-    def _run_checked(self, env: list) -> None:
-        """Run every step with each result checked against its node's declared type."""
-        for reference, operands, attrs, slot, node in self._checked_steps:
-            result = reference([env[i] for i in operands], attrs)
-            declared = node.type
-            if result.shape != declared.shape or result.dtype != declared.torch_dtype:
-                raise RuntimeError(
-                    f"reference of %{node.name} ({node.op}) gave {tuple(result.shape)} "
-                    f"{result.dtype}, but the node declares {node.type}"
-                )
-            env[slot] = result
-        self.checked = True
 
     def _recall(self, env: list) -> bool:
         """Put the kept constant-only values into ``env`` if the roots are those they were
@@ -326,14 +339,6 @@ class PreparedGraph:
         self._memo = (tensors, versions, tuple(env[slot] for slot in self._kept))
 
 
-def _run(steps: tuple[tuple, ...], env: list) -> None:
-    """Run prepared steps (:func:`_with_frees`) over the slot list ``env``."""
-    for reference, one, gather, attrs, slot, frees in steps:
-        env[slot] = reference((env[one],) if gather is None else gather(env), attrs)
-        for i in frees:
-            env[i] = None
-
-
 def _split_constant_steps(steps: list[tuple], constants: set[int], outputs: set[int]
                           ) -> tuple[list[tuple], list[tuple], tuple[int, ...], tuple[int, ...]]:
     """``steps`` as the steps that read only constants (directly or through each other) and
@@ -353,11 +358,9 @@ def _split_constant_steps(steps: list[tuple], constants: set[int], outputs: set[
     return early, late, tuple(roots), tuple(sorted(made & used))
 
 
-def _with_frees(steps: list[tuple], keep: set[int]) -> tuple[tuple, ...]:
-    """``steps`` as ``(reference, one, gather, attrs, slot, frees)``: a step of one operand
-    reads slot ``one`` (``gather`` None), any other calls ``gather(env)`` for its operands'
-    tuple; ``frees`` are the slots whose last use is that step (the values in ``keep`` are
-    never freed)."""
+def _with_frees(steps: list[tuple], keep: set[int]) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """For each of ``steps``, its result slot and the slots whose last use is that step (the
+    values in ``keep`` are never freed): what the generated code deletes after it."""
     last: dict[int, int] = {}
     for index, (_, operands, _, _, _) in enumerate(steps):
         for slot in operands:
@@ -366,22 +369,7 @@ def _with_frees(steps: list[tuple], keep: set[int]) -> tuple[tuple, ...]:
     for slot, index in last.items():
         if slot not in keep:
             frees[index].append(slot)
-    return tuple((reference, *_gatherer(operands), attrs, slot, tuple(frees[index]))
-                 for index, (reference, operands, attrs, slot, _) in enumerate(steps))
-
-
-def _gatherer(operands: tuple[int, ...]) -> tuple[int, Callable[[list], tuple] | None]:
-    """How a step reads its operands from the slot list: ``(slot, None)`` for one operand
-    (the loop builds the 1-tuple: cheaper than any call), else ``(0, gather)``."""
-    if len(operands) == 1:
-        return operands[0], None
-    if not operands:
-        return 0, _no_operands
-    return 0, operator.itemgetter(*operands)  # a tuple of two or more
-
-
-def _no_operands(env: list) -> tuple:
-    return ()
+    return tuple((step[3], tuple(frees[index])) for index, step in enumerate(steps))
 
 
 def _node_key(op: str, operands: tuple[int, ...], attrs: Mapping[str, Any]) -> tuple | None:

@@ -159,6 +159,12 @@ class CompiledFunction:
         except BaseException:
             self._release()
             raise
+        # What a call works out from the program alone, once: each input's spec and own
+        # buffer, the function's own constants' buffers, each output's layout.
+        self._inputs = tuple((n, self.input_specs[n], self._own[n]) for n in program.inputs)
+        self._constant_buffers = {c: self._own[c] for c in program.constants if c in self._own}
+        self._output_layouts = tuple((n, program.output_layouts[n]) for n in program.outputs)
+        self._owner = f"TensorProxies (outputs of {self.key})"
         run, unread = _runner(graph, self.name)
         device.load_program(LoadedProgram(
             self.key, graph, dict(layouts), dict(program.output_layouts), program.inputs,
@@ -224,10 +230,10 @@ class CompiledFunction:
         plan, counts, advice = self._plan(inputs)
         device = self._device
         outputs: dict[str, Buffer] = {}
-        owner = f"TensorProxies (outputs of {self.key})"
+        owner = self._owner
         try:
-            for name in self.program.outputs:
-                outputs[name] = device.allocate(self.program.output_layouts[name], owner)
+            for name, layout in self._output_layouts:
+                outputs[name] = device.allocate(layout, owner)
         except BaseException:
             for buf in outputs.values():
                 device.free(buf)
@@ -237,19 +243,22 @@ class CompiledFunction:
         record.advice = advice
         command: Command | None = None
         try:
+            execute = self.session.execute
             for command in plan:
-                self.session.execute(command, record)
+                execute(command, record)
                 if isinstance(command, Bind):
                     self.bindings[command.io] = command.buffer
-            constants = {c: self._own[c] for c in self.program.constants if c in self._own}
             registry = self.registry
             state = registry.device_buffers(self.program, record)
-            bindings = {**self.bindings, **constants, **state}
+            bindings = {**self.bindings, **self._constant_buffers, **state}
             # A training step stores its updates into the very buffers it read them from:
             # a Launch reads every input before it stores any output.
-            writes = registry.state_write_buffers(self.program, record)
-            self.session.execute(Launch(self.key, bindings, {**outputs, **writes}), record)
-            registry.commit_writes(self.program)
+            if self.program.state_writes:
+                writes = registry.state_write_buffers(self.program, record)
+                execute(Launch(self.key, bindings, {**outputs, **writes}), record)
+                registry.commit_writes(self.program)
+            else:  # an inference: no state update to store or mark written
+                execute(Launch(self.key, bindings, dict(outputs)), record)
         except BaseException:
             # A failed or interrupted (Ctrl-C) call hands nothing out: its output buffers are
             # given back, and an input whose Bind was under way may or may not be in its
@@ -260,12 +269,13 @@ class CompiledFunction:
                 device.free(buf)
             raise
         producer = (self.name, self.key)
-        results = {n: TensorProxy(self.session, self.output_specs[n], outputs[n],
-                                  producer=producer)
-                   for n in self.program.outputs}
-        return results
+        session, specs = self.session, self.output_specs
+        return {n: TensorProxy(session, specs[n], buf, producer=producer)
+                for n, buf in outputs.items()}
 
     def _check_names(self, inputs: Any) -> None:
+        if type(inputs) is dict and inputs.keys() == self.input_specs.keys():
+            return  # the common case, at once
         if not isinstance(inputs, Mapping):
             raise InputError(f"{self.name} takes a dict of inputs named {list(self.input_specs)},"
                              f" not {type(inputs).__name__}")
@@ -331,9 +341,18 @@ class CompiledFunction:
         plan: list[Command] = []
         advice: list[Advice] = []
         conversions = relocations = 0
-        for name, spec in self.input_specs.items():
-            value = self._check_input(name, inputs[name], values=False)
-            own = self._own[name]
+        bindings = self.bindings
+        for name, spec, own in self._inputs:
+            value = inputs[name]
+            if (type(value) is torch.Tensor and value.dtype == spec.dtype
+                    and value.shape == spec.shape):
+                # A host tensor of the input's type (the common case, checked here inline):
+                # laid out into the function's own buffer, which is bound unless it is.
+                plan.append(HostWrite(own, input_image(self.name, name, value, spec.layout)))
+                if bindings.get(name) is not own:
+                    plan.append(Bind(self.key, name, own))
+                continue
+            value = self._check_input(name, value, values=False)
             if isinstance(value, TensorProxy):
                 assert value.buffer is not None  # checked by check_input
                 if value.spec.is_memcopyable_to(spec):

@@ -175,7 +175,8 @@ class TensorProxy:
     def _read(self, label: str) -> torch.Tensor:
         """The whole tensor on the host: one HostRead of the buffer, recorded as ``label``."""
         session = self._check_live(None)
-        self.check_usable(session)
+        if self._empty:
+            self.check_usable(session)  # raises
         return self._storage.read(session, self.spec, label)
 
     @_trace.hook("upload")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from mncore_compiler.interpreter import check_inputs, interpret
+from mncore_compiler.interpreter import PreparedGraph, check_inputs, interpret
 from mncore_compiler.ir import Graph, Node, TensorType
 from mncore_compiler.ops import OPS
 
@@ -275,9 +275,9 @@ CASES.update({
 })  # fmt: skip
 
 
-@pytest.mark.parametrize("op", sorted(CASES))
-def test_single_op_graph(op: str) -> None:
-    shapes, attrs, expect = CASES[op]
+def _single_op(op: str) -> tuple[Graph, list[torch.Tensor]]:
+    """The graph of one node of ``op`` over the inputs of ``CASES[op]``, and those inputs."""
+    shapes, attrs, _ = CASES[op]
     g = torch.Generator().manual_seed(SEED)
     tensors = [s if isinstance(s, torch.Tensor) else torch.rand(s, generator=g) + 0.5
                for s in shapes]
@@ -290,9 +290,16 @@ def test_single_op_graph(op: str) -> None:
         outputs={"out": "out"},
     )
     graph.verify()
-    got = interpret(graph, dict(zip(names, tensors, strict=True)))["out"]
+    return graph, tensors
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_single_op_graph(op: str) -> None:
+    _, attrs, expect = CASES[op]
+    graph, tensors = _single_op(op)
+    got = interpret(graph, dict(zip(graph.inputs, tensors, strict=True)))["out"]
     torch.testing.assert_close(got, expect(*tensors), msg=lambda m: f"{op} (seed={SEED}): {m}")
-    assert OPS[op].flops(types, attrs) >= 0
+    assert OPS[op].flops([TensorType.of(x) for x in tensors], attrs) >= 0
 
 
 def test_empty_dims_reduce_nothing() -> None:
@@ -304,3 +311,15 @@ def test_empty_dims_reduce_nothing() -> None:
     )
     graph.verify()
     assert interpret(graph, {"x": torch.tensor(3.0)})["s"].item() == 3.0
+
+
+@pytest.mark.parametrize("op", sorted(o for o in CASES if OPS[o].inline is not None))
+def test_inline_form_is_the_reference_bit_for_bit(op: str) -> None:
+    # The generated code runs an op's inline form (interpreter_codegen): the same torch call
+    # as its reference, so the same bits, on the first (checked) run and on later ones.
+    graph, tensors = _single_op(op)
+    expected = OPS[op].reference(tensors, CASES[op][1])
+    prepared = PreparedGraph(graph)
+    for _ in range(2):
+        got = prepared(dict(zip(graph.inputs, tensors, strict=True)))["out"]
+        assert got.dtype == expected.dtype and torch.equal(got, expected), op

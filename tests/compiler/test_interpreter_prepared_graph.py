@@ -4,6 +4,8 @@ changes a result."""
 
 from __future__ import annotations
 
+import weakref
+
 import pytest
 import torch
 from mncore_compiler.interpreter import PreparedGraph, interpret
@@ -89,8 +91,28 @@ def test_values_are_dropped_after_their_last_use() -> None:
     prepared = PreparedGraph(graph)
     assert prepared.frees == {"a": ("x",), "b": ("a",), "c": ("b",)}
     for _ in range(2):
-        seen.append(prepared({"x": torch.tensor([-2.0, 0.0, 1.0])})["c"])
+        Tracked.made.clear()
+        x = torch.tensor([-2.0, 0.0, 1.0]).as_subclass(Tracked)
+        seen.append(prepared({"x": x})["c"])
+        # The generated code deleted a once b was computed: gone when relu runs.
+        assert Tracked.alive_when_made[-1] == [False, True], Tracked.alive_when_made
     assert all(torch.equal(s, torch.tensor([0.0, 2.0, 4.0])) for s in seen)
+
+
+class Tracked(torch.Tensor):
+    """A tensor whose torch calls note which results made so far are still alive."""
+
+    made: list = []
+    alive_when_made: list = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[override]
+        alive = [ref() is not None for ref in cls.made]
+        result = super().__torch_function__(func, types, args, kwargs or {})
+        if isinstance(result, torch.Tensor) and func.__name__ in ("add", "mul", "relu"):
+            cls.made.append(weakref.ref(result))
+            cls.alive_when_made.append(alive)
+        return result
 
 
 def test_constants_that_change_every_call_stop_being_kept() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -61,6 +62,14 @@ def _conv(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
     return torch.ops.aten.convolution(x[0], x[1], None, *_conv_args(a))
 
 
+def _conv_inline(a: Attrs, result: TensorType) -> tuple[str, dict[str, Any]]:
+    # torch.convolution is the public binding of the same aten op (aten::convolution).
+    args = dict(zip(("stride", "padding", "dilation", "transposed", "output_padding", "groups"),
+                    _conv_args(a), strict=True))
+    return ("{fn}({0}, {1}, None, {stride}, {padding}, {dilation}, {transposed}, "
+            "{output_padding}, {groups})", {"fn": torch.convolution, **args})
+
+
 def _backward(x: Sequence[torch.Tensor], a: Attrs, which: int) -> torch.Tensor:
     grad, other = x
     shape = a["input_shape"] if which == 0 else a["weight_shape"]
@@ -105,7 +114,7 @@ def _per_window(weight_shape: Sequence[int]) -> int:
 
 register(
     "conv", "matmul", 2, CONV_ATTRS, _conv_rule, _conv,
-    lambda types, attrs, result: 2 * result.numel * _per_window(types[1].shape),
+    lambda types, attrs, result: 2 * result.numel * _per_window(types[1].shape), _conv_inline,
 )  # fmt: skip
 
 

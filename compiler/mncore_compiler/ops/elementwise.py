@@ -13,6 +13,7 @@ from .rules import (
     binary_reference,
     broadcast,
     broadcast_shapes,
+    call_inline,
     per_output,
     same,
     scalar_rule,
@@ -78,6 +79,8 @@ for _name, (_fn, _cost) in _FLOAT_UNARY.items():
 register(
     "gelu", "elementwise", 1, ("approximate",), _gelu_rule,
     lambda x, a: F.gelu(x[0], approximate=a["approximate"]), per_output(8),
+    lambda a, t: ("{fn}({0}, approximate={approximate})",
+                  {"fn": F.gelu, "approximate": a["approximate"]}),
 )  # fmt: skip
 
 
@@ -96,13 +99,13 @@ for _name, _fn2 in _BINARY.items():
 
 register(
     "add_scalar", "elementwise", 1, ("scalar",), scalar_rule,
-    lambda x, a: torch.add(x[0], a["scalar"]), per_output(1),
+    lambda x, a: torch.add(x[0], a["scalar"]), per_output(1), call_inline(torch.add, "scalar"),
 )  # fmt: skip
 
 
 register(
     "mul_scalar", "elementwise", 1, ("scalar",), scalar_rule,
-    lambda x, a: torch.mul(x[0], a["scalar"]), per_output(1),
+    lambda x, a: torch.mul(x[0], a["scalar"]), per_output(1), call_inline(torch.mul, "scalar"),
 )  # fmt: skip
 
 
@@ -110,6 +113,8 @@ register(
     "sub_scalar", "elementwise", 1, ("reverse", "scalar"), scalar_rule,
     lambda x, a: torch.rsub(x[0], a["scalar"]) if a["reverse"] else torch.sub(x[0], a["scalar"]),
     per_output(1),
+    lambda a, t: ("{fn}({0}, {scalar})",
+                  {"fn": torch.rsub if a["reverse"] else torch.sub, "scalar": a["scalar"]}),
 )  # fmt: skip
 
 
@@ -117,12 +122,15 @@ register(
     "div_scalar", "elementwise", 1, ("reverse", "scalar"), _div_scalar_rule,
     lambda x, a: a["scalar"] / x[0] if a["reverse"] else torch.div(x[0], a["scalar"]),
     per_output(1),
+    lambda a, t: (("{scalar} / {0}", {"scalar": a["scalar"]}) if a["reverse"]
+                  else ("{fn}({0}, {scalar})", {"fn": torch.div, "scalar": a["scalar"]})),
 )  # fmt: skip
 
 
 register(
     "cast", "cast", 1, ("dtype",), _cast_rule,
     lambda x, a: x[0].to(dtype_to_torch(a["dtype"])), per_output(1),
+    lambda a, t: ("{0}.to({dtype})", {"dtype": dtype_to_torch(a["dtype"])}),
 )  # fmt: skip
 
 
@@ -160,7 +168,7 @@ def _compare_scalar(fn: Callable[..., torch.Tensor]) -> Reference:
 for _name, _fn in COMPARISONS.items():
     register(_name, "elementwise", 2, (), _compare_rule, binary_reference(_fn), per_output(1))
     register(f"{_name}_scalar", "elementwise", 1, ("scalar",), _compare_scalar_rule,
-             _compare_scalar(_fn), per_output(1))
+             _compare_scalar(_fn), per_output(1), call_inline(_fn, "scalar"))
 
 
 def _where_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -177,5 +185,5 @@ def _where_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 register(
     "where", "elementwise", 3, (), _where_rule,
-    lambda x, a: torch.where(x[0], x[1], x[2]), per_output(1),
+    lambda x, a: torch.where(x[0], x[1], x[2]), per_output(1), call_inline(torch.where),
 )  # fmt: skip

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -36,9 +37,16 @@ def _slice_reference(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
     return part.contiguous()
 
 
+def _slice_inline(a: Attrs, result: TensorType) -> tuple[str, dict[str, Any]] | None:
+    if a["step"] != 1:
+        return None
+    return ("{0}.narrow({dim}, {start}, {length}).contiguous()",
+            {"dim": a["dim"], "start": a["start"], "length": a["end"] - a["start"]})
+
+
 register(
     "slice", "layout", 1, ("dim", "start", "end", "step"), _slice_rule, _slice_reference,
-    no_flops,
+    no_flops, _slice_inline,
 )  # fmt: skip
 
 
@@ -57,6 +65,7 @@ def _index_select_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 register(
     "index_select", "layout", 2, ("dim",), _index_select_rule,
     lambda x, a: torch.index_select(x[0], a["dim"], x[1]), no_flops,
+    lambda a, t: ("{fn}({0}, {dim}, {1})", {"fn": torch.index_select, "dim": a["dim"]}),
 )  # fmt: skip
 
 

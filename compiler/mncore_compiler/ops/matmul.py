@@ -8,7 +8,7 @@ import torch
 
 from ..types import TensorType, dtype_to_torch
 from .registry import Attrs, OpTypeError, register
-from .rules import broadcast_shapes, is_scalar
+from .rules import broadcast_shapes, call_inline, is_scalar
 
 __all__ = ["MIXED_OPERAND_DTYPES"]
 
@@ -79,7 +79,8 @@ def _addmm_flops(types: Sequence[TensorType], attrs: Attrs, result: TensorType) 
 
 
 register(
-    "matmul", "matmul", 2, (), _matmul_rule, lambda x, a: torch.matmul(x[0], x[1]), _matmul_flops
+    "matmul", "matmul", 2, (), _matmul_rule, lambda x, a: torch.matmul(x[0], x[1]), _matmul_flops,
+    call_inline(torch.matmul),
 )
 
 

@@ -8,7 +8,7 @@ import torch
 
 from ..types import TensorType
 from .registry import Attrs, register
-from .rules import check_dim, per_input
+from .rules import call_inline, check_dim, per_input
 
 __all__: list[str] = []
 
@@ -20,11 +20,12 @@ def _softmax_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 register(
     "softmax", "normalization", 1, ("dim",), _softmax_rule,
-    lambda x, a: torch.softmax(x[0], a["dim"]), per_input(5),
+    lambda x, a: torch.softmax(x[0], a["dim"]), per_input(5), call_inline(torch.softmax, "dim"),
 )  # fmt: skip
 
 
 register(
     "log_softmax", "normalization", 1, ("dim",), _softmax_rule,
     lambda x, a: torch.log_softmax(x[0], a["dim"]), per_input(5),
+    call_inline(torch.log_softmax, "dim"),
 )  # fmt: skip

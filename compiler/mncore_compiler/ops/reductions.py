@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
 from ..types import FLOAT_IR_DTYPES, TensorType
 from .registry import Attrs, OpTypeError, Reference, register
-from .rules import check_dim, per_input, reduce_rule, reduction_reference
+from .rules import check_dim, per_input, reduce_rule, reduction_inline, reduction_reference
 
 __all__: list[str] = []
 
@@ -29,8 +30,20 @@ def _sum_reference(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
     return result if result.is_floating_point() else result.to(torch.int64)
 
 
+_SUM_INLINE = reduction_inline(torch.sum)
+
+
+def _sum_inline(a: Attrs, result: TensorType) -> tuple[str, dict[str, Any]]:
+    # The declared type is the result's (checked on the first run): a float sum is torch's,
+    # any other is converted to int64 (a no-op on torch's own int64 sum).
+    text, bindings = _SUM_INLINE(a, result)
+    if result.dtype in FLOAT_IR_DTYPES:
+        return text, bindings
+    return text + ".to({int64})", {**bindings, "int64": torch.int64}
+
+
 register("sum", "reduction", 1, ("dims", "keepdim"), _sum_rule, _sum_reference,
-         per_input(1))  # fmt: skip
+         per_input(1), _sum_inline)  # fmt: skip
 
 
 register("mean", "reduction", 1, ("dims", "keepdim"), reduce_rule, reduction_reference(torch.mean),

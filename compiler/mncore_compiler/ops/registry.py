@@ -15,6 +15,7 @@ __all__ = [
     "Attrs",
     "FlopRule",
     "InferRule",
+    "Inline",
     "OpDef",
     "OpTypeError",
     "Reference",
@@ -27,6 +28,7 @@ Attrs = Mapping[str, Any]
 InferRule = Callable[[Sequence[TensorType], Attrs], TensorType]
 Reference = Callable[[Sequence[torch.Tensor], Attrs], torch.Tensor]
 FlopRule = Callable[[Sequence[TensorType], Attrs, TensorType], int]
+Inline = Callable[[Attrs, TensorType], "tuple[str, dict[str, Any]] | None"]
 
 
 class OpTypeError(ValueError):
@@ -54,6 +56,15 @@ class OpDef:
         ``reference(tensors, attrs) -> torch.Tensor``: the executable specification.
     flop_rule : callable
         ``flop_rule(operand_types, attrs, result_type) -> int``: a rough FLOP count.
+    inline : callable or None
+        ``inline(attrs, result_type) -> (expression, bindings)`` or None: the reference of a
+        node with these attributes and declared result type as one Python expression, for
+        the interpreter's generated code (:mod:`mncore_compiler.interpreter_codegen`).
+        ``{0}``, ``{1}``, ... stand for the operands (``{xs}`` for all of them,
+        comma-separated) and ``{name}`` for the object ``bindings[name]``; the expression must
+        call what the reference calls with the same arguments, or the same aten op through
+        its public binding, so its result is the reference's bit for bit. None (the op's
+        default, or for some attributes) runs the reference itself.
     """
 
     name: str
@@ -63,6 +74,7 @@ class OpDef:
     rule: InferRule
     reference: Reference
     flop_rule: FlopRule
+    inline: Inline | None = None
 
     def infer(self, operand_types: Sequence[TensorType], attrs: Attrs) -> TensorType:
         """Check operand count and attribute names, then apply the type rule."""
@@ -107,13 +119,16 @@ def register(
     rule: InferRule,
     reference: Reference,
     flop_rule: FlopRule,
+    inline: Inline | None = None,
 ) -> OpDef:
     """Add an op to :data:`OPS` and return its definition: the one call an op file makes.
 
     Parameters
     ----------
-    name, kind, arity, attrs, rule, reference, flop_rule
-        As the fields of :class:`OpDef`.
+    name, kind, arity, attrs, rule, reference, flop_rule, inline
+        As the fields of :class:`OpDef`; without ``inline``, a reference made by
+        :func:`~.rules.unary_reference` or :func:`~.rules.binary_reference` inlines as the call
+        of its function.
 
     Raises
     ------
@@ -123,5 +138,7 @@ def register(
     if name in OPS:
         raise ValueError(f"IR op {name!r} is already registered ({OPS[name].kind}); "
                          "give the new op another name")
-    OPS[name] = opdef = OpDef(name, kind, arity, attrs, rule, reference, flop_rule)
+    if inline is None:
+        inline = getattr(reference, "inline", None)
+    OPS[name] = opdef = OpDef(name, kind, arity, attrs, rule, reference, flop_rule, inline)
     return opdef

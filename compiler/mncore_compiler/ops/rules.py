@@ -11,11 +11,12 @@ from typing import Any
 import torch
 
 from ..types import FLOAT_IR_DTYPES, TensorType, dtype_from_torch
-from .registry import Attrs, FlopRule, OpTypeError, Reference
+from .registry import Attrs, FlopRule, Inline, OpTypeError, Reference
 
 __all__ = [
     "binary_reference",
     "broadcast",
+    "call_inline",
     "broadcast_shapes",
     "check_dim",
     "check_shape",
@@ -27,6 +28,7 @@ __all__ = [
     "per_input",
     "per_output",
     "reduce_rule",
+    "reduction_inline",
     "reduction_reference",
     "same",
     "scalar_rule",
@@ -184,13 +186,28 @@ def no_flops(types: Sequence[TensorType], attrs: Attrs, result: TensorType) -> i
 
 
 def unary_reference(fn: Callable[[torch.Tensor], torch.Tensor]) -> Reference:
-    """Reference of a one-operand op without attributes: ``fn(x)``."""
-    return lambda x, a: fn(x[0])
+    """Reference of a one-operand op without attributes: ``fn(x)`` (inlined as that call)."""
+    def reference(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
+        return fn(x[0])
+    reference.inline = call_inline(fn)  # type: ignore[attr-defined]
+    return reference
 
 
 def binary_reference(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Reference:
-    """Reference of a two-operand op without attributes: ``fn(x, y)``."""
-    return lambda x, a: fn(x[0], x[1])
+    """Reference of a two-operand op without attributes: ``fn(x, y)`` (inlined as that
+    call)."""
+    def reference(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
+        return fn(x[0], x[1])
+    reference.inline = call_inline(fn)  # type: ignore[attr-defined]
+    return reference
+
+
+def call_inline(fn: Callable[..., torch.Tensor], *attrs: str) -> Inline:
+    """The :attr:`~.registry.OpDef.inline` form of a reference ``fn(*operands, *(a[n] for n in
+    attrs))``."""
+    names = "".join(f", {{{n}}}" for n in attrs)
+    template = "{fn}({xs}" + names + ")"
+    return lambda a, result: (template, {"fn": fn, **{n: a[n] for n in attrs}})
 
 
 def reduction_reference(fn: Callable[..., torch.Tensor]) -> Reference:
@@ -200,5 +217,16 @@ def reduction_reference(fn: Callable[..., torch.Tensor]) -> Reference:
             # torch reads an empty dim list as "all dims"; in the IR it means "none".
             return x[0].clone()
         return fn(x[0], dim=list(a["dims"]), keepdim=a["keepdim"])
-
+    reference.inline = reduction_inline(fn)  # type: ignore[attr-defined]
     return reference
+
+
+def reduction_inline(fn: Callable[..., torch.Tensor]
+                     ) -> Callable[[Attrs, TensorType], tuple[str, dict[str, Any]]]:
+    """The :attr:`~.registry.OpDef.inline` form of :func:`reduction_reference` ``(fn)``."""
+    def inline(a: Attrs, result: TensorType) -> tuple[str, dict[str, Any]]:
+        if not a["dims"]:
+            return "{0}.clone()", {}
+        return ("{fn}({0}, dim={dims}, keepdim={keepdim})",
+                {"fn": fn, "dims": list(a["dims"]), "keepdim": a["keepdim"]})
+    return inline

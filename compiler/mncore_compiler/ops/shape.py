@@ -59,22 +59,26 @@ def _cat_rule(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 register(
     "reshape", "layout", 1, ("shape",), _reshape_rule,
     lambda x, a: x[0].reshape(a["shape"]), no_flops,
+    lambda a, t: ("{0}.reshape({shape})", {"shape": a["shape"]}),
 )  # fmt: skip
 
 
 register(
     "permute", "layout", 1, ("dims",), _permute_rule,
     lambda x, a: x[0].permute(a["dims"]), no_flops,
+    lambda a, t: ("{0}.permute({dims})", {"dims": a["dims"]}),
 )  # fmt: skip
 
 
 register(
     "expand", "layout", 1, ("shape",), _expand_rule,
     lambda x, a: x[0].expand(a["shape"]), no_flops,
+    lambda a, t: ("{0}.expand({shape})", {"shape": a["shape"]}),
 )  # fmt: skip
 
 
 register(
     "cat", "layout", None, ("dim",), _cat_rule,
     lambda x, a: torch.cat(list(x), dim=a["dim"]), no_flops,
+    lambda a, t: ("{cat}([{xs}], dim={dim})", {"cat": torch.cat, "dim": a["dim"]}),
 )  # fmt: skip

@@ -25,6 +25,8 @@ ALIGN_LW = 8
 
 #: Owners listed by name in an out-of-memory error (the rest are summed).
 _OWNERS_SHOWN = 8
+#: Sorts after every (start, end) range of the same start (bisection keys).
+_AFTER_ANY = float("inf")
 
 
 class Allocator:
@@ -123,20 +125,20 @@ class Allocator:
         )
 
     def _first_fit(self, groups: range, size: int) -> int | None:
-        if len(groups) == 1:
-            ranges = self._used[groups[0]]  # kept sorted
-        else:
-            used = self._used
-            ranges = []
-            for g in groups:
-                ranges += used[g]
-            ranges.sort()
-        address = 0
-        for start, end in ranges:
-            if start - address >= size:
-                break
-            if end > address:
-                address = end
+        """The lowest address where ``size`` LWs are free in every one of ``groups``, or
+        None. Each Group's ranges are sorted and disjoint: a window overlapping a range
+        cannot start before that range's end, so the window jumps there until no Group has a
+        range in it (a few bisections, not a pass over every buffer)."""
+        lists = [self._used[g] for g in groups]
+        address, moved = 0, True
+        while moved:
+            moved = False
+            for ranges in lists:
+                i = bisect.bisect_right(ranges, (address, _AFTER_ANY))
+                if i and ranges[i - 1][1] > address:  # a range holds the window's start
+                    address, moved = ranges[i - 1][1], True
+                elif i < len(ranges) and ranges[i][0] < address + size:  # one starts inside
+                    address, moved = ranges[i][1], True
         return address if address + size <= self.lw_per_group else None
 
     def free(self, buf: Buffer) -> None:
@@ -177,8 +179,10 @@ class Allocator:
             raise ValueError(f"Buffer {buf} is not allocated (freed twice?)")
         self._owners.pop(buf.id, None)
         size = -(-buf.lw_per_group // ALIGN_LW) * ALIGN_LW
+        extent = (buf.address, buf.address + size)
         for g in range(buf.group, buf.group + buf.groups):
-            self._used[g].remove((buf.address, buf.address + size))
+            ranges = self._used[g]  # sorted and disjoint: the extent is found by bisection
+            del ranges[bisect.bisect_left(ranges, extent)]
             self._used_total[g] -= size
 
     def _owner_totals(self) -> dict[str, tuple[int, int]]:

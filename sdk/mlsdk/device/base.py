@@ -102,8 +102,12 @@ class LoadedProgram:
     #: What a Launch loads, in order: the inputs, then the constants.
     reads: tuple[str, ...] = field(init=False, repr=False)
 
+    #: :attr:`reads` and :attr:`outputs` as sets: what a Launch must bind, checked at once.
+    needed: tuple[frozenset[str], frozenset[str]] = field(init=False, repr=False)
+
     def __post_init__(self) -> None:
         self.reads = tuple(self.inputs) + tuple(self.constants)
+        self.needed = (frozenset(self.reads), frozenset(self.outputs))
 
 
 class DeviceLock:
@@ -279,8 +283,10 @@ class DramDevice(Device, ABC):
     def execute(self, command: Command) -> CommandResult:
         """Execute one command and say what it cost."""
         with self.lock:
-            self._check_open()
-            self._unload_retired()
+            if self.closed:
+                self._check_open()  # raises
+            if self._retired:
+                self._unload_retired()
             return self._execute(command)
 
     def _execute(self, command: Command) -> CommandResult:
@@ -326,10 +332,10 @@ class DramDevice(Device, ABC):
         if program is None:
             raise DeviceError(f"Launch of {command.program!r}: no such program is loaded")
         bindings, stores = command.bindings, command.outputs
-        reads = program.reads
-        missing = [n for n in reads if n not in bindings]
-        missing += [f"output {n}" for n in program.outputs if n not in stores]
-        if missing:
+        reads, writes = program.needed
+        if not (bindings.keys() >= reads and stores.keys() >= writes):
+            missing = [n for n in program.reads if n not in bindings]
+            missing += [f"output {n}" for n in program.outputs if n not in stores]
             raise DeviceError(f"Launch of {command.program!r}: no buffer bound for {missing}")
         values, cycles, nbytes = self._load_reads(program, bindings)
         outputs = self._own_outputs(program.run(values))

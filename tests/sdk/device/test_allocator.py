@@ -3,6 +3,7 @@ against the live buffers' extents."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -44,3 +45,30 @@ def test_running_group_usage_matches_the_ranges_in_use():
             assert alloc.used_lw(g) == expected, f"step {step}, Group {g} (seed 1234)"
     assert all(b.address % ALIGN_LW == 0 for b in live)
 
+
+
+def test_first_fit_is_the_lowest_window_free_in_every_group():
+    # _first_fit jumps its window past the ranges it meets (bisections); it must give what a
+    # scan of every LW gives: the lowest address whose window is free in all the Groups.
+    rng = random.Random(41)
+    alloc = Allocator(4, 4096)
+    live = []
+    for step in range(300):
+        if live and rng.random() < 0.4:
+            alloc.free(live.pop(rng.randrange(len(live))))
+        else:
+            try:
+                live.append(alloc.allocate(rng.randint(1, 4), rng.randint(1, 300)))
+            except DeviceMemoryError:
+                pass
+        first, groups = rng.randrange(4), rng.randint(1, 4)
+        span, size = range(first, min(4, first + groups)), rng.randint(1, 64) * ALIGN_LW
+        taken = [0] * 4096
+        for b in live:
+            if b.group <= span[-1] and span[0] < b.group + b.groups:
+                extent = -(-b.lw_per_group // ALIGN_LW) * ALIGN_LW
+                taken[b.address:b.address + extent] = [1] * extent
+        held = list(itertools.accumulate(taken, initial=0))  # held[a]: LWs taken below a
+        expected = next((a for a in range(4096 - size + 1) if held[a + size] == held[a]),
+                        None)
+        assert alloc._first_fit(span, size) == expected, f"step {step} (seed 41)"
