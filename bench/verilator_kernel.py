@@ -10,7 +10,8 @@ returned what was written, and prints the cycles and the process seconds of each
 cycles per process second is the most any session of this model can reach on this machine.
 
 Run:  PYTHONPATH=sdk:compiler:hdl:sim python bench/verilator_kernel.py [--kib 1024]
-(``bench/bench_cosim.py`` prints it beside the device's own figures.)
+(``bench/bench_cosim.py`` prints it beside the device's own figures.) ``--compare DIR DIR``
+runs two cached builds' kernels alternately (``--rounds`` times each) and prints medians.
 """
 
 from __future__ import annotations
@@ -150,10 +151,41 @@ def kernel_speed(nbytes: int, config: ArchConfig = MNCORE2_SIM
     return rows
 
 
+def compare(folders: list[Path], nbytes: int, rounds: int,
+            config: ArchConfig = MNCORE2_SIM) -> None:
+    """Run the kernel of each build folder in turn (A, B, A, B, ...) ``rounds`` times and print
+    each one's median cycles per process second per part: two models compared under the same
+    load (an older model's folder stays in the build cache)."""
+    import statistics
+
+    lw = nbytes // config.lw_bytes // config.groups
+    exes = [_kernel(Path(folder)) for folder in folders]
+    rates: dict[tuple[int, str], list[float]] = {}
+    for _ in range(rounds):
+        for k, exe in enumerate(exes):
+            run = subprocess.run([str(exe), str(lw)], capture_output=True, text=True,
+                                 check=True)
+            for line in run.stdout.splitlines():
+                what, cycles, seconds = line.split()
+                rates.setdefault((k, what), []).append(int(cycles) / float(seconds))
+    parts = ("idle", "write", "read")
+    print(f"{'build folder':48s} " + " ".join(f"{p:>9s}" for p in parts)
+          + f"   (cycles per process second, median of {rounds})")
+    for k, folder in enumerate(folders):
+        print(f"{Path(folder).name:48s} "
+              + " ".join(f"{statistics.median(rates[k, p]):9.0f}" for p in parts))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kib", type=int, default=1024)
+    parser.add_argument("--compare", nargs="+", type=Path, metavar="BUILD_DIR",
+                        help="instead: run these cached builds' kernels alternately")
+    parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
+    if args.compare:
+        compare(args.compare, args.kib << 10, args.rounds)
+        return
     print(f"{'workload':32s} {'cycles':>9s} {'cpu s':>8s} {'cycles/cpu-s':>13s}")
     for label, cycles, seconds, _ in kernel_speed(args.kib << 10):
         print(f"{label:32s} {cycles:9d} {seconds:8.3f} {cycles / seconds:13.0f}")

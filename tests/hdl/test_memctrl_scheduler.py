@@ -361,3 +361,33 @@ def test_validation():
     expect_error(TypeError, "Port count must be an integer, not True", Scheduler, TINY, True)
     expect_error(ValueError, "Port count must be a positive integer, not 0", Scheduler, TINY, 0)
     expect_error(TypeError, "Config must be an ArchConfig, not 7", ErrorFlag, 7)
+
+
+# -- select_word: the open-row lookup without wide shifts -----------------------------------------
+
+@pytest.mark.parametrize("count, width", [(16, 9), (8, 9), (4, 13), (16, 3), (2, 40), (32, 9),
+                                          (3, 9), (1, 9)])
+def test_select_word_is_word_select(count, width):
+    """select_word gives Cat(words).word_select(index) for every count and width (groups that
+    fit in 64 bits, a count that is no power of two, one word)."""
+    from amaranth.hdl import Cat, Module, Signal
+    from mncore_hdl.memctrl.scheduler import select_word
+
+    words = [Signal(width, name=f"w{i}") for i in range(count)]
+    index = Signal(max(1, (count - 1).bit_length()))
+    got, want = Signal(width), Signal(width)
+    m = Module()
+    m.d.comb += [got.eq(select_word(words, index)),
+                 want.eq(Cat(*words).word_select(index, width))]
+    sim = Simulator(m)
+
+    async def bench(ctx):
+        rng = random.Random(count * 100 + width)
+        for _ in range(100):
+            for w in words:
+                ctx.set(w, rng.getrandbits(width))
+            ctx.set(index, rng.getrandbits(len(index)))
+            assert ctx.get(got) == ctx.get(want)
+
+    sim.add_testbench(bench)
+    sim.run()

@@ -15,7 +15,43 @@ from .signatures import (
     row_bits,
 )
 
-__all__ = ["ErrorFlag", "Scheduler"]
+__all__ = ["ErrorFlag", "Scheduler", "select_word"]
+
+#: Widest vector :func:`select_word` shifts in one piece (a machine word of a C++ model).
+_NATIVE_BITS = 64
+
+
+def select_word(words, index):
+    """``Cat(words).word_select(index, width)``, the same value, built so that no shift is
+    wider than 64 bits: a C++ model (Verilator) shifts a wider vector a word at a time, in a
+    library call. The words are shifted in groups of a power of two that fit in 64 bits, and
+    the group is picked by the index's high bits through a tree of multiplexers. It falls back
+    to one ``word_select`` unless ``index`` addresses exactly ``len(words)`` words.
+
+    Parameters
+    ----------
+    words : sequence of Value
+        The words, all of one width, word 0 first.
+    index : Value
+        Which word.
+
+    Returns
+    -------
+    Value
+        Word ``index``.
+    """
+    width = len(words[0])
+    bits = len(index)
+    if len(words) != 1 << bits or any(len(w) != width for w in words):
+        return Cat(*words).word_select(index, width)
+    low = 0  # words per group: 1 << low
+    while low < bits and (2 << low) * width <= _NATIVE_BITS:
+        low += 1
+    level = [Cat(*words[i:i + (1 << low)]).word_select(index[:low], width) if low else words[i]
+             for i in range(0, len(words), 1 << low)]
+    for bit in range(low, bits):
+        level = [Mux(index[bit], hi, lo) for lo, hi in zip(level[::2], level[1::2], strict=True)]
+    return level[0]
 
 
 class Scheduler(wiring.Component):
@@ -229,20 +265,21 @@ class Scheduler(wiring.Component):
         Built for event-driven simulators: each candidate looks its bank up once (bits of
         per-bank vectors, its bank's open row) and ``protected`` is one OR of one-hot bank
         vectors, instead of a comparison per candidate and bank and a multiplexer per
-        candidate and bank property.
+        candidate and bank property. The open row is looked up with :func:`select_word`:
+        a ``word_select`` over all 16 rows (144 bits) was a wide shift in Verilator's C++
+        model, a library call per candidate per cycle.
         """
         banks = self.banks
         nb = len(banks)
         cands = self._candidates()
-        rb = len(c_row)
-        open_rows = Cat(bs.open_row for bs in banks)
+        open_rows = [bs.open_row for bs in banks]
         views = []
         for j, (i, valid, addr) in enumerate(cands):
             b = Signal.like(c_bank, name=f"prep_bank_{j}")
             r = Signal.like(c_row, name=f"prep_row_{j}")
             hit = Signal(name=f"prep_open_{j}")  # its row is its bank's open (or last) row
             m.d.comb += [b.eq(self._bank(addr)), r.eq(self._row(addr)),
-                         hit.eq(open_rows.word_select(b, rb) == r)]
+                         hit.eq(select_word(open_rows, b) == r)]
             views.append((i, valid, b, r, hit))
 
         # A row is protected when some candidate (a head chunk, look-ahead or queued

@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from amaranth.hdl import Array, Module, Signal
+from amaranth.hdl import Module
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
@@ -72,10 +73,14 @@ class CosimTop(wiring.Component):
         m.d.comb += [self.mc_error.eq(system.mc_error), self.mc_idle.eq(system.mc_idle)]
 
         # -- input-descriptor table --------------------------------------------------------
-        table = Array(Signal(DESCRIPTOR_BITS, name=f"desc{i}") for i in range(DESCRIPTOR_SLOTS))
-        with m.If(self.desc_we):
-            m.d.sync += table[self.desc_index].eq(self.desc_wdata)
-        m.d.comb += self.desc_rdata.eq(table[self.desc_index])
+        # a memory, not 64 registers: a simulator then stores one slot per write and reads
+        # one, where the registers' next values were all computed at every clock edge
+        m.submodules.desc = table = Memory(shape=DESCRIPTOR_BITS, depth=DESCRIPTOR_SLOTS,
+                                           init=[])
+        write, read = table.write_port(), table.read_port(domain="comb")
+        m.d.comb += [write.addr.eq(self.desc_index), write.data.eq(self.desc_wdata),
+                     write.en.eq(self.desc_we), read.addr.eq(self.desc_index),
+                     self.desc_rdata.eq(read.data)]
 
         # -- cycle counter -----------------------------------------------------------------
         m.d.sync += self.cycle.eq(self.cycle + 1)
