@@ -20,7 +20,8 @@ import sys
 from typing import Any
 
 import numpy as np
-from mncore_hdl.layout.mapping import is_dense, write_image
+from mncore_hdl.layout.mapping import from_device, is_dense, write_image
+from mncore_hdl.layout.strided import strided_plan
 
 from .base import PAGE_LW
 from .decoded import DecodedCache
@@ -172,9 +173,19 @@ class DramStore:
     def _flush(self, entry: Any) -> None:
         group, groups, address, count = entry.span
         dst = self.words[group:group + groups, address:address + count]
-        if not is_dense(entry.layout):
-            dst[...] = 0
-        write_image(dst, entry.value, entry.layout)
+        layout = entry.layout
+        # The range is the tensor's own bytes (an identity layout): a torch copy into a view of
+        # it, which reads the value through its read-only pointer, so a copy-on-write value (a
+        # host input's lazy clone, say) is not given private memory first, as a numpy view of
+        # it would be.
+        view = (from_device(dst, layout, copy=False)
+                if strided_plan(layout).identity and not layout.element.narrowed else None)
+        if view is not None and self.holds(view):
+            view.copy_(entry.value)
+        else:
+            if not is_dense(layout):
+                dst[...] = 0
+            write_image(dst, entry.value, layout)
         if self._views:
             self._bump(group, groups, address, count)
 
@@ -200,7 +211,9 @@ class DramStore:
 
     def holds(self, tensor: Any) -> bool:
         """Whether ``tensor``'s data lies in this DRAM (it is a view of it, not a copy)."""
-        return self._start <= tensor.data_ptr() < self._end
+        # The read-only pointer: asking for a writable one would give a copy-on-write tensor
+        # (a lazy clone of a caller's) private memory, a copy.
+        return self._start <= tensor.const_data_ptr() < self._end
 
     def snapshot(self, group: int) -> dict[int, np.ndarray]:
         """A copy of every non-zero page of one Group (to compare two memories)."""
