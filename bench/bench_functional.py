@@ -161,10 +161,10 @@ def bench_elementwise(sizes: list[int]) -> None:
             RESULTS[f"peak RSS at {_label(size)}"] = (f"{rss:.2f}x tensor", "< 3x", rss < 3)
     print("(floor: what a faithful call cannot skip, by hand with no device model: a "
           "copy-on-write snapshot of the input kept, the product kept until the next call, a "
-          "copy-on-write clone of it handed out; peak RSS: the process' high-water mark during one call, over its "
-          "RSS before the input existed, so the input tensor itself counts 1x; laid-out: the "
-          "same call with its write-back output also laid out into DRAM, as an observer of "
-          "DRAM would force)")
+          "copy-on-write clone of it handed out; peak RSS: the process' high-water mark "
+          "during one call, over its RSS before the input existed, so the input tensor itself "
+          "counts 1x; laid-out: the same call with its write-back output also laid out into "
+          "DRAM, as an observer of DRAM would force)")
 
 
 def bench_matmul(work: Path) -> None:

@@ -7,8 +7,8 @@ the device layer never builds front-end objects. A backend with device memory su
 :class:`DramDevice` and implements the abstract hooks that touch its memory system:
 ``_dram_read``, ``_dram_write``, ``_convert``, ``_poke``, ``peek`` and ``dram_snapshot``. The
 documented default hooks (``_bind``, ``_compute_cycles``, ``counters``, ``create``,
-``_load_input``, ``_load_reads``, ``_dram_store``, ``_store_outputs``, ``_host_write``,
-``_read_tensor``)
+``_load_input``, ``_load_reads``, ``_before_run``, ``_dram_store``, ``_store_outputs``,
+``_host_write``, ``_read_tensor``)
 may be overridden. Everything else (allocation, the command stream, Launch as loads ->
 compute -> stores, per-path byte counting, the record of what ran) is shared, so two
 backends given the same commands are comparable word for word. The host reference
@@ -333,6 +333,7 @@ class DramDevice(Device, ABC):
         if missing:
             raise DeviceError(f"Launch of {command.program!r}: no buffer bound for {missing}")
         values, cycles, nbytes = self._load_reads(program, bindings)
+        self._before_run(program, bindings, stores)
         outputs = self._own_outputs(program.run(values))
         cycles += self._compute_cycles(program)
         stored, moved = self._store_outputs(program, stores, outputs)
@@ -397,6 +398,11 @@ class DramDevice(Device, ABC):
         the tensor may be a view of the image."""
         image, cycles = self._dram_read("compute", buf)
         return from_device(image, layout, copy=False), cycles
+
+    def _before_run(self, program: LoadedProgram, bindings: Mapping[str, Buffer],
+                    stores: Mapping[str, Buffer]) -> None:
+        """A Launch's loads are done and its program is about to run, then store into
+        ``stores`` (default hook: nothing)."""
 
     def _own_outputs(self, outputs: dict[str, Any]) -> dict[str, Any]:
         """A Launch's outputs as the program computed them, made safe to store one after

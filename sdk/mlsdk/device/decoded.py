@@ -224,6 +224,22 @@ class DecodedCache:
         for key in self._dirty.overlapping(group, groups, address, count):
             self._flush(key, entries[key])
 
+    def dirty_within(self, group: int, groups: int, address: int, count: int
+                     ) -> list[tuple[Hashable, Any]]:
+        """The dirty entries whose range lies inside the range, as (key, owner)."""
+        if not self.dirty:
+            return []
+        entries = self._entries
+        return [(key, entries[key].owner)
+                for key in self._dirty.overlapping(group, groups, address, count)
+                if _inside(entries[key].span, group, groups, address, count)]
+
+    def discard(self, key: Hashable) -> None:
+        """Forget ``key``'s tensor without laying it out, dirty or not: for a caller that
+        overwrites its whole range before anything can look at it."""
+        if key in self._entries:
+            self._drop(key, flush=False)
+
     def invalidate(self, group: int, groups: int, address: int, count: int, *,
                    covers: bool = False) -> None:
         """Forget every tensor decoded from LWs that overlap the range written.

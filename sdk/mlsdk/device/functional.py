@@ -22,6 +22,11 @@ __all__ = ["FunctionalDevice", "LayoutNumbers", "PAGE_LW", "layout_key"]
 #: written through); None on a torch without it, where the model copies instead.
 _LAZY_CLONE = getattr(torch, "_lazy_clone", None)
 
+#: Bytes from which a Launch output's buffer forgets a freed buffer's write-back value before
+#: the program runs (:meth:`FunctionalDevice._before_run`): from about where malloc hands out
+#: memory by the page (glibc: 128 KiB and up) rather than from its bins.
+RECYCLE_BYTES = 256 << 10
+
 
 def _lazy_clone(tensor: Any) -> Any:
     """A copy-on-write clone of ``tensor`` (a CPU tensor that is all of its memory), or None
@@ -58,7 +63,11 @@ class FunctionalDevice(DramDevice):
         # Buffers given back by finalizers since the decoded tensors were last pruned.
         self._released: list[Buffer] = []
         # Per loaded program: the program, and its reads' and outputs' layout facts (_plan).
-        self._plans: dict[str, tuple[LoadedProgram, tuple, tuple]] = {}
+        self._plans: dict[str, tuple[LoadedProgram, tuple, tuple, tuple]] = {}
+        #: Launch outputs of at least this many bytes forget a freed buffer's write-back value
+        #: over their buffer before the program runs (:meth:`_before_run`); read when a
+        #: program is first launched.
+        self.recycle_bytes = RECYCLE_BYTES
 
     def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
         # A view of DRAM, no copy: the host copies what it keeps (from_device), and a Launch
@@ -118,10 +127,11 @@ class FunctionalDevice(DramDevice):
             nbytes += buf.nbytes
         return values, cycles, nbytes
 
-    def _plan(self, program: LoadedProgram) -> tuple[tuple, tuple]:
-        """``program``'s reads as (name, layout, layout number, unread) and its outputs as
-        (name, layout, layout number, torch shape and dtype), worked out once per loaded
-        program."""
+    def _plan(self, program: LoadedProgram) -> tuple[tuple, tuple, tuple]:
+        """``program``'s reads as (name, layout, layout number, unread), its outputs as
+        (name, layout, layout number, torch shape and dtype), and the outputs whose buffers'
+        old write-back values it may forget before it runs (:meth:`_before_run`), worked out
+        once per loaded program."""
         kept = self._plans.get(program.name)
         if kept is None or kept[0] is not program:
             reads = tuple((n, program.layouts[n], layout_key(program.layouts[n]),
@@ -130,8 +140,39 @@ class FunctionalDevice(DramDevice):
             stores = tuple((n, layouts[n], layout_key(layouts[n]),
                             layouts[n].memo("torch_type", _torch_type))
                            for n in program.outputs)
-            kept = self._plans[program.name] = (program, reads, stores)
-        return kept[1], kept[2]
+            # Not when an output is range-checked (int64): the run may then refuse to store.
+            large = () if any(layouts[n].element.narrowed for n in program.outputs) else tuple(
+                n for n in program.outputs if layouts[n].nbytes >= self.recycle_bytes)
+            kept = self._plans[program.name] = (program, reads, stores, large)
+        return kept[1], kept[2], kept[3]
+
+    def _before_run(self, program: LoadedProgram, bindings: Mapping[str, Buffer],
+                    stores: Mapping[str, Buffer]) -> None:
+        # A large output's buffer often takes the range of one freed since (the last call's
+        # output, whose proxy was dropped), which may still hold that output's write-back
+        # value: kept until this Launch's store covers it, it would be alive while the
+        # program computes its successor, two large tensors at once, and the allocator could
+        # not hand the successor the memory it frees (on glibc: fresh pages on every call).
+        # Forgotten here instead, unlaid: every store of the Launch covers its whole buffer,
+        # nothing reads the range in between (it is no read's buffer), and no live buffer
+        # owned the value. What this gives up: a Launch that raises from here on (an
+        # interrupt) leaves that freed memory with older bytes than an eager model would.
+        large = self._plan(program)[2]
+        decoded = self.dram.decoded
+        if not large or not decoded.dirty:
+            return
+        live = self.allocator.is_live
+        if not all(live(buf) for buf in stores.values()):
+            return  # a store will refuse: nothing is forgotten
+        read = set(bindings.values())
+        for name in large:
+            buf = stores[name]
+            if buf in read:
+                continue
+            for key, owner in decoded.dirty_within(buf.group, buf.groups, buf.address,
+                                                   buf.lw_per_group):
+                if isinstance(owner, Buffer) and not live(owner):
+                    decoded.discard(key)
 
     def _load_input(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         # Decoding from a compute-native layout copies the whole buffer: the tensor is kept

@@ -275,3 +275,92 @@ def _same(one, other) -> bool:
     if isinstance(one, np.ndarray):
         return np.array_equal(one, other)
     return one == other
+
+
+# -- a freed buffer's write-back value, forgotten before the Launch that overwrites it --------
+
+
+class _Recycling:
+    """A device whose every Launch output forgets a freed buffer's write-back value over its
+    buffer before the program runs (``recycle_bytes`` 0), with ``x`` uploaded and a program
+    ``p``: ``y = x * 2`` (or what ``run`` computes) from a host layout into native tiles."""
+
+    def __init__(self, run=None, shape=(64, 64), dtype="float32"):
+        from mncore_hdl.layout import native_layout
+
+        self.device = FunctionalDevice(MNCORE2, "mncore2:auto")
+        self.device.recycle_bytes = 0
+        self.a, self.b = host_layout(shape, dtype), native_layout(shape, dtype)
+        self.seen: list[bool] = []
+        self.old = None  # a weak reference to the value the next Launch may forget
+
+        def record(values):
+            self.seen.append(self.old is not None and self.old() is None)
+            return (run or (lambda v: {"y": v["x"] * 2}))(values)
+        self.device.load_program(_program_of(self.a, self.b, record))
+        self.x = self.device.allocate(self.a)
+        self.value = torch.arange(float(np.prod(shape))).reshape(shape).to(getattr(torch, dtype))
+        self.device.execute(HostWrite(self.x, to_device(self.value, self.a)))
+
+    def launch(self, y, reads=None):
+        self.device.execute(Launch("p", {"x": reads or self.x}, {"y": y}))
+
+    def kept(self, y):
+        import weakref
+
+        self.old = weakref.ref(self.device.dram.decoded.entries[(y.id, layout_key(self.b))]
+                               .value)
+
+
+def _program_of(a, b, run, name="p"):
+    from mlsdk.device.base import LoadedProgram
+
+    return LoadedProgram(name=name, graph=None, layouts={"x": a}, output_layouts={"y": b},
+                         inputs=("x",), outputs=("y",), constants=(), run=run)
+
+
+def test_a_freed_output_s_value_is_forgotten_before_the_launch_that_overwrites_it():
+    r = _Recycling()
+    y = r.device.allocate(r.b)
+    r.launch(y)
+    r.kept(y)
+    r.device.free(y)
+    y2 = r.device.allocate(r.b)
+    assert (y2.group, y2.address) == (y.group, y.address)  # the freed range, taken again
+    r.launch(y2)
+    assert r.seen == [False, True]  # gone before the program ran: its memory free for it
+    assert r.device.dram.decoded.dirty == 1  # the new value only
+    assert torch.equal(from_device(r.device.peek(y2), r.b), r.value * 2)
+
+
+def test_a_live_buffer_s_value_and_a_read_one_are_kept_until_stored():
+    def fails(values):
+        raise KeyboardInterrupt
+
+    r = _Recycling()
+    y = r.device.allocate(r.b)
+    r.launch(y)
+    r.kept(y)
+    r.launch(y)  # the same live buffer stored again: its value is its own until then
+    assert r.seen == [False, False]
+    raising = _Recycling(run=fails)
+    y = raising.device.allocate(raising.b)
+    raising.device.execute(HostWrite(y, to_device(raising.value + 5, raising.b)))
+    raising.device.load_program(_program_of(raising.b, raising.b, lambda v: {"y": v["x"] + 1},
+                                            "q"))
+    raising.device.execute(Launch("q", {"x": y}, {"y": y}))  # read and stored: a state update
+    with pytest.raises(KeyboardInterrupt):
+        raising.launch(y)  # the live buffer keeps its value when the run raises
+    assert torch.equal(from_device(raising.device.peek(y), raising.b), raising.value + 6)
+
+
+def test_a_range_checked_output_keeps_a_freed_value_until_stored():
+    r = _Recycling(shape=(8, 64), dtype="int64")
+    y = r.device.allocate(r.b)
+    r.launch(y)
+    r.kept(y)
+    r.device.free(y)
+    y2 = r.device.allocate(r.b)
+    r.launch(y2)
+    assert r.seen == [False, False]  # an int64 output may be refused: nothing forgotten
+    assert torch.equal(from_device(r.device.peek(y2), r.b), r.value * 2)
