@@ -94,12 +94,14 @@ def _floor_call(x: torch.Tensor):
     """What a faithful call cannot skip, by hand, with no device model: a snapshot of ``x``
     kept (the input buffer's bytes: a copy-on-write clone, ``torch._lazy_clone``, which
     copies nothing unless a side is written to later), the product computed from it and kept
-    until the next call (the output buffer's write-back value), and a copy-on-write clone of
-    it handed out (what ``.cpu()`` returns, while the buffer keeps its value)."""
+    (the output buffer's write-back value) until the next call's output takes the freed
+    buffer's place, and a copy-on-write clone of it handed out (what ``.cpu()`` returns,
+    while the buffer keeps its value)."""
     kept: list[torch.Tensor] = []
 
     def call() -> torch.Tensor:
         staged = torch._lazy_clone(x)
+        kept.clear()  # the last output, freed unseen: overwritten by this one
         product = elementwise({"x": staged})["y"]
         kept[:] = [staged, product]
         return torch._lazy_clone(product)
@@ -160,11 +162,11 @@ def bench_elementwise(sizes: list[int]) -> None:
         if size >= 1 << 30:
             RESULTS[f"peak RSS at {_label(size)}"] = (f"{rss:.2f}x tensor", "< 3x", rss < 3)
     print("(floor: what a faithful call cannot skip, by hand with no device model: a "
-          "copy-on-write snapshot of the input kept, the product kept until the next call, a "
-          "copy-on-write clone of it handed out; peak RSS: the process' high-water mark "
-          "during one call, over its RSS before the input existed, so the input tensor itself "
-          "counts 1x; laid-out: the same call with its write-back output also laid out into "
-          "DRAM, as an observer of DRAM would force)")
+          "copy-on-write snapshot of the input kept, the product kept until the next call's "
+          "output replaces it, a copy-on-write clone of it handed out; peak RSS: the "
+          "process' high-water mark during one call, over its RSS before the input existed, "
+          "so the input tensor itself counts 1x; laid-out: the same call with its write-back "
+          "output also laid out into DRAM, as an observer of DRAM would force)")
 
 
 def bench_matmul(work: Path) -> None:

@@ -162,17 +162,18 @@ class FunctionalDevice(DramDevice):
         if not large or not decoded.dirty:
             return
         live = self.allocator.is_live
-        if not all(live(buf) for buf in stores.values()):
-            return  # a store will refuse: nothing is forgotten
-        read = set(bindings.values())
-        for name in large:
-            buf = stores[name]
-            if buf in read:
-                continue
-            for key, owner in decoded.dirty_within(buf.group, buf.groups, buf.address,
-                                                   buf.lw_per_group):
-                if isinstance(owner, Buffer) and not live(owner):
-                    decoded.discard(key)
+        found = [(stores[name], kept) for name in large
+                 if (kept := decoded.dirty_within(stores[name].group, stores[name].groups,
+                                                  stores[name].address,
+                                                  stores[name].lw_per_group))]
+        if not found or not all(live(buf) for buf in stores.values()):
+            return  # nothing to forget, or a store will refuse: nothing is forgotten
+        read = bindings.values()
+        for buf, kept in found:
+            if buf not in read:
+                for key, owner in kept:
+                    if isinstance(owner, Buffer) and not live(owner):
+                        decoded.discard(key)
 
     def _load_input(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         # Decoding from a compute-native layout copies the whole buffer: the tensor is kept

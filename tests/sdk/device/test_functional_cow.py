@@ -87,6 +87,20 @@ def test_the_caller_changing_its_input_after_the_call_changes_nothing_on_the_dev
     assert torch.equal(fn({"x": x})["y"].cpu(), x * 2)
 
 
+def test_load_from_keeps_the_tensor_as_it_was_when_loaded(context, tmp_path):
+    fn = _compile(context, tmp_path)
+    proxies = fn.allocate_input_proxy()
+    x = torch.randn(32, 64)
+    given_x = x.clone()
+    proxies["x"].load_from(x)
+    buf, layout = proxies["x"].buffer, proxies["x"].spec.layout
+    assert _kept(context, buf, layout).const_data_ptr() == x.const_data_ptr()  # shared
+    x.mul_(3)
+    assert torch.equal(fn(proxies)["y"].cpu(), given_x * 2)  # relocated: no host bytes
+    assert torch.equal(proxies["x"].cpu(), given_x)
+    assert torch.equal(_held(context, buf, layout), given_x)
+
+
 def test_the_caller_changing_what_cpu_gave_it_changes_nothing_on_the_device(context, tmp_path):
     fn = _compile(context, tmp_path)
     x = torch.randn(32, 64)
