@@ -3,8 +3,9 @@ device-side conversion, and peak RSS.
 
 Prints, side by side with torch eager (``torch.set_num_threads(1)`` for both):
 - an elementwise compiled call plus ``.cpu()`` at 4 KiB .. 1 GiB: time, ratio to eager, the
-  fixed overhead at 4 KiB in microseconds, and the floor: the copies a faithful call cannot
-  skip (input into DRAM, the kept product, the copy handed out), done by hand;
+  fixed overhead at 4 KiB in microseconds, and the floor: what a faithful call cannot skip
+  (the input's snapshot and the tensor handed out as copy-on-write clones, the product kept
+  until the next call), done by hand;
 - a 2048x2048 fp32 matmul, compiled call plus ``.cpu()`` against eager;
 - a device-side Convert (native tiles -> host rows) against a host copy of the same bytes;
 - peak RSS of each size's call, measured in a subprocess of its own, relative to the tensor.
@@ -90,18 +91,20 @@ def child(nbytes: int, mode: str) -> dict:
 
 
 def _floor_call(x: torch.Tensor):
-    """The copies a faithful call cannot skip, by hand, with no device model: ``x`` copied
-    into a kept buffer (the HostWrite's snapshot), the product computed from it and kept
-    until the next call (the buffer's write-back value), and a copy of it handed out (what
-    ``.cpu()`` returns, while the buffer keeps its bytes)."""
-    staged = torch.empty_like(x)
+    """What a faithful call cannot skip, by hand, with no device model: a snapshot of ``x``
+    kept (the input buffer's bytes: a copy-on-write clone, ``torch._lazy_clone``, which
+    copies nothing unless a side is written to later), the product computed from it and kept
+    (the output buffer's write-back value) until the next call's output takes the freed
+    buffer's place, and a copy-on-write clone of it handed out (what ``.cpu()`` returns,
+    while the buffer keeps its value)."""
     kept: list[torch.Tensor] = []
 
     def call() -> torch.Tensor:
-        staged.copy_(x)
+        staged = torch._lazy_clone(x)
+        kept.clear()  # the last output, freed unseen: overwritten by this one
         product = elementwise({"x": staged})["y"]
-        kept[:] = [product]
-        return product.clone()
+        kept[:] = [staged, product]
+        return torch._lazy_clone(product)
     return call
 
 
@@ -158,12 +161,12 @@ def bench_elementwise(sizes: list[int]) -> None:
                 ratio <= 1.2)
         if size >= 1 << 30:
             RESULTS[f"peak RSS at {_label(size)}"] = (f"{rss:.2f}x tensor", "< 3x", rss < 3)
-    print("(floor: the copies a faithful call cannot skip, by hand with no device model: the "
-          "input copied into a kept buffer, the product kept until the next call, a copy of "
-          "it handed out; peak RSS: the process' high-water mark during one call, over its "
-          "RSS before the input existed, so the input tensor itself counts 1x; laid-out: the "
-          "same call with its write-back output also laid out into DRAM, as an observer of "
-          "DRAM would force)")
+    print("(floor: what a faithful call cannot skip, by hand with no device model: a "
+          "copy-on-write snapshot of the input kept, the product kept until the next call's "
+          "output replaces it, a copy-on-write clone of it handed out; peak RSS: the "
+          "process' high-water mark during one call, over its RSS before the input existed, "
+          "so the input tensor itself counts 1x; laid-out: the same call with its write-back "
+          "output also laid out into DRAM, as an observer of DRAM would force)")
 
 
 def bench_matmul(work: Path) -> None:

@@ -48,7 +48,9 @@ _HOOKS = {
     "_stream_cycles": "cycle model",
     "_compute_cycles": "cycle model",
     "_converter_moved": "cycle model",
+    "_before_run": "DRAM model",
     "_read_tensor": "host copies",
+    "_host_write": "host copies",
     "_dram_write": "host copies",
 }
 _STORE_HOOKS = ("flush", "view", "read", "writable", "store_deferred")

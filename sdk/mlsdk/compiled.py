@@ -18,7 +18,7 @@ from mncore_hdl.converter.program import ProgramError, compile_program
 from mncore_hdl.layout import LayoutError, conversion, dtype_name, element_type, to_device
 
 from . import trace as _trace
-from ._values import check_input_values, check_output_values, input_image
+from ._values import check_input_values, check_output_values, input_bytes, input_image
 from .costs import buffer_cycles, conversion_cost
 from .device.base import BIND_CYCLES, LoadedProgram
 from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
@@ -363,7 +363,11 @@ class CompiledFunction:
                 advice.append(self.advice_for(name, value))
                 conversions += 1
             else:
-                plan.append(HostWrite(own, input_image(self.name, name, value, spec.layout)))
+                # A tensor whose own bytes are its layout's image goes as itself (the device
+                # may keep it: docs/model.md, "The copies that remain"); others laid out.
+                image = input_bytes(value, spec.layout)
+                plan.append(HostWrite(own, image, value, spec.layout) if image is not None
+                            else HostWrite(own, input_image(self.name, name, value, spec.layout)))
             if self.bindings.get(name) != own:
                 plan.append(Bind(self.key, name, own))
         return plan, (conversions, relocations), advice

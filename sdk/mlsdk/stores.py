@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from mncore_hdl.layout import Layout, from_device, to_device
 
+from ._values import input_bytes
 from .device.commands import Buffer, HostRead, HostWrite
 from .errors import DeviceError, StaleTensorError
 from .iospec import IOSpec
@@ -91,10 +92,14 @@ class DeviceStorage:
         return from_device(result.data, spec.layout)
 
     def write(self, session: Session, spec: IOSpec, data: torch.Tensor) -> None:
-        image = to_device(data, spec.layout)
+        # A tensor whose own bytes are the image goes as itself, as a call's input does (the
+        # functional model keeps a copy-on-write clone of it: docs/model.md).
+        image = input_bytes(data, spec.layout)
+        command = (HostWrite(self._buffer, image, data, spec.layout) if image is not None
+                   else HostWrite(self._buffer, to_device(data, spec.layout)))
         with session.lock:
             record = session.new_record(f"{spec.name}.load_from()", kind="write")
-            session.execute(HostWrite(self._buffer, image), record)
+            session.execute(command, record)
 
     def release(self) -> None:
         """The buffer goes back through the finalizer; nothing more to forget."""

@@ -7,7 +7,8 @@ the device layer never builds front-end objects. A backend with device memory su
 :class:`DramDevice` and implements the abstract hooks that touch its memory system:
 ``_dram_read``, ``_dram_write``, ``_convert``, ``_poke``, ``peek`` and ``dram_snapshot``. The
 documented default hooks (``_bind``, ``_compute_cycles``, ``counters``, ``create``,
-``_load_input``, ``_load_reads``, ``_dram_store``, ``_store_outputs``, ``_read_tensor``)
+``_load_input``, ``_load_reads``, ``_before_run``, ``_dram_store``, ``_store_outputs``,
+``_host_write``, ``_read_tensor``)
 may be overridden. Everything else (allocation, the command stream, Launch as loads ->
 compute -> stores, per-path byte counting, the record of what ran) is shared, so two
 backends given the same commands are comparable word for word. The host reference
@@ -293,7 +294,7 @@ class DramDevice(Device, ABC):
         result = CommandResult(command.summary())
         if isinstance(command, HostWrite):
             self._check_buffer(command.buffer)
-            result.cycles = self._dram_write("host", command.buffer, command.data)
+            result.cycles = self._host_write(command)
             result.bytes["host"] = command.buffer.nbytes
         elif isinstance(command, HostRead):
             self._check_buffer(command.buffer)
@@ -338,6 +339,7 @@ class DramDevice(Device, ABC):
             missing += [f"output {n}" for n in program.outputs if n not in stores]
             raise DeviceError(f"Launch of {command.program!r}: no buffer bound for {missing}")
         values, cycles, nbytes = self._load_reads(program, bindings)
+        self._before_run(program, bindings, stores)
         outputs = self._own_outputs(program.run(values))
         cycles += self._compute_cycles(program)
         stored, moved = self._store_outputs(program, stores, outputs)
@@ -384,6 +386,11 @@ class DramDevice(Device, ABC):
     def _dram_write(self, path: str, buf: Buffer, image: np.ndarray) -> int:
         """Write ``image`` into ``buf`` through port ``path``; return the cycles taken."""
 
+    def _host_write(self, command: HostWrite) -> int:
+        """Execute a HostWrite (its buffer checked live); return the cycles taken (default
+        hook: :meth:`_dram_write` of its image through the host port)."""
+        return self._dram_write("host", command.buffer, command.data)
+
     def _read_tensor(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         """A HostRead of ``buf`` decoded from ``layout``: a tensor the caller owns, and the
         cycles taken (default hook: :meth:`_dram_read`, then :func:`from_device`)."""
@@ -397,6 +404,11 @@ class DramDevice(Device, ABC):
         the tensor may be a view of the image."""
         image, cycles = self._dram_read("compute", buf)
         return from_device(image, layout, copy=False), cycles
+
+    def _before_run(self, program: LoadedProgram, bindings: Mapping[str, Buffer],
+                    stores: Mapping[str, Buffer]) -> None:
+        """A Launch's loads are done and its program is about to run, then store into
+        ``stores`` (default hook: nothing)."""
 
     def _own_outputs(self, outputs: dict[str, Any]) -> dict[str, Any]:
         """A Launch's outputs as the program computed them, made safe to store one after

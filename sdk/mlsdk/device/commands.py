@@ -57,11 +57,20 @@ class Buffer:
 
 @dataclass(frozen=True)
 class HostWrite:
-    """Host -> DRAM: ``data`` is the buffer's image, ``(groups, lw_per_group)`` uint64 LWs."""
+    """Host -> DRAM: ``data`` is the buffer's image, ``(groups, lw_per_group)`` uint64 LWs.
+
+    ``source`` and ``layout`` (host-side, like :class:`HostRead`'s ``layout``: never sent to
+    the device nor serialized) may name the host tensor whose own bytes ``data`` is, laid out
+    in ``layout`` (a row-major layout in one Group). A backend may then keep the tensor for
+    the buffer instead of copying ``data`` (the functional model keeps a copy-on-write clone
+    of it); every other backend writes ``data``.
+    """
 
     kind: ClassVar[str] = "HostWrite"
     buffer: Buffer
     data: np.ndarray = field(repr=False, compare=False)
+    source: Any = field(default=None, repr=False, compare=False)
+    layout: Any = field(default=None, repr=False, compare=False)
 
     def summary(self) -> str:
         return f"HostWrite {self.buffer}"

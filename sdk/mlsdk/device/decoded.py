@@ -10,11 +10,13 @@ exactly what decoding the DRAM again would. It holds at most ``limit_bytes`` of 
 recently used first out), and the device drops a buffer's entries when the buffer is freed.
 
 An entry may also be *dirty* (write-back): a Launch output kept as the tensor the program
-computed, its DRAM bytes not yet laid out. The cache then owes the DRAM those bytes: before
+computed, or a host input kept as a copy-on-write clone of the caller's tensor, its DRAM bytes
+not yet laid out. The cache then owes the DRAM those bytes: before
 anything observes or partly overwrites the range, the store's ``flush`` callback lays the
 tensor out (exactly what an eager store would have written), and a dirty entry is never
 forgotten without it, except when a write covers its whole range (which an eager model would
-have overwritten anyway). Freeing the buffer keeps a dirty entry: freed DRAM keeps its bytes.
+have overwritten anyway, or a Launch about to: :meth:`discard`). Freeing the buffer keeps a
+dirty entry: freed DRAM keeps its bytes.
 
 Every DRAM write and observation asks which entries overlap a range, so the entries are
 indexed by address (:class:`~.spans.SpanIndex`), the dirty ones a second time on their own: a
@@ -106,7 +108,8 @@ class DecodedCache:
         if entry.value._version != entry.version:
             if entry.dirty:
                 # Its bytes were never laid out: the DRAM content is lost. Programs only read
-                # their inputs, and .cpu() hands out copies, so this is a bug of the model.
+                # their inputs, and the caller's tensors are copy-on-write clones (a host
+                # input's, what .cpu() hands out): a guard, a bug of the model if it fires.
                 raise RuntimeError(f"The write-back value of {key!r} was modified in place "
                                    "before it reached DRAM")
             # Changed in place by its reader: no longer what the DRAM holds.
@@ -223,6 +226,22 @@ class DecodedCache:
         entries = self._entries
         for key in self._dirty.overlapping(group, groups, address, count):
             self._flush(key, entries[key])
+
+    def dirty_within(self, group: int, groups: int, address: int, count: int
+                     ) -> list[tuple[Hashable, Any]]:
+        """The dirty entries whose range lies inside the range, as (key, owner)."""
+        if not self.dirty:
+            return []
+        entries = self._entries
+        return [(key, entries[key].owner)
+                for key in self._dirty.overlapping(group, groups, address, count)
+                if _inside(entries[key].span, group, groups, address, count)]
+
+    def discard(self, key: Hashable) -> None:
+        """Forget ``key``'s tensor without laying it out, dirty or not: for a caller that
+        overwrites its whole range before anything can look at it."""
+        if key in self._entries:
+            self._drop(key, flush=False)
 
     def invalidate(self, group: int, groups: int, address: int, count: int, *,
                    covers: bool = False) -> None:

@@ -6,8 +6,9 @@ mapping that the OS backs page by page on first write, so 4 GiB modeled per Grou
 until written, and a buffer's image over consecutive Groups is a plain view (no stacking). The
 pages written are recorded, so a snapshot lists them without scanning the whole DRAM.
 
-A Launch output may be kept write-back (:meth:`DramStore.store_deferred`): the tensor the
-program computed stands for its range until something looks at the range's bytes (a view, a
+A Launch output, or a host input in its own row-major bytes, may be kept write-back
+(:meth:`DramStore.store_deferred`): the tensor the program computed (or a copy-on-write clone
+of the caller's) stands for its range until something looks at the range's bytes (a view, a
 read, a snapshot, a write that does not cover it), which lays it out first, so every observer
 sees the bytes an eager store would have written. A write covering the whole range, the next
 output stored into a reused buffer say, makes laying it out unnecessary.
@@ -20,7 +21,8 @@ import sys
 from typing import Any
 
 import numpy as np
-from mncore_hdl.layout.mapping import is_dense, write_image
+from mncore_hdl.layout.mapping import from_device, is_dense, write_image
+from mncore_hdl.layout.strided import strided_plan
 
 from .base import PAGE_LW
 from .decoded import DecodedCache
@@ -81,6 +83,7 @@ class DramStore:
         self._end = self._start + self.words.nbytes
         #: Per Group, the PAGE_LW pages ever written (a superset of the non-zero ones).
         self.touched: list[set[int]] = [set() for _ in range(groups)]
+        self._touched_spans: set[tuple[int, int, int, int]] = set()  # of pages (see _touch)
         #: Tensors decoded from ranges of this DRAM; every write drops the ones it overlaps.
         self.decoded = DecodedCache(flush=self._flush)
         # Tensors that are views of this DRAM, by key: every write bumps the version counter
@@ -172,9 +175,19 @@ class DramStore:
     def _flush(self, entry: Any) -> None:
         group, groups, address, count = entry.span
         dst = self.words[group:group + groups, address:address + count]
-        if not is_dense(entry.layout):
-            dst[...] = 0
-        write_image(dst, entry.value, entry.layout)
+        layout = entry.layout
+        # The range is the tensor's own bytes (an identity layout): a torch copy into a view of
+        # it, which reads the value through its read-only pointer, so a copy-on-write value (a
+        # host input's lazy clone, say) is not given private memory first, as a numpy view of
+        # it would be.
+        view = (from_device(dst, layout, copy=False)
+                if strided_plan(layout).identity and not layout.element.narrowed else None)
+        if view is not None and self.holds(view):
+            view.copy_(entry.value)
+        else:
+            if not is_dense(layout):
+                dst[...] = 0
+            write_image(dst, entry.value, layout)
         if self._views:
             self._bump(group, groups, address, count)
 
@@ -187,6 +200,14 @@ class DramStore:
             for g in range(group, group + groups):
                 touched[g].add(first)
             return
+        # Pages stay touched, and calls write the same buffers again: a range of pages listed
+        # once is not listed again (a 16 MiB buffer is 512 pages).
+        span = (group, groups, first, last)
+        if span in self._touched_spans:
+            return
+        if len(self._touched_spans) >= 4096:
+            self._touched_spans.clear()
+        self._touched_spans.add(span)
         for g in range(group, group + groups):
             touched[g].update(range(first, last + 1))
 
@@ -200,7 +221,9 @@ class DramStore:
 
     def holds(self, tensor: Any) -> bool:
         """Whether ``tensor``'s data lies in this DRAM (it is a view of it, not a copy)."""
-        return self._start <= tensor.data_ptr() < self._end
+        # The read-only pointer: asking for a writable one would give a copy-on-write tensor
+        # (a lazy clone of a caller's) private memory, a copy.
+        return self._start <= tensor.const_data_ptr() < self._end
 
     def snapshot(self, group: int) -> dict[int, np.ndarray]:
         """A copy of every non-zero page of one Group (to compare two memories)."""

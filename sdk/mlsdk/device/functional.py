@@ -13,10 +13,31 @@ from mncore_hdl.layout import ConversionDescriptor, Layout, from_device
 from mncore_hdl.layout.mapping import is_dense, write_image
 
 from .base import DramDevice, DramSnapshot, LoadedProgram
-from .commands import Buffer
+from .commands import Buffer, HostWrite
 from .dram import PAGE_LW, DramStore, GroupDram
 
 __all__ = ["FunctionalDevice", "LayoutNumbers", "PAGE_LW", "layout_key"]
+
+#: ``torch._lazy_clone``: a copy-on-write clone (shares the memory until either side is
+#: written through); None on a torch without it, where the model copies instead.
+_LAZY_CLONE = getattr(torch, "_lazy_clone", None)
+
+#: Bytes from which a Launch output's buffer forgets a freed buffer's write-back value before
+#: the program runs (:meth:`FunctionalDevice._before_run`): from about where malloc hands out
+#: memory by the page (glibc: 128 KiB and up) rather than from its bins.
+RECYCLE_BYTES = 256 << 10
+
+
+def _lazy_clone(tensor: Any) -> Any:
+    """A copy-on-write clone of ``tensor`` (a CPU tensor that is all of its memory), or None
+    where torch cannot make one: no ``torch._lazy_clone``, or memory torch did not allocate
+    (a tensor made from a numpy array, whose memory torch cannot take over)."""
+    if _LAZY_CLONE is None:
+        return None
+    try:
+        return _LAZY_CLONE(tensor)
+    except RuntimeError:
+        return None
 
 
 class FunctionalDevice(DramDevice):
@@ -42,7 +63,11 @@ class FunctionalDevice(DramDevice):
         # Buffers given back by finalizers since the decoded tensors were last pruned.
         self._released: list[Buffer] = []
         # Per loaded program: the program, and its reads' and outputs' layout facts (_plan).
-        self._plans: dict[str, tuple[LoadedProgram, tuple, tuple]] = {}
+        self._plans: dict[str, tuple[LoadedProgram, tuple, tuple, tuple]] = {}
+        #: Launch outputs of at least this many bytes forget a freed buffer's write-back value
+        #: over their buffer before the program runs (:meth:`_before_run`); read when a
+        #: program is first launched.
+        self.recycle_bytes = RECYCLE_BYTES
 
     def _dram_read(self, path: str, buf: Buffer) -> tuple[np.ndarray, int]:
         # A view of DRAM, no copy: the host copies what it keeps (from_device), and a Launch
@@ -102,10 +127,11 @@ class FunctionalDevice(DramDevice):
             nbytes += buf.nbytes
         return values, cycles, nbytes
 
-    def _plan(self, program: LoadedProgram) -> tuple[tuple, tuple]:
-        """``program``'s reads as (name, layout, layout number, unread) and its outputs as
-        (name, layout, layout number, torch shape and dtype), worked out once per loaded
-        program."""
+    def _plan(self, program: LoadedProgram) -> tuple[tuple, tuple, tuple]:
+        """``program``'s reads as (name, layout, layout number, unread), its outputs as
+        (name, layout, layout number, torch shape and dtype), and the outputs whose buffers'
+        old write-back values it may forget before it runs (:meth:`_before_run`), worked out
+        once per loaded program."""
         kept = self._plans.get(program.name)
         if kept is None or kept[0] is not program:
             reads = tuple((n, program.layouts[n], layout_key(program.layouts[n]),
@@ -114,8 +140,40 @@ class FunctionalDevice(DramDevice):
             stores = tuple((n, layouts[n], layout_key(layouts[n]),
                             layouts[n].memo("torch_type", _torch_type))
                            for n in program.outputs)
-            kept = self._plans[program.name] = (program, reads, stores)
-        return kept[1], kept[2]
+            # Not when an output is range-checked (int64): the run may then refuse to store.
+            large = () if any(layouts[n].element.narrowed for n in program.outputs) else tuple(
+                n for n in program.outputs if layouts[n].nbytes >= self.recycle_bytes)
+            kept = self._plans[program.name] = (program, reads, stores, large)
+        return kept[1], kept[2], kept[3]
+
+    def _before_run(self, program: LoadedProgram, bindings: Mapping[str, Buffer],
+                    stores: Mapping[str, Buffer]) -> None:
+        # A large output's buffer often takes the range of one freed since (the last call's
+        # output, whose proxy was dropped), which may still hold that output's write-back
+        # value: kept until this Launch's store covers it, it would be alive while the
+        # program computes its successor, two large tensors at once, and the allocator could
+        # not hand the successor the memory it frees (on glibc: fresh pages on every call).
+        # Forgotten here instead, unlaid: every store of the Launch covers its whole buffer,
+        # nothing reads the range in between (it is no read's buffer), and no live buffer
+        # owned the value. What this gives up: a Launch that raises from here on (an
+        # interrupt) leaves that freed memory with older bytes than an eager model would.
+        large = self._plan(program)[2]
+        decoded = self.dram.decoded
+        if not large or not decoded.dirty:
+            return
+        live = self.allocator.is_live
+        found = [(stores[name], kept) for name in large
+                 if (kept := decoded.dirty_within(stores[name].group, stores[name].groups,
+                                                  stores[name].address,
+                                                  stores[name].lw_per_group))]
+        if not found or not all(live(buf) for buf in stores.values()):
+            return  # nothing to forget, or a store will refuse: nothing is forgotten
+        read = bindings.values()
+        for buf, kept in found:
+            if buf not in read:
+                for key, owner in kept:
+                    if isinstance(owner, Buffer) and not live(owner):
+                        decoded.discard(key)
 
     def _load_input(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         # Decoding from a compute-native layout copies the whole buffer: the tensor is kept
@@ -202,6 +260,37 @@ class FunctionalDevice(DramDevice):
         self.dram.write(buf.group, buf.address, image)
         return self._stream_cycles(buf.lw_per_group, write=True)
 
+    def _host_write(self, command: HostWrite) -> int:
+        # A host tensor whose own bytes are the image is kept write-back, as a lazy clone
+        # (_keep_host); anything else is copied into DRAM. The cycles are the write's either way.
+        buf, source = command.buffer, command.source
+        if source is not None and self._keep_host(buf, source, command.layout):
+            return self._stream_cycles(buf.lw_per_group, write=True)
+        return self._dram_write("host", buf, command.data)
+
+    def _keep_host(self, buf: Buffer, source: Any, layout: Layout) -> bool:
+        """Make ``buf`` hold host tensor ``source`` laid out in ``layout``, write-back (as a
+        Launch output is: :mod:`.dram`): kept as a lazy clone of it, laid out into DRAM only
+        when something looks at the range. The clone shares the caller's memory until either
+        side writes to it, which then gets a private copy (torch's copy-on-write storage), so
+        the caller may change its tensor after the call and the buffer keeps the bytes it was
+        given. Says whether it did; only a tensor that is all of its memory qualifies (a view
+        of a larger tensor would keep the whole of it alive), of the layout's type, spanning
+        the buffer."""
+        shape, dtype = layout.memo("torch_type", _torch_type)
+        nbytes = source.element_size() * source.nelement()
+        if (source.dtype != dtype or source.shape != shape or layout.element.narrowed
+                or nbytes > self.dram.decoded.limit_bytes or not source.is_cpu
+                or source.is_inference() or source.storage_offset()
+                or not source.is_contiguous() or source.untyped_storage().nbytes() != nbytes
+                or layout.groups != buf.groups or layout.lw_per_group != buf.lw_per_group
+                or self.dram.holds(source)):
+            return False
+        clone = _lazy_clone(source.detach() if source.requires_grad else source)
+        return clone is not None and self.dram.store_deferred(
+            (buf.id, layout_key(layout)), buf.group, buf.groups, buf.address, buf.lw_per_group,
+            clone, layout, owner=buf)
+
     def _own_outputs(self, outputs: dict[str, Any]) -> dict[str, Any]:
         # Only an output that is a view of DRAM (of an input decoded as a view) can be changed
         # by the stores of this Launch: copied. Every other output is the program's own
@@ -259,9 +348,7 @@ class FunctionalDevice(DramDevice):
         cycles = self._stream_cycles(buf.lw_per_group, write=False)
         value = self.dram.decoded.get((buf.id, layout_key(layout)))
         if value is not None:
-            # contiguous, as a decode would give; a copy either way
-            dense = value.contiguous()
-            return (dense if dense is not value else value.clone()), cycles
+            return _handed_out(value), cycles
         image = self.dram.read(buf.group, buf.groups, buf.address, buf.lw_per_group)
         return from_device(image, layout), cycles
 
@@ -296,6 +383,20 @@ class FunctionalDevice(DramDevice):
     def dram_snapshot(self) -> DramSnapshot:
         """Every Group's non-zero pages (to compare with another backend's DRAM)."""
         return [d.snapshot() for d in self.drams]
+
+
+def _handed_out(value: Any) -> Any:
+    """What the host gets of a kept tensor: its own tensor, contiguous as a decode gives it,
+    which the caller may change while the buffer keeps its value. A lazy clone when ``value``
+    is all of its memory (the caller's writes then land in a private copy, and the kept
+    tensor is never written through: programs only read it); a copy otherwise."""
+    if (value.is_contiguous() and not value.storage_offset() and not value.is_inference()
+            and value.untyped_storage().nbytes() == value.element_size() * value.nelement()):
+        clone = _lazy_clone(value)
+        if clone is not None:
+            return clone
+    dense = value.contiguous()
+    return dense if dense is not value else value.clone()
 
 
 def _torch_type(layout: Layout) -> tuple[tuple[int, ...], Any]:

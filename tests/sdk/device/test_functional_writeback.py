@@ -59,10 +59,12 @@ def _flip(values: dict) -> dict:
 class _Pair:
     """The same commands on a write-back device and on an eager one (no decoded cache)."""
 
-    def __init__(self, a: Layout, b: Layout):
+    def __init__(self, a: Layout, b: Layout, recycle: bool = False):
         self.eager = FunctionalDevice(MNCORE2, "mncore2:auto")
         self.eager.dram.decoded = DecodedCache(0)
         self.back = FunctionalDevice(MNCORE2, "mncore2:auto")
+        if recycle:  # every output forgets a freed buffer's value over it before the run
+            self.back.recycle_bytes = 0
         self.devices = (self.back, self.eager)
         self.a, self.b = a, b
         for d in self.devices:
@@ -157,10 +159,11 @@ def _layouts(draw):
 
 @settings(max_examples=60, deadline=None)
 @given(_layouts(), st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 1 << 20)),
-                            min_size=1, max_size=14))
-def test_write_back_matches_an_eager_model_over_random_command_sequences(layouts, steps):
+                            min_size=1, max_size=14), st.booleans())
+def test_write_back_matches_an_eager_model_over_random_command_sequences(layouts, steps,
+                                                                        recycle):
     a, b = layouts
-    pair = _Pair(a, b)
+    pair = _Pair(a, b, recycle)
     pair.run(HostWrite(pair.bufs["x"], to_device(_tensor(a, 7), a)))
     for op, seed in [("launch", 0), *steps]:
         _step(pair, op, seed)
