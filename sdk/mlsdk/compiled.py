@@ -348,7 +348,7 @@ class CompiledFunction:
                     and value.shape == spec.shape):
                 # A host tensor of the input's type (the common case, checked here inline):
                 # laid out into the function's own buffer, which is bound unless it is.
-                plan.append(HostWrite(own, input_image(self.name, name, value, spec.layout)))
+                plan.append(self._host_write(own, name, value, spec))
                 if bindings.get(name) is not own:
                     plan.append(Bind(self.key, name, own))
                 continue
@@ -363,14 +363,20 @@ class CompiledFunction:
                 advice.append(self.advice_for(name, value))
                 conversions += 1
             else:
-                # A tensor whose own bytes are its layout's image goes as itself (the device
-                # may keep it: docs/model.md, "The copies that remain"); others laid out.
-                image = input_bytes(value, spec.layout)
-                plan.append(HostWrite(own, image, value, spec.layout) if image is not None
-                            else HostWrite(own, input_image(self.name, name, value, spec.layout)))
+                plan.append(self._host_write(own, name, value, spec))
             if self.bindings.get(name) != own:
                 plan.append(Bind(self.key, name, own))
         return plan, (conversions, relocations), advice
+
+    def _host_write(self, own: Buffer, name: str, value: torch.Tensor,
+                    spec: IOSpec) -> HostWrite:
+        """The HostWrite of host tensor ``value`` into input ``name``'s own buffer. A tensor
+        whose own bytes are its layout's image goes as itself (the device may keep it:
+        docs/model.md, "The copies that remain"); any other is laid out."""
+        image = input_bytes(value, spec.layout)
+        if image is not None:
+            return HostWrite(own, image, value, spec.layout)
+        return HostWrite(own, input_image(self.name, name, value, spec.layout))
 
     def advice_for(self, name: str, proxy: TensorProxy) -> Advice:
         """What compiling ``proxy``'s producer with its output in input ``name``'s spec would

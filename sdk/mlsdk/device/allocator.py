@@ -105,7 +105,7 @@ class Allocator:
                              key=lambda g: (sum(used[g:g + groups]), g))
                       if groups < self.groups else (0,))
             for first in starts:
-                address = self._first_fit(range(first, first + groups), size)
+                address = self.first_fit(range(first, first + groups), size)
                 if address is not None:
                     buf = Buffer(next(self._ids), first, groups, address, lw_per_group)
                     for g in range(first, first + groups):
@@ -124,7 +124,7 @@ class Allocator:
             "del or .unload() compiled functions."
         )
 
-    def _first_fit(self, groups: range, size: int) -> int | None:
+    def first_fit(self, groups: range, size: int) -> int | None:
         """The lowest address where ``size`` LWs are free in every one of ``groups``, or
         None. Each Group's ranges are sorted and disjoint: a window overlapping a range
         cannot start before that range's end, so the window jumps there until no Group has a

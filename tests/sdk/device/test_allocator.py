@@ -48,7 +48,7 @@ def test_running_group_usage_matches_the_ranges_in_use():
 
 
 def test_first_fit_is_the_lowest_window_free_in_every_group():
-    # _first_fit jumps its window past the ranges it meets (bisections); it must give what a
+    # first_fit jumps its window past the ranges it meets (bisections); it must give what a
     # scan of every LW gives: the lowest address whose window is free in all the Groups.
     rng = random.Random(41)
     alloc = Allocator(4, 4096)
@@ -71,4 +71,4 @@ def test_first_fit_is_the_lowest_window_free_in_every_group():
         held = list(itertools.accumulate(taken, initial=0))  # held[a]: LWs taken below a
         expected = next((a for a in range(4096 - size + 1) if held[a + size] == held[a]),
                         None)
-        assert alloc._first_fit(span, size) == expected, f"step {step} (seed 41)"
+        assert alloc.first_fit(span, size) == expected, f"step {step} (seed 41)"
