@@ -1,31 +1,34 @@
-"""The fr_fcfs lemmas by k-induction, the runs too long for the test suite: verdicts and times.
+"""The fr_fcfs lemmas by k-induction, one line per run: verdicts and times.
 
-``sim/formal/test_formal_starvation.py`` proves the cap lemma for all time given the reorder
-frontend's state invariants (k = 1, seconds) and checks the invariants from reset (BMC). The
-runs here are the invariants' own induction steps and the gap lemma's:
+``sim/formal/test_formal_starvation.py`` runs all of these as tests (one test per share of
+an induction step, the gap lemma in one): this script prints their times side by side, and
+runs the gap lemma without the frontend invariants, which the suite does not.
 
 * ``write``: the window's and the write buffer's invariants (``ReorderInvariantProof`` with
-  parts ``window``, ``write``), k = 1, Boolector, in one run;
+  parts ``window``, ``write``): their base case (BMC 1), then their induction step at k = 1
+  in the shares of ``step_shares``, Boolector;
 * ``read``: the window's and the reorder buffer's invariants (parts ``window``, ``read``):
   their base case (BMC 1), then their induction step at k = 1 in the shares of
   ``step_shares`` (each share asserted in a cycle after one where all held; together they
-  are the whole step), Boolector but yices for the beats-owed equation;
+  are the whole step), Boolector;
 * ``gap``: the gap lemma on the whole controller (``StarvationProof(any_port=True)``) at
-  k = ``--gap-k`` (16) with each port's frontend invariants assumed;
+  k = ``--gap-k`` (16) with each port's frontend invariants assumed, yices;
 * ``gap-bare``: the same without them: a counterexample to induction, its VCD named.
 
     nice -n 10 python bench/bench_formal_reorder.py                      # write, read, gap
     nice -n 10 python bench/bench_formal_reorder.py --runs read --timeout 600
 
 Each line: the run (and share), its verdict (``PASS``, ``FAIL`` / ``UNKNOWN`` with the
-failed assertions, ``TIMEOUT``), wall seconds and the solver's process seconds as
-SymbiYosys reports them; a run of shares ends with its overall verdict. Run it under
-``nice`` on a shared machine: wall time follows the load, process time much less.
+failed assertions, ``TIMEOUT``), wall seconds and the CPU seconds of the run's processes
+(SymbiYosys, Yosys, smtbmc and the solver; SymbiYosys's own "process time" leaves Yosys
+out); a run of shares ends with its overall verdict and sums. Run it under ``nice`` on a
+shared machine: wall time follows the load, CPU time much less.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import tempfile
 import time
@@ -33,13 +36,13 @@ from pathlib import Path
 
 from mncore_hdl.formal.readstream import MEMORY_AS_FLOPS
 from mncore_hdl.formal.reorder import REORDER_CONFIG, ReorderInvariantProof, step_shares
-from mncore_hdl.formal.runner import BOOLECTOR, DEFAULT_ENGINE, prove, tools_available
+from mncore_hdl.formal.runner import BOOLECTOR, prove, tools_available
 from mncore_hdl.formal.starvation import STARVATION_CONFIG, StarvationProof
 
 RUNS = ("write", "read", "gap", "gap-bare")
 
-#: The parts of the reorder buffer's run (the window's with them: they lean on its order).
-READ_PARTS = ("window", "read")
+#: The parts of each run of shares (the window's with them: they lean on its order).
+PARTS_OF = {"read": ("window", "read"), "write": ("window", "write")}
 
 
 def _fr_config():
@@ -47,35 +50,38 @@ def _fr_config():
                                      scheduler_starvation_cap=1)
 
 
-def _process_seconds(log: str) -> str:
-    lines = [line for line in log.splitlines() if "Elapsed process time" in line]
-    return lines[-1].rsplit("(", 1)[-1].rstrip(")") if lines else "?"
+def _cpu_seconds() -> float:
+    """CPU seconds of this process's finished children (and theirs) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
-def _report(label: str, depth: int, run) -> bool:
-    """Call ``run`` (a :func:`prove` of no arguments), print its line; True if it passed."""
-    start = time.monotonic()
+def _report(label: str, depth: int, run) -> tuple[bool, float, float]:
+    """Call ``run`` (a :func:`prove` of no arguments), print its line; returns whether it
+    passed, its wall and CPU seconds."""
+    start, cpu = time.monotonic(), _cpu_seconds()
     result = run()
-    wall = time.monotonic() - start
+    wall, cpu = time.monotonic() - start, _cpu_seconds() - cpu
     failed = f" failed: {', '.join(result.failures)}" if result.failures else ""
     vcd = f" trace: {result.vcd}" if result.vcd else ""
-    print(f"{label:44} k={depth:<3} {result.status:8} {wall:7.1f} s wall, "
-          f"{_process_seconds(result.log)} s process{failed}{vcd}", flush=True)
-    return result.passed
+    print(f"{label:44} k={depth:<3} {result.status:8} {wall:7.1f} s wall, {cpu:6.1f} s CPU"
+          f"{failed}{vcd}", flush=True)
+    return result.passed, wall, cpu
 
 
-def _read_run(root: Path, timeout: int) -> bool:
-    """The reorder buffer's invariants: base case, then every share of the step."""
-    ok = _report("read: base case (BMC)", 1, lambda: prove(
-        ReorderInvariantProof(REORDER_CONFIG, READ_PARTS), root / "base", depth=1,
+def _shares_run(name: str, parts, root: Path, timeout: int) -> bool:
+    """The invariants of ``parts``: the base case, then every share of the step."""
+    ok, wall, cpu = _report(f"{name}: base case (BMC)", 1, lambda: prove(
+        ReorderInvariantProof(REORDER_CONFIG, parts), root / "base", depth=1,
         timeout=timeout, engine=BOOLECTOR))
-    for k, (share, name) in enumerate(step_shares(REORDER_CONFIG, READ_PARTS)):
-        engine = DEFAULT_ENGINE if "beats owed" in name else BOOLECTOR
-        design = ReorderInvariantProof(REORDER_CONFIG, READ_PARTS, step=share)
-        label = f"read: [{share.start}:{share.stop}] {name}"[:44]
-        ok &= _report(label, 1, lambda d=design, k=k, e=engine: prove(
-            d, root / f"share{k}", mode="prove", depth=1, timeout=timeout, engine=e))
-    print(f"read: the whole step {'PASS' if ok else 'NOT PROVED'}", flush=True)
+    for k, (share, first) in enumerate(step_shares(REORDER_CONFIG, parts)):
+        design = ReorderInvariantProof(REORDER_CONFIG, parts, step=share)
+        label = f"{name}: [{share.start}:{share.stop}] {first}"[:44]
+        passed, w, c = _report(label, 1, lambda d=design, k=k: prove(
+            d, root / f"share{k}", mode="prove", depth=1, timeout=timeout, engine=BOOLECTOR))
+        ok, wall, cpu = ok and passed, wall + w, cpu + c
+    print(f"{name}: the whole step {'PASS' if ok else 'NOT PROVED'} "
+          f"({wall:.1f} s wall, {cpu:.1f} s CPU)", flush=True)
     return ok
 
 
@@ -93,12 +99,8 @@ def main(argv=None) -> int:
         return 2
     root = args.workdir or Path(tempfile.mkdtemp(prefix="formal_reorder_"))
     for run in args.runs:
-        if run == "read":
-            _read_run(root / run, args.timeout)
-        elif run == "write":
-            design = ReorderInvariantProof(REORDER_CONFIG, ("window", "write"))
-            _report(run, 1, lambda d=design, w=root / run: prove(d, w, mode="prove", depth=1,
-                                                   timeout=args.timeout, engine=BOOLECTOR))
+        if run in ("read", "write"):
+            _shares_run(run, PARTS_OF[run], root / run, args.timeout)
         else:
             design = StarvationProof(_fr_config(), 2, any_port=True,
                                      frontend_invariants=run == "gap")

@@ -5,18 +5,25 @@ frontend it is the composition of three proofs (``chunk_bound_cycles`` in
 ``mncore_hdl.formal.starvation`` states the formula): the frontend alone passes its eligible
 oldest chunk at most ``scheduler_starvation_cap`` times, the arbiter passes an eligible port
 a bounded number of times, and the whole controller issues some chunk within ``gap_cycles``
-while a port is eligible. The frontend's state invariants (``formal/reorder_state.py``) carry
-the first and the third to all time; the runs too long for the suite (the invariants' and
-the gap's induction steps) are in ``bench/bench_formal_reorder.py``. A tightness test and a
-mutant go with each proof.
+while a port is eligible. All three hold for all time by k-induction: the first and the
+third given the frontend's state invariants (``formal/reorder_state.py``), whose own
+induction runs here too, its step cut into shares a solver closes in seconds each (one test
+a share). A tightness test and a mutant go with each proof.
 """
 
+
+import re
 
 import pytest
 from formal_support import explain, require_formal_tools
 from mncore_hdl.formal.arbiter import ArbiterProof, passes_allowed
 from mncore_hdl.formal.readstream import MEMORY_AS_FLOPS
-from mncore_hdl.formal.reorder import ReorderCapProof, ReorderInvariantProof, invariant_names
+from mncore_hdl.formal.reorder import (
+    ReorderCapProof,
+    ReorderInvariantProof,
+    invariant_names,
+    step_shares,
+)
 from mncore_hdl.formal.runner import BOOLECTOR, prove
 from mncore_hdl.formal.starvation import (
     STARVATION_CONFIG,
@@ -37,6 +44,9 @@ def _need_tools():
 
 #: The invariants' parts of the reorder buffer's proofs (the window's with them).
 READ_PARTS = ("window", "read")
+
+#: The invariants' parts of the write buffer's proofs (the window's with them).
+WRITE_PARTS = ("window", "write")
 
 #: Two ports: the cycle bound (30 at STARVATION_CONFIG) inside a depth the solver reaches.
 CYCLE_PORTS = 2
@@ -139,23 +149,36 @@ def test_mutant_reorder_frontend_ignoring_its_cap_is_caught(tmp_path):
     assert result.vcd is not None and result.vcd.exists()
 
 
+#: Induction length of the gap lemma: its bound (15) plus one, the least that can close it
+#: (the gap counter itself is free at the start of the step); with both ports' frontend
+#: invariants assumed (proved above) it closes there.
+GAP_INDUCTION = 16
+
+
+def test_fr_fcfs_some_port_issues_within_the_gap_bound_for_all_time(tmp_path):
+    # the longest proof of the tier (minutes): early in the file, so that it starts early
+    config = _fr_config()
+    proof = StarvationProof(config, CYCLE_PORTS, any_port=True, frontend_invariants=True)
+    assert proof.limit == gap_cycles(config) == GAP_INDUCTION - 1
+    result = prove(proof, tmp_path, mode="prove", depth=GAP_INDUCTION, timeout=900,
+                   script=MEMORY_AS_FLOPS)
+    assert result.passed, explain(result)
+
+
 def test_oldest_chunk_cap_holds_for_all_time_given_the_frontend_invariants(tmp_path):
     # k-induction at k = 1 with the frontend's state invariants assumed (formal/reorder_state.py):
-    # the cap lemma follows from them in one step. The invariants' own induction steps run in
-    # bench/bench_formal_reorder.py (minutes); the suite checks them from reset and one share
-    # of their step (below).
+    # the cap lemma follows from them in one step; the invariants' own induction is below.
     result = prove(ReorderCapProof(_fr_config(), invariants="assume"), tmp_path, mode="prove",
                    depth=1, timeout=300)
     assert result.passed, explain(result)
 
 
-#: BMC depth of the reorder buffer's invariants: 8 cycles reach reads issued out of order and
-#: their beats landing and handed over (the mutant below fails at step 4). Their induction
-#: step closes at k = 1 in shares (``step_shares``), 7.5 minutes of wall time at load 4 to 6:
-#: bench/bench_formal_reorder.py runs them; the suite runs one share (below).
+#: BMC depth of the reorder buffer's invariants from reset (the base case of their induction,
+#: and more): 8 cycles reach reads issued out of order and their beats landing and handed over
+#: (the mutant below fails at step 4).
 REORDER_INVARIANT_DEPTH = 8
 
-#: The invariants the suite's share of the step asserts: the queue of issued reads' head.
+#: The invariants the mutant's share of the step asserts: the queue of issued reads' head.
 HEAD_SHARE = "the head's beats arrived are not beat_in"
 
 
@@ -165,17 +188,63 @@ def _head_share():
     return slice(k, k + 1)
 
 
+def _shares(parts, skip=()):
+    """``step_shares`` of ``parts`` at the fr_fcfs config as pytest parameters (id: the first
+    invariant's index and name), but the shares of the parts in ``skip``."""
+    config = _fr_config()
+    skipped = len(invariant_names(config, skip)) if skip else 0
+    return [pytest.param(share, id=f"{share.start}-{re.sub(r'[^a-z0-9]+', '_', name)[:40]}")
+            for share, name in step_shares(config, parts) if share.start >= skipped]
+
+
+#: The induction step of the window's and the reorder buffer's invariants in shares (each
+#: asserts some invariants in a cycle after one where all held: together, the whole step).
+READ_SHARES = _shares(READ_PARTS)
+
+#: The write buffer's shares of the step of the window's and the write buffer's invariants
+#: (the window's shares are among READ_SHARES: the union of the two sets is inductive, since
+#: each set's step assumes only its own invariants).
+WRITE_SHARES = _shares(WRITE_PARTS, skip=("window",))
+
+
 def test_reorder_buffer_invariants_hold_from_reset(tmp_path):
+    # the base case of the induction below, and 7 cycles more
     proof = ReorderInvariantProof(_fr_config(), parts=READ_PARTS)
     result = prove(proof, tmp_path, depth=REORDER_INVARIANT_DEPTH, timeout=300)
     assert result.passed, explain(result)
 
 
-def test_reorder_buffer_invariant_share_of_the_step_closes(tmp_path):
-    # one share of the induction step at k = 1, from all invariants a cycle before
-    proof = ReorderInvariantProof(_fr_config(), READ_PARTS, step=_head_share())
+def test_write_buffer_invariants_hold_at_reset(tmp_path):
+    # the base case of the write buffer's induction (BMC 8 with the write buffer's and the
+    # reorder buffer's invariants together takes minutes)
+    proof = ReorderInvariantProof(_fr_config(), parts=WRITE_PARTS)
+    result = prove(proof, tmp_path, depth=1, timeout=300, engine=BOOLECTOR)
+    assert result.passed, explain(result)
+
+
+@pytest.mark.parametrize("share", READ_SHARES)
+def test_reorder_buffer_invariant_step_share_closes(tmp_path, share):
+    # k-induction at k = 1, one share of the step, from all invariants a cycle before
+    proof = ReorderInvariantProof(_fr_config(), READ_PARTS, step=share)
     result = prove(proof, tmp_path, mode="prove", depth=1, timeout=300, engine=BOOLECTOR)
     assert result.passed, explain(result)
+
+
+@pytest.mark.parametrize("share", WRITE_SHARES)
+def test_write_buffer_invariant_step_share_closes(tmp_path, share):
+    proof = ReorderInvariantProof(_fr_config(), WRITE_PARTS, step=share)
+    result = prove(proof, tmp_path, mode="prove", depth=1, timeout=300, engine=BOOLECTOR)
+    assert result.passed, explain(result)
+
+
+def test_step_shares_cover_every_invariant():
+    # every invariant is asserted by one share: the shares' steps are the whole step
+    config = _fr_config()
+    for parts, shares, skip in ((READ_PARTS, READ_SHARES, ()),
+                                (WRITE_PARTS, WRITE_SHARES, ("window",))):
+        covered = [k for p in shares for k in range(p.values[0].start, p.values[0].stop)]
+        first = len(invariant_names(config, skip)) if skip else 0
+        assert covered == list(range(first, len(invariant_names(config, parts))))
 
 
 def test_mutant_inflight_queue_losing_a_pop_breaks_the_step(tmp_path, monkeypatch):
@@ -217,20 +286,6 @@ def test_fr_fcfs_arbiter_passes_an_eligible_port_at_most_the_bound(tmp_path):
     assert proof.limit == passes_allowed(config, CYCLE_PORTS)
     # k-induction (its invariants make one step inductive): the bound for all time
     result = prove(proof, tmp_path, mode="prove", depth=1, timeout=240)
-    assert result.passed, explain(result)
-
-
-#: BMC depth of the gap proof (fr_fcfs, whole controller): the gap bound (15) plus 6 cycles,
-#: so gaps that start in the first 6 cycles are checked to their end, a refresh inside.
-#: Each further cycle costs two to three times the one before (depth 24: about 3 minutes).
-GAP_DEPTH = 21
-
-
-def test_fr_fcfs_some_port_issues_within_the_gap_bound(tmp_path):
-    config = _fr_config()
-    proof = StarvationProof(config, CYCLE_PORTS, any_port=True)
-    assert proof.limit == gap_cycles(config)
-    result = prove(proof, tmp_path, depth=GAP_DEPTH, timeout=600, script=MEMORY_AS_FLOPS)
     assert result.passed, explain(result)
 
 

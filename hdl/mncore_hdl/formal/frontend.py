@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Elaboratable, Module, ResetSignal, Signal
+from amaranth.hdl import Array, Elaboratable, Module, Mux, ResetSignal, Signal
 
 from ..arch import ArchConfig
 from ..memctrl.controller import queue_depth
@@ -13,7 +13,7 @@ from .memctrl import PROOF_CONFIG, assume_port_protocol
 from .primitives import AnySeq, Assert, Assume, free_inputs
 
 __all__ = ["HeadContractProof", "assume_engine_contract", "build_frontend",
-           "free_scheduler_side"]
+           "free_scheduler_side", "reads_owed"]
 
 
 def build_frontend(config: ArchConfig, platform=None):
@@ -41,18 +41,49 @@ def assume_engine_contract(m: Module, fe, config: ArchConfig) -> dict:
     """The data engine's contract: ``rpush`` / ``wpop`` free, but only while the issued reads
     / writes owe beats (of a :class:`ReorderFrontend`, whose reorder buffer needs it).
 
-    Returns the harness's counts of the beats owed, ``{"read": ..., "write": ...}``."""
+    The write beats owed are a count; the read beats owed are the issued reads' lengths in
+    issue order (:func:`reads_owed`: the engine returns each read's beats in issue order, so
+    ``rpush`` is allowed while that queue is not empty, the same rule as a count of beats
+    owed, kept per read so the frontend's invariants compare it entry by entry).
+
+    Returns the harness's records of the beats owed, ``{"read": ..., "write": ...}``."""
     bits = 2 * max(1, (fe.slots * config.timing.burst_length).bit_length()) + 2
-    counts = {}
-    for strobe, write, name in ((fe.rpush, 0, "read"), (fe.wpop, 1, "write")):
-        owed = Signal(bits, name=f"{name}_beats_owed")
-        add = Signal.like(owed)
-        m.d.comb += [strobe.eq(AnySeq(1)), Assume(~strobe | (owed != 0))]
-        with m.If(fe.issue & (fe.head.head_write == write)):
-            m.d.comb += add.eq(fe.head.head_len)
-        m.d.sync += owed.eq(owed + add - strobe)
-        counts[name] = owed
-    return counts
+    owed = Signal(bits, name="write_beats_owed")
+    add = Signal.like(owed)
+    m.d.comb += [fe.wpop.eq(AnySeq(1)), Assume(~fe.wpop | (owed != 0))]
+    with m.If(fe.issue & fe.head.head_write):
+        m.d.comb += add.eq(fe.head.head_len)
+    m.d.sync += owed.eq(owed + add - fe.wpop)
+    reads = reads_owed(m, fe, config)
+    m.d.comb += [fe.rpush.eq(AnySeq(1)), Assume(~fe.rpush | (reads["level"] != 0))]
+    return {"read": reads, "write": owed}
+
+
+def reads_owed(m: Module, fe, config: ArchConfig) -> dict:
+    """The harness's queue of the issued reads whose beats the data engine owes: a ring of
+    ``fe.slots`` lengths (pushed by a read's issue, popped by its last beat), its pointers and
+    level, and the beats of the oldest one pushed so far. A read issued while the ring is full
+    is not recorded: ``full_issue`` marks it (the frontend's invariants assert it never
+    happens). Returns the ring's signals by name."""
+    ns, bl = fe.slots, config.timing.burst_length
+    lens = [Signal(range(bl + 1), name=f"owed_len{i}") for i in range(ns)]
+    produce = Signal(range(ns), name="owed_produce")
+    consume = Signal(range(ns), name="owed_consume")
+    level = Signal(range(ns + 1), name="owed_level")
+    beat = Signal(range(bl), name="owed_beat")
+    issued = fe.issue & ~fe.head.head_write
+    push = issued & (level != ns)
+    last = fe.rpush & (beat + 1 == Array(lens)[consume])
+    m.d.sync += [ln.eq(Mux(push & (produce == i), fe.head.head_len, ln))
+                 for i, ln in enumerate(lens)]
+    m.d.sync += [
+        produce.eq(Mux(push, Mux(produce == ns - 1, 0, produce + 1), produce)),
+        consume.eq(Mux(last, Mux(consume == ns - 1, 0, consume + 1), consume)),
+        level.eq(level + push - last),
+        beat.eq(Mux(fe.rpush, Mux(last, 0, beat + 1), beat)),
+    ]
+    return {"lens": lens, "produce": produce, "consume": consume, "level": level,
+            "beat": beat, "full_issue": issued & (level == ns)}
 
 
 class HeadContractProof(Elaboratable):

@@ -26,7 +26,7 @@ def frontend_alone(m: Module, config: ArchConfig, frontend_config: ArchConfig, p
     """One :class:`ReorderFrontend` of ``frontend_config`` in ``m``, elaborated here (so the
     harness reaches its state), under the assumptions of the frontend proofs: no reset, the
     port protocol on the requester side, ``issue`` only while ``head_eligible``, the data
-    engine's contract; every other input free. Returns the frontend and the harness's counts
+    engine's contract; every other input free. Returns the frontend and the harness's records
     of the beats owed (:func:`~.frontend.assume_engine_contract`)."""
     fe = ReorderFrontend(frontend_config, config.scheduler_window)
     fe._MustUse__silence = True
@@ -107,13 +107,13 @@ def _collect(m: Module, fe, read_owed, parts) -> list:
 
 def step_shares(config: ArchConfig = REORDER_CONFIG, parts: tuple[str, ...] = PARTS):
     """The induction step of the invariants cut into shares a solver closes: runs of
-    invariants of one kind (the name's first word), but each slot's ghost equation, the
-    in-flight queue's level equations and the beats-owed equation alone. Returns
+    invariants of one kind (the name's first word), but each slot's ghost equation and the
+    level equations (the in-flight queue's, the harness's reads owed) alone. Returns
     ``[(slice, first name), ...]``."""
     names = invariant_names(config, parts)
 
     def kind(name):
-        alone = any(word in name for word in ("ghost", "level", "beats owed"))
+        alone = any(word in name for word in ("ghost", "level"))
         return name if alone else name.split()[0]
 
     shares, start = [], 0

@@ -39,9 +39,9 @@ def reorder_invariants(m: Module, fe, read_owed=None, kind=Assert, parts=PARTS) 
         The harness module.
     fe : ReorderFrontend
         The frontend, elaborated by the harness (its state is read).
-    read_owed : Value or None
-        The read beats the data engine owes the port (the harness's count, or the engine's
-        own state); None leaves that equation out.
+    read_owed : dict or None
+        The reads whose beats the data engine owes the port, in issue order (the harness's
+        queue, :func:`~.frontend.reads_owed`); None leaves the equations with it out.
     kind : Assert or Assume
         Asserted where they are proved; assumed where a proof rests on them.
     parts : tuple of str
@@ -173,8 +173,8 @@ def _inflight_invariants(m: Module, fe, flying, read_owed, kind) -> None:
     push of a slot, cleared by its pop) equal to ``flying``: its live entries are distinct
     slots of the ghost, none with a beat but the head, whose beats arrived are ``beat_in``;
     its level counts the ghost's slots (so a push never meets a full queue, a beat never an
-    empty one) and its pointers agree with its level; the beats owed (``read_owed``) plus
-    ``beat_in`` are the ghost's slots' lengths."""
+    empty one) and its pointers agree with its level; with ``read_owed``, the harness's queue
+    of reads owed is this queue (:func:`_owed_invariants`)."""
     ns = fe.slots
     sb = (ns - 1).bit_length()
     inf, rob = fe.inflight, fe.rob
@@ -213,7 +213,23 @@ def _inflight_invariants(m: Module, fe, flying, read_owed, kind) -> None:
              "the head's beats arrived are not beat_in"),
     ]
     if read_owed is not None:
-        # the in-flight slots' beats, less those of the head that arrived
-        lengths = sum(Mux(ghost[s], rob["length"][s], 0) for s in range(ns))
-        m.d.comb += kind(read_owed + beat_in == lengths,
-                         "beats owed are not the in-flight reads' beats")
+        _owed_invariants(m, fe, read_owed, live, kind)
+
+
+def _owed_invariants(m: Module, fe, owed, live, kind) -> None:
+    """The harness's queue of reads owed (:func:`~.frontend.reads_owed`) is the in-flight
+    queue: the same pointers and level, its beat count ``beat_in``, each live entry's length
+    its slot's; and no read issues while it is full."""
+    inf, rob = fe.inflight, fe.rob
+    lb = len(rob["length"][0])
+    length_v = Cat(*rob["length"])
+    m.d.comb += [
+        kind(~owed["full_issue"], "a read issued with every slot owed"),
+        kind(owed["level"] == inf["level"], "reads owed: level is not the in-flight level"),
+        kind((owed["produce"] == inf["produce"]) & (owed["consume"] == inf["consume"]),
+             "reads owed: pointers are not the in-flight queue's"),
+        kind(owed["beat"] == rob["beat_in"], "reads owed: beats pushed are not beat_in"),
+    ]
+    for i, (lv, e) in enumerate(zip(live, inf["entries"], strict=True)):
+        m.d.comb += kind(~lv | (owed["lens"][i] == length_v.word_select(e, lb)),
+                         f"reads owed entry {i}: length is not its slot's")
