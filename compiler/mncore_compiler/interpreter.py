@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .interpreter_codegen import generate
+from .interpreter_codegen import drops, generate
 from .ir import Graph
 from .ops import get_op
 
@@ -168,17 +168,14 @@ class PreparedGraph:
         early, late, self._roots, self._kept = _split_constant_steps(
             steps, {slot for slot, _ in self._constants}, {slot for _, slot in self._outputs})
         self._checked_steps = tuple(early + late)
-        outputs = {slot for _, slot in self._outputs}
-        freed = _with_frees(early + late, outputs)
-        self._early, self._steps = freed[:len(early)], freed[len(early):]
-        # The steps in graph order, for a graph whose constants change on every call.
-        self._in_order = _with_frees(steps, outputs)
         # Each list of steps as one generated function (interpreter_codegen): the first run
         # checks; from the second on, the early steps give the kept values and the others the
         # outputs (generated then: a graph run once, as interpret() runs it, needs neither).
-        self._exports = tuple(sorted(outputs))
+        # A graph whose constants change on every call runs its steps in graph order instead.
+        self._exports = tuple(sorted({slot for _, slot in self._outputs}))
         self._run_first = generate(early + late, (*self._kept, *self._exports), checked=True)
-        self._split_steps, self._in_order_steps = (early, late), steps
+        self._split: tuple[list, list] = (early, late)
+        self._in_order_steps = steps
         self._run_early: Callable[[list], None] | None = None
         self._run_late: Callable[[list], None] | None = None
         # The constant-only values of the last call and what they were computed from: the
@@ -200,14 +197,16 @@ class PreparedGraph:
         the calls after the first; a merged node's value goes by the name of the node that
         computes it."""
         names = self._slot_names()
-        return {names[slot]: tuple(names[i] for i in frees)
-                for *_, slot, frees in (*self._early, *self._steps)}
+        early, late = self._split
+        return {names[step[3]]: tuple(names[i] for i in dropped)
+                for steps, keep in ((early, self._kept), (late, self._exports))
+                for step, dropped in zip(steps, drops(steps, keep), strict=True)}
 
     @property
     def keeps_constant_values(self) -> bool:
         """Whether calls keep the constant-only values for the next call: False when the
         graph has none, or once they were computed afresh two calls in a row."""
-        return bool(self._early)
+        return bool(self._split[0])
 
     @property
     def kept(self) -> tuple[str, ...]:
@@ -281,11 +280,11 @@ class PreparedGraph:
     def _run_steps(self, env: list) -> None:
         """A run after the first: the kept constant-only values or the steps that give them,
         then the rest."""
+        early, late = self._split
         if self._run_late is None:
-            early, late = self._split_steps
             self._run_early = generate(early, self._kept)
             self._run_late = generate(late, self._exports)
-        if not self._early:
+        if not early:
             self._run_late(env)
             return
         if self._recall(env):
@@ -300,7 +299,7 @@ class PreparedGraph:
             # The constants change on every call (a training step's state): what is kept is
             # never reused, and running those steps first holds their values longer. From now
             # on: graph order, nothing kept.
-            self._early, self._steps, self._memo = (), self._in_order, None
+            self._split, self._memo = ([], self._in_order_steps), None
             self._run_late = generate(self._in_order_steps, self._exports)
 
     def _outputs_of(self, env: list, copy_outputs: bool) -> dict[str, torch.Tensor]:
@@ -329,7 +328,7 @@ class PreparedGraph:
     def _remember(self, env: list, tensors: tuple) -> None:
         """Keep the constant-only values of this run, with what they were computed from: the
         root tensors ``tensors``."""
-        if not self._early:
+        if not self._split[0]:
             return
         try:
             versions = tuple(t._version for t in tensors)
@@ -356,20 +355,6 @@ def _split_constant_steps(steps: list[tuple], constants: set[int], outputs: set[
     made = {step[3] for step in early}
     used = {slot for step in late for slot in step[1]} | outputs
     return early, late, tuple(roots), tuple(sorted(made & used))
-
-
-def _with_frees(steps: list[tuple], keep: set[int]) -> tuple[tuple[int, tuple[int, ...]], ...]:
-    """For each of ``steps``, its result slot and the slots whose last use is that step (the
-    values in ``keep`` are never freed): what the generated code deletes after it."""
-    last: dict[int, int] = {}
-    for index, (_, operands, _, _, _) in enumerate(steps):
-        for slot in operands:
-            last[slot] = index
-    frees: list[list[int]] = [[] for _ in steps]
-    for slot, index in last.items():
-        if slot not in keep:
-            frees[index].append(slot)
-    return tuple((step[3], tuple(frees[index])) for index, step in enumerate(steps))
 
 
 def _node_key(op: str, operands: tuple[int, ...], attrs: Mapping[str, Any]) -> tuple | None:

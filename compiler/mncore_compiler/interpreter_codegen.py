@@ -21,7 +21,7 @@ import torch
 
 from .ops import get_op
 
-__all__ = ["generate"]
+__all__ = ["drops", "generate"]
 
 #: A prepared step: ``(reference, operand slots, attributes, result slot, node)``.
 Step = tuple
@@ -43,8 +43,7 @@ def generate(steps: Sequence[Step], exports: Sequence[int], *, checked: bool = F
     body: list[str] = []
     made: set[int] = set()
     given: list[int] = []
-    last = _last_uses(steps)
-    keep = set(exports)
+    dropped = drops(steps, exports)
     for index, (reference, operands, attrs, slot, node) in enumerate(steps):
         for operand in operands:
             if operand not in made and operand not in given:
@@ -54,9 +53,8 @@ def generate(steps: Sequence[Step], exports: Sequence[int], *, checked: bool = F
             namespace[f"n{index}"] = node
             body.append(f"_check(v{slot}, n{index})")
         made.add(slot)
-        dead = [s for s in dict.fromkeys(operands) if last[s] == index and s not in keep]
-        if dead:
-            body.append("del " + ", ".join(f"v{s}" for s in dead))
+        if dropped[index]:
+            body.append("del " + ", ".join(f"v{s}" for s in dropped[index]))
     given += [slot for slot in exports if slot not in made and slot not in given]
     head = [f"v{slot} = env[{slot}]" for slot in given]
     tail = [f"env[{slot}] = v{slot}" for slot in dict.fromkeys(exports)]
@@ -89,13 +87,16 @@ def _expression(index: int, reference: Callable, operands: tuple[int, ...], attr
     return template.format(*names, xs=", ".join(names), **bound)
 
 
-def _last_uses(steps: Sequence[Step]) -> dict[int, int]:
-    """For each slot the steps read, the index of the last step that reads it."""
+def drops(steps: Sequence[Step], keep: Sequence[int]) -> list[tuple[int, ...]]:
+    """For each of ``steps``, the slots whose last use it is (each once, in operand order),
+    but none of ``keep``: the locals :func:`generate`'s code deletes after that step."""
     last: dict[int, int] = {}
     for index, step in enumerate(steps):
         for slot in step[1]:
             last[slot] = index
-    return last
+    kept = set(keep)
+    return [tuple(s for s in dict.fromkeys(step[1]) if last[s] == index and s not in kept)
+            for index, step in enumerate(steps)]
 
 
 def _check(result: torch.Tensor, node: Any) -> None:

@@ -281,8 +281,7 @@ class FunctionalDevice(DramDevice):
         nbytes = source.element_size() * source.nelement()
         if (source.dtype != dtype or source.shape != shape or layout.element.narrowed
                 or nbytes > self.dram.decoded.limit_bytes or not source.is_cpu
-                or source.is_inference() or source.storage_offset()
-                or not source.is_contiguous() or source.untyped_storage().nbytes() != nbytes
+                or not _whole_memory(source)
                 or layout.groups != buf.groups or layout.lw_per_group != buf.lw_per_group
                 or self.dram.holds(source)):
             return False
@@ -390,13 +389,20 @@ def _handed_out(value: Any) -> Any:
     which the caller may change while the buffer keeps its value. A lazy clone when ``value``
     is all of its memory (the caller's writes then land in a private copy, and the kept
     tensor is never written through: programs only read it); a copy otherwise."""
-    if (value.is_contiguous() and not value.storage_offset() and not value.is_inference()
-            and value.untyped_storage().nbytes() == value.element_size() * value.nelement()):
+    if _whole_memory(value):
         clone = _lazy_clone(value)
         if clone is not None:
             return clone
     dense = value.contiguous()
     return dense if dense is not value else value.clone()
+
+
+def _whole_memory(tensor: Any) -> bool:
+    """Whether ``tensor`` is all of its memory, contiguous from its start, and not an inference
+    tensor: what a lazy clone may share (a view of part of a larger tensor would keep the
+    whole of it alive)."""
+    return (tensor.is_contiguous() and not tensor.storage_offset() and not tensor.is_inference()
+            and tensor.untyped_storage().nbytes() == tensor.element_size() * tensor.nelement())
 
 
 def _torch_type(layout: Layout) -> tuple[tuple[int, ...], Any]:
