@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
+from mlsdk.testing.grads import with_grads
 from mncore_compiler.capture import capture
 from mncore_compiler.errors import CaptureError, UnsupportedOperationError
 from mncore_compiler.interpreter import interpret
@@ -35,28 +36,13 @@ def _randn(seed: int, *shape: int) -> torch.Tensor:
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
-def _with_grads(
-    forward: Callable[[TensorDict], torch.Tensor],
-) -> Callable[[TensorDict], TensorDict]:
-    """``{"y": forward(d), "d<x>": d(sum(y * r))/d<x>}`` for the float inputs but ``r``."""
-
-    def fn(d: TensorDict) -> TensorDict:
-        leaves = {k: v.detach().requires_grad_(True) for k, v in d.items()
-                  if k != "r" and v.is_floating_point()}
-        y = forward({**d, **leaves})
-        grads = torch.autograd.grad((y * d["r"]).sum(), list(leaves.values()))
-        return {"y": y, **{f"d{k}": g for k, g in zip(leaves, grads, strict=True)}}
-
-    return fn
-
-
 def _check(forward: Callable[[TensorDict], torch.Tensor], inputs: TensorDict, seed: int,
            grads: bool = True) -> list[str]:
     """Capture (with gradients unless ``grads`` is False), run before and after the passes,
     compare with eager; return the captured graph's op names."""
     if grads:
         inputs = {**inputs, "r": _randn(seed + 1, *forward(inputs).shape)}
-        fn = _with_grads(forward)
+        fn = with_grads(forward)
     else:
         fn = lambda d: {"y": forward(d)}  # noqa: E731
     graph = capture(fn, inputs)

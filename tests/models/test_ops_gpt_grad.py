@@ -9,26 +9,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 from mlsdk import storage
+from mlsdk.testing.grads import with_grads
 
 RTOL, ATOL = 1e-5, 1e-5
-
-
-def _with_grads(forward):
-    """``{"y": forward(x, ...), "dx": d(sum(y * r))/dx, ...}`` for float inputs ``x, ...``;
-    ``r`` is the input ``"r"``, a random cotangent."""
-    def fn(d):
-        leaves = {k: v.detach().requires_grad_(True) for k, v in d.items()
-                  if k != "r" and v.is_floating_point()}
-        y = forward({**d, **leaves})
-        grads = torch.autograd.grad((y * d["r"]).sum(), list(leaves.values()))
-        return {"y": y, **{f"d{k}": g for k, g in zip(leaves, grads, strict=True)}}
-    return fn
 
 
 def _run(context, tmp_path, forward, inputs, seed):
     g = torch.Generator().manual_seed(seed + 1)
     inputs["r"] = torch.randn(forward(inputs).shape, generator=g)
-    fn = _with_grads(forward)
+    fn = with_grads(forward)
     compiled = context.compile(fn, inputs, storage.path(tmp_path / "f"))
     got, expected = compiled(inputs), fn(inputs)
     for name, value in expected.items():
