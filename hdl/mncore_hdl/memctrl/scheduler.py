@@ -157,11 +157,13 @@ class Scheduler(wiring.Component):
         m = Module()
         heads = self.ports
         banks = self.banks
-        is_open = Array(bs.is_open for bs in banks)
-        open_row = Array(bs.open_row for bs in banks)
-        act_ready = Array(self._act_ready(m))
-        pre_ready = Array(bs.pre_ready for bs in banks)
-        col_ready = Array(bs.col_ready for bs in banks)
+        # Per-bank bits packed into one vector each, looked up by a bit select (one shift in a
+        # C++ model): an ``Array`` of bits indexed by the bank is a tree of 15 multiplexers.
+        is_open = self._packed(m, "is_open", [bs.is_open for bs in banks])
+        act_ready = self._packed(m, "act_ready", self._act_ready(m))
+        pre_ready = self._packed(m, "pre_ready", [bs.pre_ready for bs in banks])
+        col_ready = self._packed(m, "col_ready", [bs.col_ready for bs in banks])
+        open_rows = [bs.open_row for bs in banks]
 
         # -- the primary: the arbiter's winner ------------------------------------------------
         g = self.grant
@@ -195,12 +197,13 @@ class Scheduler(wiring.Component):
         with m.Elif(~blocked & p_valid):
             with m.If(p_oow):
                 m.d.comb += self.oow.eq(self.bus_free)
-            with m.Elif(is_open[p_bank] & (open_row[p_bank] == p_row)):
-                m.d.comb += pc.eq(col_ready[p_bank] & self.bus_free & dir_ok)
-            with m.Elif(~is_open[p_bank]):
-                m.d.comb += pa.eq(act_ready[p_bank])
+            with m.Elif(is_open.bit_select(p_bank, 1)
+                        & (select_word(open_rows, p_bank) == p_row)):
+                m.d.comb += pc.eq(col_ready.bit_select(p_bank, 1) & self.bus_free & dir_ok)
+            with m.Elif(~is_open.bit_select(p_bank, 1)):
+                m.d.comb += pa.eq(act_ready.bit_select(p_bank, 1))
             with m.Else():
-                m.d.comb += pp.eq(pre_ready[p_bank])
+                m.d.comb += pp.eq(pre_ready.bit_select(p_bank, 1))
         primary_cmd = pa | pp | pc
 
         self._prepare(m, ~blocked & ~primary_cmd, p_valid & ~p_oow, p_bank,
@@ -223,13 +226,15 @@ class Scheduler(wiring.Component):
         return m
 
     def _act_ready(self, m):
-        """Per bank: an ACT may issue now (signals, so that indexing does not copy them)."""
-        out = []
-        for b, bs in enumerate(self.banks):
-            s = Signal(name=f"act_ready_{b}")
-            m.d.comb += s.eq(bs.act_ready & self.act_allowed)
-            out.append(s)
-        return out
+        """Per bank: an ACT may issue now."""
+        return [bs.act_ready & self.act_allowed for bs in self.banks]
+
+    @staticmethod
+    def _packed(m, name, bits):
+        """The per-bank ``bits`` as one signal, bank ``b`` in bit ``b``."""
+        s = Signal(len(bits), name=f"bank_{name}")
+        m.d.comb += s.eq(Cat(*bits))
+        return s
 
     def _refresh(self, m, do_pre, do_ref, c_bank):
         """Refresh due: precharge the lowest open bank that may be closed, then REF.
@@ -237,11 +242,19 @@ class Scheduler(wiring.Component):
         ``do_pre``, ``do_ref`` and ``c_bank`` are this method's outputs.
         """
         banks = self.banks
+        nb = len(banks)
         any_open = Cat(bs.is_open for bs in banks).any()
         all_idle = Cat(bs.act_ready for bs in banks).all()
-        for b in reversed(range(len(banks))):
-            with m.If(banks[b].pre_ready):
-                m.d.comb += [do_pre.eq(1), c_bank.eq(b)]
+        # the lowest bank that may be precharged: its bit isolated (x & -x), then its index
+        # bit by bit (a few word operations, not a chain of one test per bank)
+        closable = Signal(nb, name="refresh_closable")
+        lowest = Signal(nb, name="refresh_lowest")
+        m.d.comb += [closable.eq(Cat(bs.pre_ready for bs in banks)),
+                     lowest.eq(closable & (~closable + 1)[:nb])]
+        index = [(lowest & sum(1 << b for b in range(nb) if b >> k & 1)).any()
+                 for k in range(len(c_bank))]
+        with m.If(closable.any()):
+            m.d.comb += [do_pre.eq(1), c_bank.eq(Cat(*index))]
         with m.If(~any_open & all_idle & self.refresh_ready):
             m.d.comb += do_ref.eq(1)
 
