@@ -11,7 +11,10 @@ cycles per process second is the most any session of this model can reach on thi
 
 Run:  PYTHONPATH=sdk:compiler:hdl:sim python bench/verilator_kernel.py [--kib 1024]
 (``bench/bench_cosim.py`` prints it beside the device's own figures.) ``--compare DIR DIR``
-runs two cached builds' kernels alternately (``--rounds`` times each) and prints medians.
+runs two cached builds' kernels alternately (``--rounds`` times each) and prints medians;
+``--instructions DIR ...`` runs each build's kernel once under callgrind (``valgrind``) and
+prints the instructions its model's evaluation executes: a count the machine's load does not
+change, for comparing models whose speeds differ by less than the noise.
 """
 
 from __future__ import annotations
@@ -176,13 +179,56 @@ def compare(folders: list[Path], nbytes: int, rounds: int,
               + " ".join(f"{statistics.median(rates[k, p]):9.0f}" for p in parts))
 
 
+def eval_instructions(folder: Path, lw: int) -> tuple[int, int]:
+    """(all, the model's evaluation) instructions of the kernel of the build in ``folder``
+    run with ``lw`` LWs per Group under callgrind. The evaluation is Verilator's
+    ``_nba_sequent`` and ``_ico_sequent`` functions: every cycle's logic, without the model's
+    construction and the main's own loops."""
+    import re
+    import shutil
+    import tempfile
+
+    for tool in ("valgrind", "callgrind_annotate"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"--instructions needs {tool} on PATH; it was not found")
+    exe = _kernel(Path(folder))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                        str(exe), str(lw)], capture_output=True, check=True)
+        report = subprocess.run(["callgrind_annotate", "--threshold=100", str(out)],
+                                capture_output=True, text=True, check=True).stdout
+    counts = [(int(m[1].replace(",", "")), m[2]) for m in
+              re.finditer(r"^\s*([\d,]+) \([ \d.]+%\)\s+(\S+)", report, re.M)]
+    total = next(n for n, name in counts if name == "PROGRAM")
+    evaluation = sum(n for n, name in counts if "_sequent__TOP" in name)
+    return total, evaluation
+
+
+def instructions(folders: list[Path], nbytes: int, config: ArchConfig = MNCORE2_SIM) -> None:
+    """Print each build's kernel's instructions under callgrind (:func:`eval_instructions`)."""
+    lw = nbytes // config.lw_bytes // config.groups
+    print(f"{'build folder':48s} {'all':>14s} {'evaluation':>14s}   "
+          f"(instructions, kernel_bench {lw}: 100k idle cycles, {nbytes >> 10} KiB written "
+          "and read)")
+    for folder in folders:
+        total, evaluation = eval_instructions(Path(folder), lw)
+        print(f"{Path(folder).name:48s} {total:14,d} {evaluation:14,d}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kib", type=int, default=1024)
     parser.add_argument("--compare", nargs="+", type=Path, metavar="BUILD_DIR",
                         help="instead: run these cached builds' kernels alternately")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--instructions", nargs="+", type=Path, metavar="BUILD_DIR",
+                        help="instead: count these cached builds' kernels' instructions "
+                             "under callgrind")
     args = parser.parse_args()
+    if args.instructions:
+        instructions(args.instructions, args.kib << 10)
+        return
     if args.compare:
         compare(args.compare, args.kib << 10, args.rounds)
         return

@@ -1,12 +1,15 @@
 """Unit tests of the memory controller's timing counters and refresher (Amaranth simulator)."""
 
 
+import random
+
 import pytest
+from amaranth.hdl import Module
 from amaranth.sim import Simulator
 from mncore_hdl.arch import MNCORE2_SIM, DramTiming
 from mncore_hdl.memctrl.rank import RankTiming
 from mncore_hdl.memctrl.refresher import Refresher
-from mncore_hdl.memctrl.timers import TimingCounter
+from mncore_hdl.memctrl.timers import SharedTimer, TimingCounter
 from mncore_hdl.testing.hdl_checks import expect_error
 
 
@@ -54,6 +57,61 @@ def test_counter_validation():
     expect_error(TypeError, "Cycle count must be an integer, not 'x'", TimingCounter, "x")
     expect_error(ValueError, "Cycle count must be a positive integer, not -3", TimingCounter, -3)
     expect_error(TypeError, "Rule name must be a string, not 3", TimingCounter, 3, 3)
+
+
+def _shared_against_counters(rules, overlap, cycles=400):
+    """Drive a :class:`SharedTimer` and one :class:`TimingCounter` per rule with the same
+    random triggers; return (shared ready, reference ready) per cycle. The reference is the
+    AND of the counters (``overlap``) or the counter of the rule triggered last (not)."""
+    m = Module()
+    m.submodules.shared = shared = SharedTimer(rules, "wait", overlap=overlap)
+    counters = {}
+    for rule, n in rules.items():
+        m.submodules[rule] = counters[rule] = TimingCounter(n, rule)
+    rng = random.Random(7)
+    seen = []
+
+    async def bench(ctx):
+        last = None
+        for _ in range(cycles):
+            fired = [r for r in rules if rng.random() < 0.15]
+            if not overlap:
+                fired = fired[:1]
+            for rule in rules:
+                ctx.set(getattr(shared, rule), rule in fired)
+                ctx.set(counters[rule].trigger, rule in fired)
+            if overlap:
+                want = all(ctx.get(c.ready) for c in counters.values())
+            else:
+                want = last is None or ctx.get(counters[last].ready)
+            seen.append((ctx.get(shared.ready), int(want)))
+            last = fired[0] if fired else last
+            await ctx.tick()
+
+    _run(m, bench)
+    return seen
+
+
+@pytest.mark.parametrize("rules", [{"tras": 7, "twr": 5, "trtp": 2},
+                                   {"tras": 1, "twr": 4, "trtp": 1}])
+def test_shared_timer_is_the_and_of_its_rules(rules):
+    seen = _shared_against_counters(rules, overlap=True)
+    assert [s for s, _ in seen] == [w for _, w in seen]
+    assert 0 in [s for s, _ in seen]       # the rules did hold commands off
+
+
+@pytest.mark.parametrize("rules", [{"trcd": 5, "trp": 3}, {"trcd": 4, "trp": 1}])
+def test_shared_timer_without_overlap_follows_the_last_trigger(rules):
+    seen = _shared_against_counters(rules, overlap=False)
+    assert [s for s, _ in seen] == [w for _, w in seen]
+    assert 0 in [s for s, _ in seen]
+
+
+def test_shared_timer_validation():
+    expect_error(ValueError, "A shared timer needs at least one rule, not none", SharedTimer,
+                 {}, "x")
+    expect_error(ValueError, "Cycle count must be a positive integer, not 0", SharedTimer,
+                 {"trcd": 0}, "x")
 
 
 def test_refresher_interval_and_trfc():

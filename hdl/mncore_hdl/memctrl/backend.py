@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -205,7 +205,7 @@ class CommandBackend(wiring.Component):
             m.d.comb += kind.eq(Cmd.PRE)
         with m.Elif(sched.col):
             m.d.comb += kind.eq(Mux(sched.write, Cmd.WR, Cmd.RD))
-        fresh = Array(bm.fresh for bm in bms)[sched.bank]
+        fresh = Cat(bm.fresh for bm in bms).bit_select(sched.bank, 1)
         m.d.comb += [
             self.cmd_valid.eq(sched.act | sched.pre | sched.col | sched.ref),
             self.cmd_kind.eq(kind),

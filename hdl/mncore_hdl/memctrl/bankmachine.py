@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
 from .signatures import BankStateSignature, row_bits
-from .timers import TimingCounter
+from .timers import SharedTimer
 
 __all__ = ["BankMachine"]
 
@@ -62,18 +62,20 @@ class BankMachine(wiring.Component):
         m = Module()
         t = self.config.timing
 
-        # -- timing rules ---------------------------------------------------------------
-        m.submodules.trcd = trcd = TimingCounter(t.trcd, "trcd")
-        m.submodules.trp = trp = TimingCounter(t.trp, "trp")
-        m.submodules.tras = tras = TimingCounter(t.tras, "tras")
-        m.submodules.twr = twr = TimingCounter(t.twr, "twr")
-        m.submodules.trtp = trtp = TimingCounter(t.trtp, "trtp")
+        # -- timing rules: two shared counters instead of one per rule ------------------
+        # tRCD (ACT to column) is read only while the row is open, tRP (PRE to ACT) only
+        # while it is closed: one counter, loaded by the command that enters the state.
+        m.submodules.row_wait = row = SharedTimer({"trcd": t.trcd, "trp": t.trp}, "row_wait",
+                                                  overlap=False)
+        # tRAS, tWR and tRTP all gate the PRE: one counter holds the longest still running.
+        m.submodules.pre_wait = pre = SharedTimer({"tras": t.tras, "twr": t.twr,
+                                                   "trtp": t.trtp}, "pre_wait")
         m.d.comb += [
-            trcd.trigger.eq(self.act),
-            tras.trigger.eq(self.act),
-            trp.trigger.eq(self.pre),
-            twr.trigger.eq((self.col & self.col_write) | self.wbeat),
-            trtp.trigger.eq(self.col & ~self.col_write),
+            row.trcd.eq(self.act),
+            row.trp.eq(self.pre),
+            pre.tras.eq(self.act),
+            pre.twr.eq((self.col & self.col_write) | self.wbeat),
+            pre.trtp.eq(self.col & ~self.col_write),
         ]
 
         # -- row state ------------------------------------------------------------------
@@ -90,9 +92,8 @@ class BankMachine(wiring.Component):
             m.d.sync += self.fresh.eq(0)
 
         m.d.comb += [
-            state.act_ready.eq(~state.is_open & trp.ready),
-            state.pre_ready.eq(state.is_open & tras.ready & twr.ready & trtp.ready
-                              & ~self.data_busy),
-            state.col_ready.eq(state.is_open & trcd.ready),
+            state.act_ready.eq(~state.is_open & row.ready),
+            state.pre_ready.eq(state.is_open & pre.ready & ~self.data_busy),
+            state.col_ready.eq(state.is_open & row.ready),
         ]
         return m

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Signal, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -114,26 +114,30 @@ class DataEngine(wiring.Component):
         m.d.comb += [rd.addr.eq(addr), rd.en.eq(1)]
         rbeat = self.active & ~self.write
         # Stage 0 is aligned with the store's registered output (one cycle after the read);
-        # stages 1 .. CL-2 follow it in one wide shift register, stage ``i`` in the ``i``-th
-        # field from the bottom: one register instead of four per stage, so an event-driven
-        # simulator (Icarus) runs one register update per cycle for the line, not 40.
+        # stages 1 .. CL-2 follow it. The beat's flags (valid, port, error) shift through one
+        # narrow register, stage ``i`` in the ``i``-th field from the bottom (one register
+        # update per cycle for an event-driven simulator, one machine word for a C++ model);
+        # its data waits in a ring of CL-2 words written and read at one rotating index, so
+        # no wide vector shifts every cycle.
         stages = cfg.timing.cl - 1
         v0 = Signal(name="rv0")
         p0 = Signal(range(self.ports), name="rp0")
         e0 = Signal(name="re0")
         m.d.sync += [v0.eq(rbeat), p0.eq(port), e0.eq(self.oow)]
-        head = Cat(v0, p0, e0, rd.data)
+        head = Cat(v0, p0, e0)
         width = len(head)
         valid = [v0]
         if stages > 1:
-            tail = Signal(width * (stages - 1), name="cas_pipe")
+            tail = Signal(width * (stages - 1), name="cas_flags")
             m.d.sync += tail.eq(Cat(head, tail[:-width]))
             out = tail[-width:]
             valid += [tail[i * width] for i in range(stages - 1)]
+            out_d = self._delay_ring(m, rd.data, stages - 1)
         else:
             out = head
+            out_d = rd.data
         pw = len(p0)
-        out_v, out_p, out_e, out_d = out[0], out[1:1 + pw], out[1 + pw], out[2 + pw:]
+        out_v, out_p, out_e = out[0], out[1:1 + pw], out[1 + pw]
         for i in range(self.ports):
             m.d.comb += self.rpush[i].eq(out_v & (out_p == i))
         m.d.comb += [
@@ -142,3 +146,15 @@ class DataEngine(wiring.Component):
             self.pipe_busy.eq(Cat(*valid).any()),
         ]
         return m
+
+    @staticmethod
+    def _delay_ring(m, data, depth):
+        """``data`` as it was ``depth`` cycles ago: a ring of ``depth`` words, each cycle
+        read at the rotating index and written there with the new word."""
+        m.submodules.cas_ring = ring = Memory(shape=unsigned(len(data)), depth=depth, init=[])
+        at = Signal(range(depth), name="cas_at")
+        wr = ring.write_port()
+        rd = ring.read_port(domain="comb")
+        m.d.comb += [wr.addr.eq(at), wr.data.eq(data), wr.en.eq(1), rd.addr.eq(at)]
+        m.d.sync += at.eq(Mux(at == depth - 1, 0, at + 1))
+        return rd.data

@@ -157,11 +157,13 @@ class Scheduler(wiring.Component):
         m = Module()
         heads = self.ports
         banks = self.banks
-        is_open = Array(bs.is_open for bs in banks)
-        open_row = Array(bs.open_row for bs in banks)
-        act_ready = Array(self._act_ready(m))
-        pre_ready = Array(bs.pre_ready for bs in banks)
-        col_ready = Array(bs.col_ready for bs in banks)
+        # Per-bank bits packed into one vector each, looked up by a bit select (one shift in a
+        # C++ model): an ``Array`` of bits indexed by the bank is a tree of 15 multiplexers.
+        # (built once, shared by the primary, the refresh and the preparation)
+        vec = {name: self._packed(m, name, [getattr(bs, name) for bs in banks])
+               for name in ("is_open", "act_ready", "pre_ready", "col_ready")}
+        is_open, pre_ready, col_ready = vec["is_open"], vec["pre_ready"], vec["col_ready"]
+        open_rows = [bs.open_row for bs in banks]
 
         # -- the primary: the arbiter's winner ------------------------------------------------
         g = self.grant
@@ -191,19 +193,20 @@ class Scheduler(wiring.Component):
         blocked = self.refresh_want | ~self.refresh_ready
 
         with m.If(self.refresh_want):
-            self._refresh(m, r_pre, r_ref, r_bank)
+            self._refresh(m, vec, r_pre, r_ref, r_bank)
         with m.Elif(~blocked & p_valid):
             with m.If(p_oow):
                 m.d.comb += self.oow.eq(self.bus_free)
-            with m.Elif(is_open[p_bank] & (open_row[p_bank] == p_row)):
-                m.d.comb += pc.eq(col_ready[p_bank] & self.bus_free & dir_ok)
-            with m.Elif(~is_open[p_bank]):
-                m.d.comb += pa.eq(act_ready[p_bank])
+            with m.Elif(is_open.bit_select(p_bank, 1)
+                        & (select_word(open_rows, p_bank) == p_row)):
+                m.d.comb += pc.eq(col_ready.bit_select(p_bank, 1) & self.bus_free & dir_ok)
+            with m.Elif(~is_open.bit_select(p_bank, 1)):
+                m.d.comb += pa.eq(vec["act_ready"].bit_select(p_bank, 1) & self.act_allowed)
             with m.Else():
-                m.d.comb += pp.eq(pre_ready[p_bank])
+                m.d.comb += pp.eq(pre_ready.bit_select(p_bank, 1))
         primary_cmd = pa | pp | pc
 
-        self._prepare(m, ~blocked & ~primary_cmd, p_valid & ~p_oow, p_bank,
+        self._prepare(m, vec, ~blocked & ~primary_cmd, p_valid & ~p_oow, p_bank,
                       sa, sp, s_bank, s_row, s_port)
 
         # -- the command ----------------------------------------------------------------------
@@ -222,26 +225,31 @@ class Scheduler(wiring.Component):
             m.d.comb += [self.bank.eq(s_bank), self.row.eq(s_row), self.port.eq(s_port)]
         return m
 
-    def _act_ready(self, m):
-        """Per bank: an ACT may issue now (signals, so that indexing does not copy them)."""
-        out = []
-        for b, bs in enumerate(self.banks):
-            s = Signal(name=f"act_ready_{b}")
-            m.d.comb += s.eq(bs.act_ready & self.act_allowed)
-            out.append(s)
-        return out
+    @staticmethod
+    def _packed(m, name, bits):
+        """The per-bank ``bits`` as one signal, bank ``b`` in bit ``b``."""
+        s = Signal(len(bits), name=f"bank_{name}")
+        m.d.comb += s.eq(Cat(*bits))
+        return s
 
-    def _refresh(self, m, do_pre, do_ref, c_bank):
+    def _refresh(self, m, vec, do_pre, do_ref, c_bank):
         """Refresh due: precharge the lowest open bank that may be closed, then REF.
 
-        ``do_pre``, ``do_ref`` and ``c_bank`` are this method's outputs.
+        ``vec``: the banks' packed state bits (``is_open``, ``act_ready``, ...). ``do_pre``,
+        ``do_ref`` and ``c_bank`` are this method's outputs.
         """
-        banks = self.banks
-        any_open = Cat(bs.is_open for bs in banks).any()
-        all_idle = Cat(bs.act_ready for bs in banks).all()
-        for b in reversed(range(len(banks))):
-            with m.If(banks[b].pre_ready):
-                m.d.comb += [do_pre.eq(1), c_bank.eq(b)]
+        nb = len(self.banks)
+        any_open = vec["is_open"].any()
+        all_idle = vec["act_ready"].all()
+        # the lowest bank that may be precharged: its bit isolated (x & -x), then its index
+        # bit by bit (a few word operations, not a chain of one test per bank)
+        closable = vec["pre_ready"]
+        lowest = Signal(nb, name="refresh_lowest")
+        m.d.comb += lowest.eq(closable & (~closable + 1)[:nb])
+        index = [(lowest & sum(1 << b for b in range(nb) if b >> k & 1)).any()
+                 for k in range(len(c_bank))]
+        with m.If(closable.any()):
+            m.d.comb += [do_pre.eq(1), c_bank.eq(Cat(*index))]
         with m.If(~any_open & all_idle & self.refresh_ready):
             m.d.comb += do_ref.eq(1)
 
@@ -255,7 +263,7 @@ class Scheduler(wiring.Component):
             cands += [(i, h.ahead_valid[k], h.ahead_addr[k]) for i, h in enumerate(heads)]
         return cands
 
-    def _prepare(self, m, enable, p_mem, p_bank, do_act, do_pre, c_bank, c_row, c_port):
+    def _prepare(self, m, vec, enable, p_mem, p_bank, do_act, do_pre, c_bank, c_row, c_port):
         """Use an idle command slot (``enable``) to open (or close) a bank another chunk will
         need.
 
@@ -292,8 +300,8 @@ class Scheduler(wiring.Component):
         pre_ok = Signal(nb, name="prep_pre_ok")
         m.d.comb += [
             protected.eq(wants),
-            act_ok.eq(Cat(bs.act_ready for bs in banks) & self.act_allowed.replicate(nb)),
-            pre_ok.eq(Cat(bs.is_open & bs.pre_ready for bs in banks) & ~protected),
+            act_ok.eq(vec["act_ready"] & self.act_allowed.replicate(nb)),
+            pre_ok.eq(vec["is_open"] & vec["pre_ready"] & ~protected),
         ]
 
         # Fixed priority among candidates: preparation is an optimisation, never needed
