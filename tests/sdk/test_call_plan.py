@@ -1,8 +1,10 @@
-"""A compiled function's call plan (mlsdk.call_plan) does what the general call path does.
+"""A compiled function's call plan (mlsdk.call_plan) and a replayed read do what executing
+the commands does.
 
 Two Contexts run the same random sequence of calls, frees, reads, peeks, in-place changes of
 the caller's tensors, bad inputs and training steps: one with call plans (the default), one
-with them switched off. After every step the two give the same results bit for bit, the same
+whose device replays nothing (``replays`` off: every command, reads included, built and
+executed). After every step the two give the same results bit for bit, the same
 errors, the same report records and totals, the same bindings, and, where a step asks, the
 same DRAM page for page: a plan that diverged from the general path in anything observable
 fails here. The plan must also have run (it is counted), so the comparison is never vacuous.
@@ -61,9 +63,8 @@ class Pair:
             return {"loss": loss}
         self.h = self.context.compile(step, sample, storage.path(where / "h"))
         self.functions = (self.f, self.g, self.h)
-        if not plans:
-            for fn in self.functions:
-                fn._plan_for = lambda inputs: None
+        if not plans:  # every command built and executed, reads included
+            self.context.device.replays = False
         self.live: list = []
         self.last: dict = {}
 

@@ -199,6 +199,9 @@ class DramDevice(Device, ABC):
     """
 
     has_memory = True
+    #: Whether the backend executes commands as this class does (no ``execute`` of its own),
+    #: so the front end may replay them without building them (:mod:`.replay`).
+    replays: ClassVar[bool] = False
 
     def __init__(self, config: ArchConfig, name: str):
         super().__init__(config, name)

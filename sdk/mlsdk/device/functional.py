@@ -51,6 +51,7 @@ class FunctionalDevice(DramDevice):
     """
 
     cycles_kind = "modeled"
+    replays = True
 
     def __init__(self, config: ArchConfig, name: str):
         super().__init__(config, name)
@@ -272,7 +273,7 @@ class FunctionalDevice(DramDevice):
     def call_replay(self, program: str, writes: tuple[tuple[Buffer, Layout], ...]
                     ) -> CallReplay | None:
         loaded = self.programs.get(program)
-        return None if loaded is None else CallReplay(self, loaded, writes)
+        return None if loaded is None or not self.replays else CallReplay(self, loaded, writes)
 
     def _write_host_tensor(self, buf: Buffer, tensor: Any, layout: Layout) -> int:
         """A replayed HostWrite (:class:`~.replay.CallReplay`) of host ``tensor``, of

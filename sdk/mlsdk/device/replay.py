@@ -14,8 +14,10 @@ change: the device open, retired programs unloaded, each buffer live, the progra
 loaded under its name (else the Launch runs as a command, which says what is wrong), and every
 load, store and cycle figure through the device's own hooks.
 
-Only a backend whose commands are the base class's (the functional model) offers one
-(:meth:`~.base.DramDevice.call_replay`); the RTL backends execute each command.
+Only a backend whose commands are the base class's (the functional model:
+:attr:`~.base.DramDevice.replays`) offers one (:meth:`~.base.DramDevice.call_replay`), and
+has its HostReads of a tensor replayed the same way (:func:`replay_read`); the RTL backends
+execute each command.
 """
 
 from __future__ import annotations
@@ -28,7 +30,19 @@ from mncore_hdl.layout import Layout
 from .base import DramDevice, LoadedProgram
 from .commands import Buffer, CommandResult, Launch
 
-__all__ = ["CallReplay"]
+__all__ = ["CallReplay", "replay_read"]
+
+
+def replay_read(device: DramDevice, buf: Buffer, layout: Layout) -> tuple[Any, CommandResult]:
+    """What executing ``HostRead(buf, layout)`` does on ``device`` (a backend that replays:
+    :attr:`~.base.DramDevice.replays`), without building or dispatching the command: the
+    tensor decoded, and the command's figures."""
+    with device.lock:
+        device.before_command()
+        device._check_buffer(buf)
+        tensor, cycles = device._read_tensor(buf, layout)
+    return tensor, CommandResult(f"HostRead {buf}", {"host": buf.nbytes, "compute": 0,
+                                                      "converter": 0}, cycles)
 
 
 class CallReplay:
