@@ -128,6 +128,10 @@ def _step(pair: Pair, op: str, batch: dict, rng_value: int):
         return pair.context.device.dram_snapshot()
     if op == "train":
         return {"loss": h(batch)["loss"].cpu()}
+    if op == "reupload":  # the registry's copies dropped: the next use uploads them again
+        pair.context.synchronize()
+        pair.context.registry.invalidate()
+        return None
     if op == "sync":
         pair.context.synchronize()
         return {n: p.detach().clone() for n, p in pair.model.named_parameters()}
@@ -153,7 +157,7 @@ def _report(pair: Pair):
 
 
 OPS = ("call", "call", "call_same", "call_proxy", "bad_dtype", "out_of_range", "mutate", "free",
-       "read", "peek", "snapshot", "train", "sync")
+       "read", "peek", "snapshot", "train", "sync", "reupload")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -300,3 +304,30 @@ def test_the_caller_changing_an_int64_input_after_a_planned_call_changes_nothing
     assert torch.equal(f({"x": batch["x"], "i": batch["i"]})["y"].cpu(), want)
     assert torch.equal(from_device(pair.context.device.peek(f.bindings["i"]),
                                    f.input_specs["i"].layout), batch["i"])
+
+
+def test_a_planned_call_reads_registered_state_from_where_it_is_now(tmp_path, monkeypatch):
+    """Registered state uploaded again (the registry's copies dropped after a training step
+    and a synchronize) lives in new buffers: a planned inference binds the new ones."""
+    planned, general = Pair(tmp_path, True), Pair(tmp_path, False)
+    try:
+        runs = _plan_runs(planned.f, monkeypatch)
+        rng = random.Random(5)
+        states = []
+        for step in range(4):
+            batch = _batch(rng)
+            got = []
+            for p in (planned, general):
+                got.append({"y": p.f(batch)["y"].cpu(), "loss": p.h(batch)["loss"].cpu()})
+                p.context.synchronize()
+                p.context.registry.invalidate()
+                p.g({"z": batch["x"]})  # takes memory, so the copies come back elsewhere
+            _compare(got[0], got[1], f"step {step}")
+            states.append(dict(planned.f._call_plan._state or {}))
+        assert len([plan for plan in runs if plan.function is planned.f]) == 3
+        moved = [n for n in states[1] if states[1][n] != states[2][n]]
+        assert moved, "no registered copy moved: the test does not test what it says"
+        assert _report(planned) == _report(general)
+    finally:
+        planned.context.close()
+        general.context.close()
