@@ -88,6 +88,8 @@ class FunctionalDevice(DramDevice):
         # is not decoded.
         # The loop inlines the lookups it makes per read (Allocator.is_live,
         # DecodedCache.get), each one call fewer: a small model's Launch reads dozens.
+        if self._released:  # buffers given back by finalizers: forget what they held first
+            self._forget_released()
         values: dict[str, Any] = {}
         cycles = nbytes = 0
         allocator, decoded, views = self.allocator, self.dram.decoded, self._views
