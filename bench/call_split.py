@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         whole = (time.process_time() - start) / args.calls
         timer = CallSplit(time.process_time, by_hook=True)
         timer.install(context.device)
-        owners = {"function": fn, "plan": fn._call_plan, "device": context.device,
+        owners = {"function": fn, "plan": fn.call_plan, "device": context.device,
                   "session": context.session,
                   "allocator": context.device.allocator,
                   "storage": stores_module.DeviceStorage}

@@ -54,7 +54,11 @@ def allocate_outputs(device: Any, layouts: tuple[tuple[str, Layout], ...], owner
 
 
 class CallPlan:
-    """How a call of ``function`` with host tensors of its input types runs, settled once.
+    """How a call of a function with host tensors of its input types runs, settled once.
+
+    The plan holds what the function holds (its session, registry, program, buffers), never
+    the function itself, which holds the plan: the function is still freed by reference
+    counting when its last user drops it (its finalizer gives its buffers back at once).
 
     Parameters
     ----------
@@ -71,12 +75,18 @@ class CallPlan:
         Each output's name and layout, in returning order.
     owner : str
         Who holds the output buffers (named in out-of-memory errors).
+
+    Attributes
+    ----------
+    own : dict of str to Buffer
+        Each input's own buffer: a plan fits a call only while every input is bound to it.
+    state : dict of str to Buffer or None
+        The registered state's buffers the Launch's bindings were last worked out for.
     """
 
     def __init__(self, function: Any, replay: Any,
                  inputs: tuple[tuple[str, IOSpec, Buffer], ...], constants: dict[str, Buffer],
                  outputs: tuple[tuple[str, Layout], ...], owner: str):
-        self.function = function
         self.replay = replay
         checked = []
         for name, spec, own in inputs:
@@ -87,18 +97,23 @@ class CallPlan:
             checked.append((name, spec.dtype, shape, own, bounds))
         self._inputs = tuple(checked)
         self._names = function.input_specs.keys()
-        self._own = {name: own for name, _, own in inputs}
+        self.own = {name: own for name, _, own in inputs}
         self._constants = constants
         self._outputs = outputs
         self._owner = owner
-        # The Launch's bindings for the registered state's buffers last asked for.
-        self._state: dict[str, Buffer] | None = None
+        self._session = function.session
+        self._registry = function.registry
+        self._program = function.program
+        self._name = function.name
+        self._producer = (function.name, function.key)
+        self._specs = function.output_specs
+        self.state: dict[str, Buffer] | None = None
         self._bindings: dict[str, Buffer] = {}
 
-    def match(self, inputs: Any) -> list[torch.Tensor] | None:
-        """The tensors of ``inputs`` in input order when the plan fits the call (see the
-        module docstring), else None; changes nothing. Called under the device lock."""
-        function = self.function
+    def match(self, function: Any, inputs: Any) -> list[torch.Tensor] | None:
+        """The tensors of ``inputs`` in input order when the plan fits a call of ``function``
+        (the one it was made for: see the module docstring), else None; changes nothing.
+        Called under the device lock."""
         if (type(inputs) is not dict or inputs.keys() != self._names or function.unloaded
                 or function.session.closed or _trace.active is not None):
             return None
@@ -119,19 +134,18 @@ class CallPlan:
     def run(self, tensors: list[torch.Tensor]) -> dict[str, TensorProxy]:
         """The call of :meth:`match` ed ``tensors``: what ``CompiledFunction._run`` does for
         host tensors in their own bound buffers. Called under the device lock."""
-        function = self.function
-        session = function.session
+        session = self._session
         device = session.dram
         outputs = allocate_outputs(device, self._outputs, self._owner)
-        record = session.new_record(function.name)
+        record = session.new_record(self._name)
         try:
             add = record.add
             self.replay.write(tensors, add)
-            registry, program = function.registry, function.program
+            registry, program = self._registry, self._program
             state = registry.device_buffers(program, record)
-            if state != self._state:
-                self._bindings = {**self._own, **self._constants, **state}
-                self._state = state
+            if state != self.state:
+                self._bindings = {**self.own, **self._constants, **state}
+                self.state = state
             if program.state_writes:
                 writes = registry.state_write_buffers(program, record)
                 self.replay.launch(self._bindings, {**outputs, **writes}, add)
@@ -142,7 +156,6 @@ class CallPlan:
             for buf in outputs.values():
                 device.free(buf)
             raise
-        producer = (function.name, function.key)
-        specs = function.output_specs
+        producer, specs = self._producer, self._specs
         return {n: TensorProxy(session, specs[n], buf, producer=producer)
                 for n, buf in outputs.items()}

@@ -226,7 +226,7 @@ class CompiledFunction:
         self._check_optimizers()
         with self.session.lock:
             plan = self._call_plan
-            tensors = None if plan is None else plan.match(inputs)
+            tensors = None if plan is None else plan.match(self, inputs)
             self.registry.before_call(self.program)  # e.g. a changed learning rate
             if tensors is not None:
                 assert plan is not None
@@ -235,6 +235,12 @@ class CompiledFunction:
             if plan is None:
                 self._call_plan = self._plan_for(inputs)
             return outputs
+
+    @property
+    def call_plan(self) -> CallPlan | None:
+        """How a call of host tensors of the inputs' types runs (:mod:`mlsdk.call_plan`),
+        once such a call has run; None before."""
+        return self._call_plan
 
     def _plan_for(self, inputs: Mapping[str, Any]) -> CallPlan | None:
         """A :class:`~mlsdk.call_plan.CallPlan` of calls like the one just made with

@@ -209,7 +209,7 @@ def test_a_plan_is_made_by_a_host_call_and_taken_only_when_it_fits(pair, monkeyp
     batch = _batch(random.Random(0))
     runs = _plan_runs(f, monkeypatch)
     f(batch)
-    assert runs == [] and f._call_plan is not None  # the first call makes it
+    assert runs == [] and f.call_plan is not None  # the first call makes it
     f(batch)
     assert len(runs) == 1
     f({"x": batch["x"][:, :2].repeat(1, 2), "i": batch["i"]})  # same type, new values
@@ -221,9 +221,9 @@ def test_a_plan_is_made_by_a_host_call_and_taken_only_when_it_fits(pair, monkeyp
     assert len(runs) == 2
     f({"x": g({"z": batch["x"]})["x"], "i": batch["i"]})  # a relocation: binds x elsewhere
     assert len(runs) == 2
-    assert f.bindings["x"] != f._call_plan._own["x"]
+    assert f.bindings["x"] != f.call_plan.own["x"]
     f(batch)  # x bound elsewhere: the general path binds its own buffer back
-    assert len(runs) == 2 and f.bindings["x"] == f._call_plan._own["x"]
+    assert len(runs) == 2 and f.bindings["x"] == f.call_plan.own["x"]
     f(batch)
     assert len(runs) == 3
 
@@ -323,8 +323,8 @@ def test_a_planned_call_reads_registered_state_from_where_it_is_now(tmp_path, mo
                 p.context.registry.invalidate()
                 p.g({"z": batch["x"]})  # takes memory, so the copies come back elsewhere
             _compare(got[0], got[1], f"step {step}")
-            states.append(dict(planned.f._call_plan._state or {}))
-        assert len([plan for plan in runs if plan.function is planned.f]) == 3
+            states.append(dict(planned.f.call_plan.state or {}))
+        assert len([plan for plan in runs if plan is planned.f.call_plan]) == 3
         moved = [n for n in states[1] if states[1][n] != states[2][n]]
         assert moved, "no registered copy moved: the test does not test what it says"
         assert _report(planned) == _report(general)
@@ -341,4 +341,25 @@ def test_buffers_given_back_by_collected_outputs_do_not_pile_up(pair):
     device = pair.context.device
     for _ in range(50):
         pair.f(batch)["y"].cpu()
-    assert len(device._released) <= 2
+    assert device.pending_releases <= 2
+
+
+def test_a_function_with_a_plan_is_freed_when_its_last_user_drops_it(tmp_path):
+    """The plan holds what the function holds, never the function: no reference cycle, so
+    dropping the function gives its buffers back at once, without the garbage collector."""
+    import gc
+
+    with Context(MNDevice("mncore2:auto")) as context:
+        fn = context.compile(lambda d: {"y": d["x"] * 2}, {"x": torch.zeros(4, 8)},
+                             storage.path(tmp_path / "f"))
+        fn({"x": torch.ones(4, 8)})
+        fn({"x": torch.ones(4, 8)})
+        assert fn.call_plan is not None
+        owner = f"function {fn.key} (inputs and constants)"
+        assert owner in context.device.allocator.owners()
+        gc.disable()
+        try:
+            del fn
+            assert owner not in context.device.allocator.owners()
+        finally:
+            gc.enable()

@@ -38,9 +38,12 @@ class Allocator:
         Groups on the device.
     lw_per_group : int
         LW addresses in each Group's DRAM.
+    remember_places : bool
+        Remember where buffers go per state of the ranges in use (see :meth:`remembers`);
+        False searches for every buffer's place (the same places, found again).
     """
 
-    def __init__(self, groups: int, lw_per_group: int):
+    def __init__(self, groups: int, lw_per_group: int, remember_places: bool = True):
         self.groups = groups
         self.lw_per_group = lw_per_group
         # Per Group: sorted, disjoint [start, end) ranges in use.
@@ -62,6 +65,7 @@ class Allocator:
         # (id of the buffer the last change allocated, the number before it)
         self._undo: tuple[int, int] | None = None
         self._places: dict[tuple[int, int, int], tuple[int, int] | None] = {}
+        self._remember = remember_places
 
     @property
     def by_id(self) -> dict[int, Buffer]:
@@ -151,10 +155,22 @@ class Allocator:
             if address is not None:
                 place = (first, address)
                 break
-        if len(places) >= 256:
-            places.clear()
-        places[key] = place
+        if self._remember:
+            if len(places) >= 256:
+                places.clear()
+            places[key] = place
         return place
+
+    def remembers(self, groups: int, lw_per_group: int) -> bool:
+        """Whether where a buffer of ``lw_per_group`` LWs in ``groups`` Groups goes now is
+        remembered (found without a search): the ranges in use are those of an earlier
+        allocation of that size (a number names them; freeing the buffer the last change
+        allocated gives back the number before it, as the ranges are then exactly what they
+        were)."""
+        size = -(-lw_per_group // ALIGN_LW) * ALIGN_LW
+        with self._lock:
+            self._drain()
+            return (self._state, groups, size) in self._places
 
     def first_fit(self, groups: range, size: int) -> int | None:
         """The lowest address where ``size`` LWs are free in every one of ``groups``, or

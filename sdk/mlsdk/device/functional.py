@@ -213,6 +213,12 @@ class FunctionalDevice(DramDevice):
         return value, cycles
 
     @property
+    def pending_releases(self) -> int:
+        """Buffers given back by finalizers whose kept values are not yet forgotten (at the
+        next Launch or decode)."""
+        return len(self._released)
+
+    @property
     def kept_views(self) -> int:
         """How many Launch inputs are kept as views of DRAM (decoded once, never copied);
         a freed buffer's are forgotten."""

@@ -74,20 +74,12 @@ def test_first_fit_is_the_lowest_window_free_in_every_group():
         assert alloc.first_fit(span, size) == expected, f"step {step} (seed 41)"
 
 
-class _Searching(Allocator):
-    """An allocator that searches for every buffer's place (remembers none)."""
-
-    def _place(self, groups, size):
-        self._places.clear()
-        return super()._place(groups, size)
-
-
 def test_a_remembered_place_is_where_a_search_puts_the_buffer():
     # Places are remembered by the ranges in use (a number, given back when the last buffer
     # allocated is freed): over random allocations and frees, freeing the last one often (a
     # call's output, freed before the next call), every buffer goes where a search puts it.
     rng = random.Random(77)
-    remembering, searching = Allocator(4, 4096), _Searching(4, 4096)
+    remembering, searching = Allocator(4, 4096), Allocator(4, 4096, remember_places=False)
     live: list[tuple] = []
     hits = 0
     again = None
@@ -108,8 +100,8 @@ def test_a_remembered_place_is_where_a_search_puts_the_buffer():
             groups, size = again
         else:
             groups, size = rng.randint(1, 4), rng.choice([8, 16, 40, 300])
-        key = (remembering._state, groups, -(-size // ALIGN_LW) * ALIGN_LW)
-        hits += key in remembering._places
+        hits += remembering.remembers(groups, size)
+        assert not searching.remembers(groups, size)
         got = []
         for alloc in (remembering, searching):
             try:
