@@ -51,6 +51,7 @@ _HOOKS = {
     "_before_run": "DRAM model",
     "_read_tensor": "host copies",
     "_host_write": "host copies",
+    "_write_host_tensor": "host copies",
     "_dram_write": "host copies",
 }
 _STORE_HOOKS = ("flush", "view", "read", "writable", "store_deferred")
@@ -113,6 +114,7 @@ class CallSplit:
 #: The front end's steps a detailed split (``by_hook``) times apart: (what, attribute, role).
 _FRONT_END = (
     ("function", "_plan", "inputs checked and laid out"),
+    ("plan", "match", "inputs checked: types, int64 ranges"),
     ("device", "allocate", "output buffers allocated"),
     ("allocator", "release", "output buffers released"),
     ("session", "new_record", "records"),
@@ -133,6 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     import bench_models as bm  # here: it imports this module
     import torch
     from mlsdk import Context, MNDevice, storage
+    from mlsdk import call_plan as call_plan_module
     from mlsdk import compiled as compiled_module
     from mlsdk import stores as stores_module
 
@@ -156,12 +159,14 @@ def main(argv: list[str] | None = None) -> None:
         whole = (time.process_time() - start) / args.calls
         timer = CallSplit(time.process_time, by_hook=True)
         timer.install(context.device)
-        owners = {"function": fn, "device": context.device, "session": context.session,
+        owners = {"function": fn, "plan": fn.call_plan, "device": context.device,
+                  "session": context.session,
                   "allocator": context.device.allocator,
                   "storage": stores_module.DeviceStorage}
         for owner, name, role in _FRONT_END:
             timer._wrap(owners[owner], name, f"front end ({role})")
         timer._wrap(compiled_module, "TensorProxy", "front end (output proxies)")
+        timer._wrap(call_plan_module, "TensorProxy", "front end (output proxies)")
         start = time.process_time()
         for _ in range(args.calls):
             call()

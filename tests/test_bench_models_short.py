@@ -54,5 +54,5 @@ def test_call_split_prints_a_call_step_by_step():
     out = done.stdout
     assert re.search(r"^recsys inference, one call with \.cpu\(\): [\d.]+ us", out, re.M), out
     for step in ("interpreter: run", "DRAM model: _load_reads", "front end (records)",
-                 "front end (inputs checked and laid out)", "the rest"):
+                 "front end (inputs checked: types, int64 ranges)", "the rest"):
         assert re.search(rf"^\s+-?[\d.]+ us  {re.escape(step)}", out, re.M), out

@@ -13,6 +13,9 @@ from .ops import get_op
 
 __all__ = ["PreparedGraph", "check_inputs", "interpret"]
 
+_grad_enabled = torch.is_grad_enabled
+_set_grad_enabled = torch._C._set_grad_enabled
+
 
 def check_inputs(graph: Graph, inputs: Mapping[str, object],
                  optional: frozenset[str] = frozenset()) -> None:
@@ -267,14 +270,19 @@ class PreparedGraph:
 
     def _execute(self, env: list, copy_outputs: bool) -> dict[str, torch.Tensor]:
         """Run the steps over ``env`` (inputs and constants placed) and return the outputs."""
-        # One no_grad for the whole graph: this loop runs on every device call.
-        with torch.no_grad():
+        # No grad for the whole graph, as torch.no_grad() sets it (without the context
+        # manager's object and calls: this runs on every device call).
+        enabled = _grad_enabled()
+        _set_grad_enabled(False)
+        try:
             if not self.checked:
                 self._run_first(env)
                 self.checked = True
                 self._remember(env, tuple(env[slot] for slot in self._roots))
             else:
                 self._run_steps(env)
+        finally:
+            _set_grad_enabled(enabled)
         return self._outputs_of(env, copy_outputs)
 
     def _run_steps(self, env: list) -> None:

@@ -19,6 +19,7 @@ from mncore_hdl.layout import LayoutError, conversion, dtype_name, element_type,
 
 from . import trace as _trace
 from ._values import check_input_values, check_output_values, input_bytes, input_image
+from .call_plan import CallPlan, allocate_outputs
 from .costs import buffer_cycles, conversion_cost
 from .device.base import BIND_CYCLES, LoadedProgram
 from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
@@ -106,6 +107,8 @@ class CompiledFunction:
         self._own: dict[str, Buffer] = {}
         self.bindings: dict[str, Buffer] = {}
         self.unloaded = False
+        # How a call of host tensors runs once one has (mlsdk.call_plan); None until then.
+        self._call_plan: CallPlan | None = None
         with session.lock:
             self._load()
         self._finalizer = self._unload_on_collect()
@@ -222,22 +225,46 @@ class CompiledFunction:
         self._check_names(inputs)
         self._check_optimizers()
         with self.session.lock:
+            plan = self._call_plan
+            tensors = None if plan is None else plan.match(self, inputs)
             self.registry.before_call(self.program)  # e.g. a changed learning rate
-            return self._run(inputs)
+            if tensors is not None:
+                assert plan is not None
+                return plan.run(tensors)
+            outputs = self._run(inputs)
+            if plan is None:
+                self._call_plan = self._plan_for(inputs)
+            return outputs
+
+    @property
+    def call_plan(self) -> CallPlan | None:
+        """How a call of host tensors of the inputs' types runs (:mod:`mlsdk.call_plan`),
+        once such a call has run; None before."""
+        return self._call_plan
+
+    def _plan_for(self, inputs: Mapping[str, Any]) -> CallPlan | None:
+        """A :class:`~mlsdk.call_plan.CallPlan` of calls like the one just made with
+        ``inputs``, when they were all host tensors of the inputs' types and the device
+        replays calls; else None (asked again after the next call)."""
+        if not self.session.device.has_memory:
+            return None
+        for name, spec, _ in self._inputs:
+            value = inputs[name]
+            if (type(value) is not torch.Tensor or value.dtype != spec.dtype
+                    or value.shape != spec.shape):
+                return None
+        replay = self._device.call_replay(self.key, tuple((own, spec.layout)
+                                                          for _, spec, own in self._inputs))
+        if replay is None:
+            return None
+        return CallPlan(self, replay, self._inputs, self._constant_buffers,
+                        self._output_layouts, self._owner)
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, TensorProxy]:
         """Stage the inputs, Launch, and hand the fresh output buffers out as TensorProxies."""
         plan, counts, advice = self._plan(inputs)
         device = self._device
-        outputs: dict[str, Buffer] = {}
-        owner = self._owner
-        try:
-            for name, layout in self._output_layouts:
-                outputs[name] = device.allocate(layout, owner)
-        except BaseException:
-            for buf in outputs.values():
-                device.free(buf)
-            raise
+        outputs = allocate_outputs(device, self._output_layouts, self._owner)
         record = self.session.new_record(self.name)
         record.conversions, record.relocations = counts
         record.advice = advice

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import weakref
+from typing import Any
+
+from mncore_hdl.layout import Layout, from_device
 
 from . import trace
 from .device.base import Device, DeviceLock, DramDevice
-from .device.commands import Command, CommandResult
+from .device.commands import Buffer, Command, CommandResult, HostRead
+from .device.replay import replay_read
 from .errors import DeviceError
 from .report import DEFAULT_HISTORY, CallRecord, History, Report
 
@@ -122,6 +126,22 @@ class Session:
                   else tracer.execute(device, command, record))
         record.add(result)
         return result
+
+    def read_tensor(self, buf: Buffer, layout: Layout, record: CallRecord) -> Any:
+        """:meth:`execute` ``HostRead(buf, layout)`` into ``record`` and return the tensor
+        read; on a device that replays (``DramDevice.replays``) and with no trace active,
+        replayed: the same steps and figures, no command built or dispatched."""
+        device = self.dram
+        if device.replays and trace.active is None:
+            tensor, result = replay_read(device, buf, layout)
+            record.add(result)
+            return tensor
+        result = self.execute(HostRead(buf, layout), record)
+        if result.tensor is not None:
+            return result.tensor
+        if result.data is None:
+            raise DeviceError(f"The device returned no data for HostRead of {buf}")
+        return from_device(result.data, layout)
 
     def report(self, *, clear: bool = False) -> Report:
         """The records kept and the totals over all of them.

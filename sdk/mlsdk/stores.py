@@ -84,12 +84,7 @@ class DeviceStorage:
     def read(self, session: Session, spec: IOSpec, label: str) -> torch.Tensor:
         with session.lock:
             record = session.new_record(label, kind="read")
-            result = session.execute(HostRead(self._buffer, spec.layout), record)
-        if result.tensor is not None:
-            return result.tensor
-        if result.data is None:
-            raise DeviceError(f"The device returned no data for HostRead of {self._buffer}")
-        return from_device(result.data, spec.layout)
+            return session.read_tensor(self._buffer, spec.layout, record)
 
     def write(self, session: Session, spec: IOSpec, data: torch.Tensor) -> None:
         # A tensor whose own bytes are the image goes as itself, as a call's input does (the

@@ -38,9 +38,12 @@ class Allocator:
         Groups on the device.
     lw_per_group : int
         LW addresses in each Group's DRAM.
+    remember_places : bool
+        Remember where buffers go per state of the ranges in use (see :meth:`remembers`);
+        False searches for every buffer's place (the same places, found again).
     """
 
-    def __init__(self, groups: int, lw_per_group: int):
+    def __init__(self, groups: int, lw_per_group: int, remember_places: bool = True):
         self.groups = groups
         self.lw_per_group = lw_per_group
         # Per Group: sorted, disjoint [start, end) ranges in use.
@@ -52,6 +55,17 @@ class Allocator:
         self._released: collections.deque[Buffer] = collections.deque()
         # Per Group: LWs in use (the sum over _used, kept up to date).
         self._used_total = [0] * groups
+        # A number naming the ranges in use: every change gives a fresh one, except freeing
+        # the buffer the last change allocated, which gives back the one before (the ranges
+        # are then exactly what they were). Where a buffer goes is a function of the ranges,
+        # so it is remembered by (number, groups, size): a call that frees its last output
+        # before the next call allocates the same size finds the place without a search.
+        self._numbers = itertools.count(1)
+        self._state = 0
+        # (id of the buffer the last change allocated, the number before it)
+        self._undo: tuple[int, int] | None = None
+        self._places: dict[tuple[int, int, int], tuple[int, int] | None] = {}
+        self._remember = remember_places
 
     @property
     def by_id(self) -> dict[int, Buffer]:
@@ -101,19 +115,18 @@ class Allocator:
         with self._lock:
             self._drain()
             used = self._used_total
-            starts = (sorted(range(self.groups - groups + 1),
-                             key=lambda g: (sum(used[g:g + groups]), g))
-                      if groups < self.groups else (0,))
-            for first in starts:
-                address = self.first_fit(range(first, first + groups), size)
-                if address is not None:
-                    buf = Buffer(next(self._ids), first, groups, address, lw_per_group)
-                    for g in range(first, first + groups):
-                        bisect.insort(self._used[g], (address, address + size))
-                        self._used_total[g] += size
-                    self._live[buf.id] = buf
-                    self._owners[buf.id] = owner
-                    return buf
+            place = self._place(groups, size)
+            if place is not None:
+                first, address = place
+                buf = Buffer(next(self._ids), first, groups, address, lw_per_group)
+                for g in range(first, first + groups):
+                    bisect.insort(self._used[g], (address, address + size))
+                    self._used_total[g] += size
+                self._live[buf.id] = buf
+                self._owners[buf.id] = owner
+                self._undo = (buf.id, self._state)
+                self._state = next(self._numbers)
+                return buf
             free_lw = max(self.lw_per_group - u for u in used)
             holders = self._describe_owners()
         raise DeviceMemoryError(
@@ -123,6 +136,41 @@ class Allocator:
             f"Held by: {holders}. Free what you no longer need: del or .free() TensorProxies, "
             "del or .unload() compiled functions."
         )
+
+    def _place(self, groups: int, size: int) -> tuple[int, int] | None:
+        """Where a buffer of ``size`` LWs in ``groups`` Groups goes, as (first Group,
+        address), or None: the least-used Groups first, at the lowest address free in all
+        of them (remembered for the ranges in use now)."""
+        key = (self._state, groups, size)
+        places = self._places
+        if key in places:
+            return places[key]
+        used = self._used_total
+        starts = (sorted(range(self.groups - groups + 1),
+                         key=lambda g: (sum(used[g:g + groups]), g))
+                  if groups < self.groups else (0,))
+        place = None
+        for first in starts:
+            address = self.first_fit(range(first, first + groups), size)
+            if address is not None:
+                place = (first, address)
+                break
+        if self._remember:
+            if len(places) >= 256:
+                places.clear()
+            places[key] = place
+        return place
+
+    def remembers(self, groups: int, lw_per_group: int) -> bool:
+        """Whether where a buffer of ``lw_per_group`` LWs in ``groups`` Groups goes now is
+        remembered (found without a search): the ranges in use are those of an earlier
+        allocation of that size (a number names them; freeing the buffer the last change
+        allocated gives back the number before it, as the ranges are then exactly what they
+        were)."""
+        size = -(-lw_per_group // ALIGN_LW) * ALIGN_LW
+        with self._lock:
+            self._drain()
+            return (self._state, groups, size) in self._places
 
     def first_fit(self, groups: range, size: int) -> int | None:
         """The lowest address where ``size`` LWs are free in every one of ``groups``, or
@@ -184,6 +232,8 @@ class Allocator:
             ranges = self._used[g]  # sorted and disjoint: the extent is found by bisection
             del ranges[bisect.bisect_left(ranges, extent)]
             self._used_total[g] -= size
+        undo, self._undo = self._undo, None
+        self._state = undo[1] if undo is not None and undo[0] == buf.id else next(self._numbers)
 
     def _owner_totals(self) -> dict[str, tuple[int, int]]:
         totals: dict[str, list[int]] = {}

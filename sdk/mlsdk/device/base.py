@@ -199,6 +199,9 @@ class DramDevice(Device, ABC):
     """
 
     has_memory = True
+    #: Whether the backend executes commands as this class does (no ``execute`` of its own),
+    #: so the front end may replay them without building them (:mod:`.replay`).
+    replays: ClassVar[bool] = False
 
     def __init__(self, config: ArchConfig, name: str):
         super().__init__(config, name)
@@ -284,11 +287,23 @@ class DramDevice(Device, ABC):
     def execute(self, command: Command) -> CommandResult:
         """Execute one command and say what it cost."""
         with self.lock:
-            if self.closed:
-                self._check_open()  # raises
-            if self._retired:
-                self._unload_retired()
+            self.before_command()
             return self._execute(command)
+
+    def before_command(self) -> None:
+        """What :meth:`execute` does before each command, under the lock: raise once the
+        device is closed, and unload the programs finalizers retired since."""
+        if self.closed:
+            self._check_open()  # raises
+        if self._retired:
+            self._unload_retired()
+
+    def call_replay(self, program: str, writes: tuple[tuple[Buffer, Layout], ...]) -> Any:
+        """A :class:`~mlsdk.device.replay.CallReplay` of a compiled call's commands (the
+        HostWrites of host tensors into ``writes``' buffers in their layouts, then a Launch of
+        ``program``), or None when the backend only executes commands one by one (default
+        hook: None; the front end then executes each command)."""
+        return None
 
     def _execute(self, command: Command) -> CommandResult:
         result = CommandResult(command.summary())
@@ -338,13 +353,20 @@ class DramDevice(Device, ABC):
             missing = [n for n in program.reads if n not in bindings]
             missing += [f"output {n}" for n in program.outputs if n not in stores]
             raise DeviceError(f"Launch of {command.program!r}: no buffer bound for {missing}")
+        cycles, nbytes = self._run_program(program, bindings, stores)
+        result.cycles += cycles
+        result.bytes["compute"] += nbytes
+
+    def _run_program(self, program: LoadedProgram, bindings: Mapping[str, Buffer],
+                     stores: Mapping[str, Buffer]) -> tuple[int, int]:
+        """A Launch of ``program`` (loaded, its bindings and stores checked complete): loads,
+        compute, stores; returns its cycles and compute-port bytes."""
         values, cycles, nbytes = self._load_reads(program, bindings)
         self._before_run(program, bindings, stores)
         outputs = self._own_outputs(program.run(values))
         cycles += self._compute_cycles(program)
         stored, moved = self._store_outputs(program, stores, outputs)
-        result.cycles += cycles + stored
-        result.bytes["compute"] += nbytes + moved
+        return cycles + stored, nbytes + moved
 
     def _store_outputs(self, program: LoadedProgram, stores: Mapping[str, Buffer],
                        outputs: Mapping[str, Any]) -> tuple[int, int]:

@@ -93,6 +93,11 @@ class DecodedCache:
         outside them needs no :meth:`flush_range`."""
         return self._dirty.bounds if self.dirty else (0, 0)
 
+    def may_be_dirty(self, group: int, groups: int, address: int, count: int) -> bool:
+        """False when no dirty entry can overlap the range (it needs no :meth:`flush_range`);
+        True when one may."""
+        return bool(self.dirty) and self._dirty.may_overlap(group, groups, address, count)
+
     @property
     def entries(self) -> collections.OrderedDict[Hashable, Any]:
         """The entries by key, least recently used first: read-only, for a caller that

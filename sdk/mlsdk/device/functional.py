@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 import torch
 from mncore_hdl.arch import ArchConfig
-from mncore_hdl.layout import ConversionDescriptor, Layout, from_device
+from mncore_hdl.layout import ConversionDescriptor, Layout, from_device, to_device
 from mncore_hdl.layout.mapping import is_dense, write_image
 
 from .base import DramDevice, DramSnapshot, LoadedProgram
 from .commands import Buffer, HostWrite
 from .dram import PAGE_LW, DramStore, GroupDram
+from .replay import CallReplay
 
 __all__ = ["FunctionalDevice", "LayoutNumbers", "PAGE_LW", "layout_key"]
 
@@ -50,6 +51,7 @@ class FunctionalDevice(DramDevice):
     """
 
     cycles_kind = "modeled"
+    replays = True
 
     def __init__(self, config: ArchConfig, name: str):
         super().__init__(config, name)
@@ -86,14 +88,16 @@ class FunctionalDevice(DramDevice):
         # is not decoded.
         # The loop inlines the lookups it makes per read (Allocator.is_live,
         # DecodedCache.get), each one call fewer: a small model's Launch reads dozens.
+        if self._released:  # buffers given back by finalizers: forget what they held first
+            self._forget_released()
         values: dict[str, Any] = {}
         cycles = nbytes = 0
         allocator, decoded, views = self.allocator, self.dram.decoded, self._views
         live, released, lives = allocator.is_live, allocator.pending, allocator.by_id
         get, entries, memo = decoded.get, decoded.entries, self._stream_memo
-        # Write-back values a view read must see laid out lie within these addresses (taken
-        # once: flushing only narrows them), so a view away from them skips the flush call.
-        low, high = decoded.dirty_bounds
+        # Write-back values a view read must see laid out lie within these bounds (per
+        # Group), so a view away from them skips the flush call.
+        may_be_dirty = decoded.may_be_dirty
         for name, layout, number, unread in self._plan(program)[0]:
             buf = bindings[name]
             if (released or lives.get(buf.id) is not buf) and not live(buf):
@@ -118,7 +122,7 @@ class FunctionalDevice(DramDevice):
                     nbytes += buf.nbytes
                     continue
                 value = kept[1]
-                if buf.address < high and buf.address + buf.lw_per_group > low:
+                if may_be_dirty(buf.group, buf.groups, buf.address, buf.lw_per_group):
                     self.dram.flush(buf.group, buf.groups, buf.address, buf.lw_per_group)
             memoised = memo.get((buf.lw_per_group, False))
             values[name] = value
@@ -209,6 +213,12 @@ class FunctionalDevice(DramDevice):
         return value, cycles
 
     @property
+    def pending_releases(self) -> int:
+        """Buffers given back by finalizers whose kept values are not yet forgotten (at the
+        next Launch or decode)."""
+        return len(self._released)
+
+    @property
     def kept_views(self) -> int:
         """How many Launch inputs are kept as views of DRAM (decoded once, never copied);
         a freed buffer's are forgotten."""
@@ -268,7 +278,23 @@ class FunctionalDevice(DramDevice):
             return self._stream_cycles(buf.lw_per_group, write=True)
         return self._dram_write("host", buf, command.data)
 
-    def _keep_host(self, buf: Buffer, source: Any, layout: Layout) -> bool:
+    def call_replay(self, program: str, writes: tuple[tuple[Buffer, Layout], ...]
+                    ) -> CallReplay | None:
+        loaded = self.programs.get(program)
+        return None if loaded is None or not self.replays else CallReplay(self, loaded, writes)
+
+    def _write_host_tensor(self, buf: Buffer, tensor: Any, layout: Layout) -> int:
+        """A replayed HostWrite (:class:`~.replay.CallReplay`) of host ``tensor``, of
+        ``layout``'s shape and dtype with values its lanes hold (checked by the caller), into
+        live ``buf``: kept write-back as :meth:`_host_write` keeps a tensor that is its own
+        image, narrowed lanes included (the values fit, so laying the tensor out later gives
+        the bytes laying it out now would); laid out into DRAM at once otherwise."""
+        if self._keep_host(buf, tensor, layout, checked=True):
+            return self._stream_cycles(buf.lw_per_group, write=True)
+        return self._dram_write("host", buf, to_device(tensor, layout))
+
+    def _keep_host(self, buf: Buffer, source: Any, layout: Layout, checked: bool = False
+                   ) -> bool:
         """Make ``buf`` hold host tensor ``source`` laid out in ``layout``, write-back (as a
         Launch output is: :mod:`.dram`): kept as a lazy clone of it, laid out into DRAM only
         when something looks at the range. The clone shares the caller's memory until either
@@ -276,10 +302,12 @@ class FunctionalDevice(DramDevice):
         the caller may change its tensor after the call and the buffer keeps the bytes it was
         given. Says whether it did; only a tensor that is all of its memory qualifies (a view
         of a larger tensor would keep the whole of it alive), of the layout's type, spanning
-        the buffer."""
+        the buffer; of a narrowed type (int64 in 32-bit lanes) only when ``checked`` says its
+        values fit their lanes."""
         shape, dtype = layout.memo("torch_type", _torch_type)
         nbytes = source.element_size() * source.nelement()
-        if (source.dtype != dtype or source.shape != shape or layout.element.narrowed
+        if (source.dtype != dtype or source.shape != shape
+                or (layout.element.narrowed and not checked)
                 or nbytes > self.dram.decoded.limit_bytes or not source.is_cpu
                 or not _whole_memory(source)
                 or layout.groups != buf.groups or layout.lw_per_group != buf.lw_per_group

@@ -32,7 +32,7 @@ Span = tuple[int, int, int, int]
 class SpanIndex:
     """Ranges by key, and which of them overlap a range (see the module docstring)."""
 
-    __slots__ = ("_active", "_blocks", "_hi", "_levels", "_lo", "_spans", "_visited")
+    __slots__ = ("_active", "_blocks", "_groups", "_hi", "_levels", "_lo", "_spans", "_visited")
 
     def __init__(self) -> None:
         # Per level: block number -> the keys listed in it; and the keys on the level.
@@ -47,6 +47,9 @@ class SpanIndex:
         # Bounds of every listed range's LW addresses (at least: a removal may leave them
         # wider), so a lookup away from all of them costs two comparisons.
         self._lo, self._hi = 0, 0
+        # The same bounds per Group (at least), by Group: a range in Groups the listed ones
+        # leave alone, or away from them in its own Groups, is told at once (may_overlap).
+        self._groups: dict[int, list[int]] = {}
 
     def __len__(self) -> int:
         return len(self._spans)
@@ -56,6 +59,19 @@ class SpanIndex:
         """LW addresses ``[lo, hi)`` around every listed range (at least: a removal may leave
         them wider): a range outside them overlaps nothing listed."""
         return self._lo, self._hi
+
+    def may_overlap(self, group: int, groups: int, address: int, count: int) -> bool:
+        """False when no listed range can overlap the range (by the per-Group bounds); True
+        when one may (ask :meth:`overlapping`)."""
+        if count <= 0 or address >= self._hi or address + count <= self._lo:
+            return False
+        bounds = self._groups
+        end = address + count
+        for g in range(group, group + groups):
+            lohi = bounds.get(g)
+            if lohi is not None and address < lohi[1] and end > lohi[0]:
+                return True
+        return False
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._spans
@@ -74,6 +90,16 @@ class SpanIndex:
             if last - first < _FAN or level == top:
                 break
         self._spans[key] = (span, level)
+        bounds = self._groups
+        for g in range(span[0], span[0] + span[1]):
+            lohi = bounds.get(g)
+            if lohi is None:
+                bounds[g] = [address, end + 1]
+            else:
+                if address < lohi[0]:
+                    lohi[0] = address
+                if end >= lohi[1]:
+                    lohi[1] = end + 1
         if len(self._spans) == 1:
             self._lo, self._hi = address, end + 1
         else:
@@ -97,6 +123,8 @@ class SpanIndex:
         span, level = self._spans.pop(key)
         if level < 0:
             return
+        if len(self._spans) <= 8 and self._bounded_by(span):
+            self._regroup()
         if not self._spans:
             self._lo, self._hi = 0, 0
         elif (len(self._spans) <= 8
@@ -119,6 +147,31 @@ class SpanIndex:
             del keys[key]
             if not keys:
                 del blocks[block]
+
+    def _bounded_by(self, span: Span) -> bool:
+        """Whether ``span`` sets a bound of one of its Groups."""
+        bounds = self._groups
+        end = span[2] + span[3]
+        for g in range(span[0], span[0] + span[1]):
+            lohi = bounds.get(g)
+            if lohi is not None and (lohi[0] == span[2] or lohi[1] == end):
+                return True
+        return False
+
+    def _regroup(self) -> None:
+        """The per-Group bounds again, exactly (few ranges are left)."""
+        bounds: dict[int, list[int]] = {}
+        for (group, groups, address, count), level in self._spans.values():
+            if level < 0:
+                continue
+            for g in range(group, group + groups):
+                lohi = bounds.get(g)
+                if lohi is None:
+                    bounds[g] = [address, address + count]
+                else:
+                    lohi[0] = min(lohi[0], address)
+                    lohi[1] = max(lohi[1], address + count)
+        self._groups = bounds
 
     def rename(self, old: Hashable, new: Hashable) -> None:
         """List ``new`` over ``old``'s range in its place (KeyError if ``old`` is not listed
@@ -176,6 +229,7 @@ class SpanIndex:
         self._active = ()
         self._visited = 0
         self._lo, self._hi = 0, 0
+        self._groups = {}
         self._spans.clear()
         for blocks, keys in zip(self._blocks, self._levels, strict=True):
             blocks.clear()

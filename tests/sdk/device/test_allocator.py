@@ -72,3 +72,45 @@ def test_first_fit_is_the_lowest_window_free_in_every_group():
         expected = next((a for a in range(4096 - size + 1) if held[a + size] == held[a]),
                         None)
         assert alloc.first_fit(span, size) == expected, f"step {step} (seed 41)"
+
+
+def test_a_remembered_place_is_where_a_search_puts_the_buffer():
+    # Places are remembered by the ranges in use (a number, given back when the last buffer
+    # allocated is freed): over random allocations and frees, freeing the last one often (a
+    # call's output, freed before the next call), every buffer goes where a search puts it.
+    rng = random.Random(77)
+    remembering, searching = Allocator(4, 4096), Allocator(4, 4096, remember_places=False)
+    live: list[tuple] = []
+    hits = 0
+    again = None
+    for step in range(600):
+        roll = rng.random()
+        if live and roll < 0.35:  # the last one allocated, as a call's output
+            pair = live.pop()
+        elif live and roll < 0.5:
+            pair = live.pop(rng.randrange(len(live)))
+        else:
+            pair = None
+        if pair is not None:
+            remembering.free(pair[0])
+            searching.free(pair[1])
+            again = (pair[0].groups, pair[0].lw_per_group)
+            continue
+        if again is not None and rng.random() < 0.7:  # the next call's output, alike
+            groups, size = again
+        else:
+            groups, size = rng.randint(1, 4), rng.choice([8, 16, 40, 300])
+        hits += remembering.remembers(groups, size)
+        assert not searching.remembers(groups, size)
+        got = []
+        for alloc in (remembering, searching):
+            try:
+                got.append(alloc.allocate(groups, size))
+            except DeviceMemoryError:
+                got.append(None)
+        a, b = got
+        assert (a is None) == (b is None), f"step {step} (seed 77)"
+        if a is not None:
+            assert (a.group, a.address) == (b.group, b.address), f"step {step} (seed 77)"
+            live.append((a, b))
+    assert hits > 20, "places were rarely remembered: the test does not test what it says"
