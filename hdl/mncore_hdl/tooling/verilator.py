@@ -64,9 +64,12 @@ _MAIN = Path(__file__).with_name("verilator_main.cpp")
 #: g++ options of a profile-guided build (see ``build_model(profile_run=...)``): the
 #: instrumented model, then the model compiled with the profile its workload's run wrote. On
 #: this machine it ran the 1 MiB conversion 6-20% faster and host transfers 10-20% faster
-#: (docs/cosim.md).
+#: (docs/cosim.md). The profile's code-growing passes (tail duplication, loop unrolling and
+#: peeling) are off: the model runs all of its ~320 KB of evaluation code at every cycle, so
+#: code size is time; without them it ran 1-2% faster (docs/cosim.md, "Counted, not timed").
 PGO_GENERATE = "-fprofile-generate -fprofile-update=single"
-PGO_USE = "-fprofile-use -fprofile-partial-training -fprofile-correction -Wno-missing-profile"
+PGO_USE = ("-fprofile-use -fprofile-partial-training -fprofile-correction -Wno-missing-profile "
+           "-fno-tracer -fno-unroll-loops -fno-peel-loops")
 #: Seconds between progress lines while building.
 PROGRESS_S = 15.0
 
@@ -253,7 +256,7 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
     flags = [*BUILD_FLAGS, *trace_flags(trace), "--timescale", timescale,
              *(COVERAGE_FLAGS if coverage else ())]
     sources = [Path(s).resolve() for s in sources]
-    pgo = f"pgo:{profile_id}" if profile_run is not None else ""
+    pgo = f"pgo:{profile_id}:{PGO_USE}" if profile_run is not None else ""
     # The counts name each Verilog file by the path it was verilated from: a coverage build
     # is keyed by those paths too, so a report never looks for a file that was moved away.
     where = "cov:" + "|".join(map(str, sources)) if coverage else ""
