@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..arch import ArchConfig
@@ -14,7 +13,6 @@ from ..contracts.converter import (
     CTRL_START,
     ERROR_CODE_BITS,
     MAX_LOOPS,
-    REG_ADDR_BITS,
     REG_BITS,
     REGISTER_BUS,
     STATUS_BUSY,
@@ -41,12 +39,6 @@ class RegisterFile(wiring.Component):
     the field at ``reg_addr`` unless ``busy``. ``reg_rdata`` shows the register at ``reg_addr``
     combinationally: a field, STATUS (from the status inputs) or a counter. A write to CTRL
     raises ``start`` / ``clear`` for that cycle.
-
-    The fields are held in a memory of one word per register address (one write port, and
-    one asynchronous read port per field at its constant address), not in one 5120-bit
-    register: a register's next value is a copy of all of it with one field replaced, which
-    a cycle-based simulator computes, and copies back, at every cycle (docs/cosim.md). Like
-    any memory, the fields keep their values through a reset (they start at 0).
 
     The checks: a ``check`` strobe starts them; ``MAX_LOOPS`` cycles later (the buffer check
     multiplies the read extents in, one per cycle, saturating) ``checked`` rises for one
@@ -90,24 +82,13 @@ class RegisterFile(wiring.Component):
         m.d.comb += status.eq((self.busy << STATUS_BUSY) | (self.done << STATUS_DONE)
                               | (self.error << STATUS_ERROR)
                               | (self.error_code << STATUS_CODE_SHIFT))
-        fields = register_fields()
-        m.submodules.store = store = Memory(shape=unsigned(REG_BITS),
-                                            depth=1 << REG_ADDR_BITS, init=[])
-        write, read = store.write_port(), store.read_port(domain="comb")
-        is_field, mask = Signal(), Signal(REG_BITS)
-        m.d.comb += [write.addr.eq(self.reg_addr), write.data.eq(self.reg_wdata),
-                     write.en.eq(self.reg_we & ~self.busy & is_field),
-                     read.addr.eq(self.reg_addr), self.reg_rdata.eq(read.data & mask)]
-        for reg in fields:
-            field = store.read_port(domain="comb")
-            m.d.comb += [field.addr.eq(reg.address),
-                         Value.cast(field_view(self.cfg, reg)).eq(field.data[:reg.bits])]
         with m.Switch(self.reg_addr):
-            # a field reads back as its bits, zero-extended: a mask per width, not a
-            # multiplexer over every field (a constant table in the simulators)
-            for bits in sorted({reg.bits for reg in fields}):
-                with m.Case(*(reg.address for reg in fields if reg.bits == bits)):
-                    m.d.comb += [is_field.eq(1), mask.eq((1 << bits) - 1)]
+            for reg in register_fields():
+                field = field_view(self.cfg, reg)
+                with m.Case(reg.address):
+                    m.d.comb += self.reg_rdata.eq(Value.cast(field)[:REG_BITS])
+                    with m.If(self.reg_we & ~self.busy):
+                        m.d.sync += field.eq(self.reg_wdata)
             with m.Case(Reg.STATUS):
                 m.d.comb += self.reg_rdata.eq(status)
             for name, reg_addr in COUNTERS.items():
