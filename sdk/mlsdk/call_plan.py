@@ -2,7 +2,7 @@
 
 After a call whose inputs were all host tensors of the inputs' types, a
 :class:`~mlsdk.compiled.CompiledFunction` on a device that replays calls (the functional
-model: :meth:`~mlsdk.device.base.DramDevice.call_replay`) keeps a :class:`CallPlan`. A later
+model: :attr:`~mlsdk.device.base.DramDevice.replays`) keeps a :class:`CallPlan`. A later
 call given host tensors of the same types runs through it: what depends only on the program
 and the input types is settled (the input specs and buffers, each write's layout and figures,
 the Launch's bindings, the output layouts and owner, the range each narrowed input must hold),
@@ -66,7 +66,7 @@ class CallPlan:
         The loaded function (its public attributes: this module sits under
         :mod:`mlsdk.compiled`, which makes the plan).
     replay : CallReplay
-        The device's replay of the call's commands (``device.call_replay``).
+        The device's replay of the call's commands (:class:`~mlsdk.device.replay.CallReplay`).
     inputs : tuple of (str, IOSpec, Buffer)
         Each input's name, spec and own buffer, in calling order.
     constants : dict of str to Buffer

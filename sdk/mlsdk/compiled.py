@@ -23,6 +23,7 @@ from .call_plan import CallPlan, allocate_outputs
 from .costs import buffer_cycles, conversion_cost
 from .device.base import BIND_CYCLES, LoadedProgram
 from .device.commands import Bind, Buffer, Command, Convert, HostWrite, Launch
+from .device.replay import CallReplay
 from .errors import (
     ConversionRequiredError,
     FunctionUnloadedError,
@@ -248,15 +249,17 @@ class CompiledFunction:
         replays calls; else None (asked again after the next call)."""
         if not self.session.device.has_memory:
             return None
+        device = self._device
+        program = device.programs.get(self.key)
+        if not device.replays or program is None:
+            return None
         for name, spec, _ in self._inputs:
             value = inputs[name]
             if (type(value) is not torch.Tensor or value.dtype != spec.dtype
                     or value.shape != spec.shape):
                 return None
-        replay = self._device.call_replay(self.key, tuple((own, spec.layout)
-                                                          for _, spec, own in self._inputs))
-        if replay is None:
-            return None
+        replay = CallReplay(device, program, tuple((own, spec.layout)
+                                                   for _, spec, own in self._inputs))
         return CallPlan(self, replay, self._inputs, self._constant_buffers,
                         self._output_layouts, self._owner)
 

@@ -298,13 +298,6 @@ class DramDevice(Device, ABC):
         if self._retired:
             self._unload_retired()
 
-    def call_replay(self, program: str, writes: tuple[tuple[Buffer, Layout], ...]) -> Any:
-        """A :class:`~mlsdk.device.replay.CallReplay` of a compiled call's commands (the
-        HostWrites of host tensors into ``writes``' buffers in their layouts, then a Launch of
-        ``program``), or None when the backend only executes commands one by one (default
-        hook: None; the front end then executes each command)."""
-        return None
-
     def _execute(self, command: Command) -> CommandResult:
         result = CommandResult(command.summary())
         if isinstance(command, HostWrite):

@@ -15,7 +15,6 @@ from mncore_hdl.layout.mapping import is_dense, write_image
 from .base import DramDevice, DramSnapshot, LoadedProgram
 from .commands import Buffer, HostWrite
 from .dram import PAGE_LW, DramStore, GroupDram
-from .replay import CallReplay
 
 __all__ = ["FunctionalDevice", "LayoutNumbers", "PAGE_LW", "layout_key"]
 
@@ -277,11 +276,6 @@ class FunctionalDevice(DramDevice):
         if source is not None and self._keep_host(buf, source, command.layout):
             return self._stream_cycles(buf.lw_per_group, write=True)
         return self._dram_write("host", buf, command.data)
-
-    def call_replay(self, program: str, writes: tuple[tuple[Buffer, Layout], ...]
-                    ) -> CallReplay | None:
-        loaded = self.programs.get(program)
-        return None if loaded is None or not self.replays else CallReplay(self, loaded, writes)
 
     def _write_host_tensor(self, buf: Buffer, tensor: Any, layout: Layout) -> int:
         """A replayed HostWrite (:class:`~.replay.CallReplay`) of host ``tensor``, of

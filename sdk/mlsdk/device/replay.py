@@ -15,8 +15,8 @@ loaded under its name (else the Launch runs as a command, which says what is wro
 load, store and cycle figure through the device's own hooks.
 
 Only a backend whose commands are the base class's (the functional model:
-:attr:`~.base.DramDevice.replays`) offers one (:meth:`~.base.DramDevice.call_replay`), and
-has its HostReads of a tensor replayed the same way (:func:`replay_read`); the RTL backends
+:attr:`~.base.DramDevice.replays`) has its calls replayed (the front end makes their
+:class:`CallReplay`) and its HostReads of a tensor too (:func:`replay_read`); the RTL backends
 execute each command.
 """
 
