@@ -52,6 +52,8 @@ _HOOKS = {
     "_read_tensor": "host copies",
     "_host_write": "host copies",
     "_write_host_tensor": "host copies",
+    "_write_planned": "host copies",
+    "_run_planned": "DRAM model",
     "_dram_write": "host copies",
 }
 _STORE_HOOKS = ("flush", "view", "read", "writable", "store_deferred")

@@ -53,6 +53,6 @@ def test_call_split_prints_a_call_step_by_step():
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert re.search(r"^recsys inference, one call with \.cpu\(\): [\d.]+ us", out, re.M), out
-    for step in ("interpreter: run", "DRAM model: _load_reads", "front end (records)",
+    for step in ("interpreter: run", "DRAM model: _run_planned", "front end (records)",
                  "front end (inputs checked: types, int64 ranges)", "the rest"):
         assert re.search(rf"^\s+-?[\d.]+ us  {re.escape(step)}", out, re.M), out

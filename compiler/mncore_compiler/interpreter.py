@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from .interpreter_codegen import drops, generate
+from .interpreter_forms import forms
 from .ir import Graph
 from .ops import get_op
 
@@ -159,6 +160,10 @@ class PreparedGraph:
                           node))
         self._size = len(slots)
         self._outputs = tuple((out, slots[value]) for out, value in graph.outputs.items())
+        # Cheaper calls with the same bits (interpreter_forms), as each step's 6th item.
+        types = {slots[name]: t for name, t in graph.value_types().items()}
+        cheaper = forms(steps, types, {slot for _, slot in self._outputs})
+        steps = [(*step, cheaper.get(index)) for index, step in enumerate(steps)]
         read = {slot for step in steps for slot in step[1]} | {s for _, s in self._outputs}
         #: The inputs and constants no node reads and no output is: a call may leave them out.
         self.unused = frozenset(n for n in (*graph.inputs, *graph.constants)

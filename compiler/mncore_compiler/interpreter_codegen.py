@@ -23,7 +23,9 @@ from .ops import get_op
 
 __all__ = ["drops", "generate"]
 
-#: A prepared step: ``(reference, operand slots, attributes, result slot, node)``.
+#: A prepared step: ``(reference, operand slots, attributes, result slot, node, form)``; the
+#: form, when not None, is the expression written in place of the op's inline form
+#: (:mod:`.interpreter_forms`).
 Step = tuple
 
 _serial = itertools.count()
@@ -44,12 +46,14 @@ def generate(steps: Sequence[Step], exports: Sequence[int], *, checked: bool = F
     made: set[int] = set()
     given: list[int] = []
     dropped = drops(steps, exports)
-    for index, (reference, operands, attrs, slot, node) in enumerate(steps):
+    for index, (reference, operands, attrs, slot, node, *extra) in enumerate(steps):
         for operand in operands:
             if operand not in made and operand not in given:
                 given.append(operand)
-        body.append(f"v{slot} = {_expression(index, reference, operands, attrs, node, namespace)}")
-        if checked:
+        form = extra[0] if extra else None
+        expression = _expression(index, reference, operands, attrs, node, namespace, form)
+        body.append(f"v{slot} = {expression}")
+        if checked and (form is None or form[2]):
             namespace[f"n{index}"] = node
             body.append(f"_check(v{slot}, n{index})")
         made.add(slot)
@@ -70,16 +74,18 @@ def generate(steps: Sequence[Step], exports: Sequence[int], *, checked: bool = F
 
 
 def _expression(index: int, reference: Callable, operands: tuple[int, ...], attrs: Any,
-                node: Any, namespace: dict[str, Any]) -> str:
-    """The right-hand side of step ``index``, its constants bound into ``namespace``."""
+                node: Any, namespace: dict[str, Any], form: Any = None) -> str:
+    """The right-hand side of step ``index`` (``form`` when given, else its op's inline form
+    or its reference), its constants bound into ``namespace``."""
     names = [f"v{slot}" for slot in operands]
-    inline = get_op(node.op).inline
-    form = None if inline is None else inline(attrs, node.type)
+    if form is None:
+        inline = get_op(node.op).inline
+        form = None if inline is None else inline(attrs, node.type)
     if form is None:
         namespace[f"r{index}"], namespace[f"a{index}"] = reference, attrs
         operand_tuple = "(" + "".join(f"{n}, " for n in names) + ")"
         return f"r{index}({operand_tuple}, a{index})"
-    template, bindings = form
+    template, bindings = form[:2]
     bound = {}
     for key, value in bindings.items():
         bound[key] = f"b{index}_{key}"

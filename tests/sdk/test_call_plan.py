@@ -365,3 +365,48 @@ def test_a_function_with_a_plan_is_freed_when_its_last_user_drops_it(tmp_path):
             assert owner not in context.device.allocator.owners()
         finally:
             gc.enable()
+
+
+def test_repeated_calls_take_the_planned_paths_and_leave_what_commands_leave(tmp_path,
+                                                                             monkeypatch):
+    """The calls a loop makes: outputs dropped at once, outputs held one call longer (they
+    take turns over two ranges), training steps storing their state where it was. The
+    planned side takes its quick paths (a host input replacing the last one where it stands,
+    an output taking over a dropped output's range, a state update in place), and after every
+    step both sides agree on results, reports and DRAM page for page."""
+    from mlsdk.device.decoded import DecodedCache
+
+    taken = {"replace_dirty": 0, "rekey_alone": 0}
+    planned, general = Pair(tmp_path, True), Pair(tmp_path, False)
+    for name in taken:
+        real = getattr(DecodedCache, name)
+
+        def counted(self, *args, real=real, name=name):
+            done = real(self, *args)
+            if done and self is planned.context.device.dram.decoded:
+                taken[name] += 1
+            return done
+        monkeypatch.setattr(DecodedCache, name, counted)
+    rng = random.Random(11)
+    held: dict = {}
+    try:
+        for index in range(12):
+            batch = _batch(rng)
+            got = []
+            for p in (planned, general):
+                out = {"y": p.f(batch)["y"].cpu()}  # dropped at once
+                kept = p.f(batch)["y"]  # held until the next step's call
+                out["held"] = kept.cpu()
+                held[p] = kept
+                if index % 3 == 2:
+                    out["loss"] = p.h(batch)["loss"].cpu()
+                got.append(out)
+            what = f"step {index}"
+            _compare(got[0], got[1], what)
+            _compare(planned.context.device.dram_snapshot(),
+                     general.context.device.dram_snapshot(), what)
+            assert _report(planned) == _report(general), what
+    finally:
+        planned.context.close()
+        general.context.close()
+    assert taken["replace_dirty"] > 0 and taken["rekey_alone"] > 0, taken

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import functools
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -31,24 +30,27 @@ class Buffer:
     address: int
     lw_per_group: int
 
-    @functools.cached_property
-    def nbytes(self) -> int:
-        # Worked out once per buffer: a Launch counts the bytes of every buffer it reads.
-        return self.groups * self.lw_per_group * LW_BYTES
+    #: Bytes in all its Groups (worked out once: a Launch counts the bytes of every buffer
+    #: it reads).
+    nbytes: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nbytes", self.groups * self.lw_per_group * LW_BYTES)
 
     @property
     def lw_count(self) -> int:
         return self.groups * self.lw_per_group
 
     def __str__(self) -> str:
-        return self._label
-
-    @functools.cached_property
-    def _label(self) -> str:
-        # Made once per buffer: every command's summary names its buffers.
-        last = self.group + self.groups - 1
-        groups = f"G{self.group}" if self.groups == 1 else f"G{self.group}-G{last}"
-        return f"buf#{self.id}@{groups}:0x{self.address:x}+{self.lw_per_group}LW"
+        # Made once per buffer (every command's summary names its buffers), kept in the
+        # instance's dict: a frozen dataclass's own cache, without cached_property's lock.
+        label = self.__dict__.get("_label")
+        if label is None:
+            last = self.group + self.groups - 1
+            groups = f"G{self.group}" if self.groups == 1 else f"G{self.group}-G{last}"
+            label = f"buf#{self.id}@{groups}:0x{self.address:x}+{self.lw_per_group}LW"
+            self.__dict__["_label"] = label
+        return label
 
     def to_dict(self) -> dict[str, int]:
         return {"id": self.id, "group": self.group, "groups": self.groups,

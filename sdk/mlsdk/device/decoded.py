@@ -195,6 +195,34 @@ class DecodedCache:
             self._drop(key, flush=True)
         return self._insert(key, value, span, owner, True, layout, alone=True)
 
+    def replace_dirty(self, key: Hashable, value: Any, layout: Any) -> bool:
+        """:meth:`put_dirty` of ``value`` under ``key`` over that entry's own range, when it
+        is where it stands: the entry is dirty, alone over its range and of the same size (a
+        host input written into its buffer call after call). Says whether it was; when not,
+        nothing changed (the caller takes :meth:`put_dirty`)."""
+        entry = self._entries.get(key)
+        if (entry is None or not entry.dirty or not entry.alone
+                or entry.nbytes != value.element_size() * value.nelement()):
+            return False
+        entry.value, entry.version, entry.layout = value, value._version, layout
+        self._entries.move_to_end(key)
+        return True
+
+    def rekey_alone(self, other: Hashable, key: Hashable, value: Any,
+                    span: tuple[int, int, int, int], owner: Any, layout: Any) -> bool:
+        """:meth:`put_dirty` of ``value`` under ``key`` over ``span`` when ``other``'s entry
+        is the one there: dirty, alone over its range and over the very ``span`` (then it is
+        the only entry the range overlaps, and put_dirty would give it to ``key``, or
+        replace it where it stands when ``other`` is ``key``). Says whether it was; when
+        not, nothing changed (the caller takes :meth:`put_dirty`)."""
+        if other == key:
+            return self.replace_dirty(key, value, layout)
+        old = self._entries.get(other)
+        if (old is None or not old.dirty or not old.alone or old.span != span
+                or key in self._entries or self.flush is None):
+            return False
+        return self._rekey(other, key, value, span, owner, layout)
+
     def _rekey(self, other: Hashable, key: Hashable, value: Any,
                span: tuple[int, int, int, int], owner: Any, layout: Any) -> bool:
         """:meth:`put_dirty` of a new ``key`` over the range of one entry, ``other``, of the

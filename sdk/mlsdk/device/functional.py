@@ -2,42 +2,26 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import torch
 from mncore_hdl.arch import ArchConfig
 from mncore_hdl.layout import ConversionDescriptor, Layout, from_device, to_device
 from mncore_hdl.layout.mapping import is_dense, write_image
 
+from . import planned
 from .base import DramDevice, DramSnapshot, LoadedProgram
 from .commands import Buffer, HostWrite
 from .dram import PAGE_LW, DramStore, GroupDram
+from .host_values import LayoutNumbers, handed_out, layout_key, lazy_clone, torch_type, whole_memory
 
 __all__ = ["FunctionalDevice", "LayoutNumbers", "PAGE_LW", "layout_key"]
-
-#: ``torch._lazy_clone``: a copy-on-write clone (shares the memory until either side is
-#: written through); None on a torch without it, where the model copies instead.
-_LAZY_CLONE = getattr(torch, "_lazy_clone", None)
 
 #: Bytes from which a Launch output's buffer forgets a freed buffer's write-back value before
 #: the program runs (:meth:`FunctionalDevice._before_run`): from about where malloc hands out
 #: memory by the page (glibc: 128 KiB and up) rather than from its bins.
 RECYCLE_BYTES = 256 << 10
-
-
-def _lazy_clone(tensor: Any) -> Any:
-    """A copy-on-write clone of ``tensor`` (a CPU tensor that is all of its memory), or None
-    where torch cannot make one: no ``torch._lazy_clone``, or memory torch did not allocate
-    (a tensor made from a numpy array, whose memory torch cannot take over)."""
-    if _LAZY_CLONE is None:
-        return None
-    try:
-        return _LAZY_CLONE(tensor)
-    except RuntimeError:
-        return None
 
 
 class FunctionalDevice(DramDevice):
@@ -91,44 +75,42 @@ class FunctionalDevice(DramDevice):
             self._forget_released()
         values: dict[str, Any] = {}
         cycles = nbytes = 0
-        allocator, decoded, views = self.allocator, self.dram.decoded, self._views
+        allocator, entries, memo = self.allocator, self.dram.decoded.entries, self._stream_memo
         live, released, lives = allocator.is_live, allocator.pending, allocator.by_id
-        get, entries, memo = decoded.get, decoded.entries, self._stream_memo
-        # Write-back values a view read must see laid out lie within these bounds (per
-        # Group), so a view away from them skips the flush call.
-        may_be_dirty = decoded.may_be_dirty
         for name, layout, number, unread in self._plan(program)[0]:
             buf = bindings[name]
             if (released or lives.get(buf.id) is not buf) and not live(buf):
                 self._check_buffer(buf)  # raises
+            memoised = memo.get((buf.lw_per_group, False))
+            cycles += (memoised if memoised is not None
+                       else self._stream_cycles(buf.lw_per_group, write=False))
+            nbytes += buf.nbytes
             if unread:
-                cycles += self._stream_cycles(buf.lw_per_group, write=False)
-                nbytes += buf.nbytes
                 continue
             key = (buf.id, number)
             entry = entries.get(key)
             if entry is not None and entry.value._version == entry.version:
-                value = entry.value  # what get() returns, without the call
+                values[name] = entry.value  # what get() returns, without the call
                 entries.move_to_end(key)
             else:
-                value = None if entry is None else get(key)
-            if value is None:
-                kept = views.get(key)
-                if kept is None:
-                    value, taken = self._load_input(buf, layout)
-                    values[name] = value
-                    cycles += taken
-                    nbytes += buf.nbytes
-                    continue
-                value = kept[1]
-                if may_be_dirty(buf.group, buf.groups, buf.address, buf.lw_per_group):
-                    self.dram.flush(buf.group, buf.groups, buf.address, buf.lw_per_group)
-            memoised = memo.get((buf.lw_per_group, False))
-            values[name] = value
-            cycles += (memoised if memoised is not None
-                       else self._stream_cycles(buf.lw_per_group, write=False))
-            nbytes += buf.nbytes
+                values[name] = self._load_missed(buf, layout, key, entry is not None)
         return values, cycles, nbytes
+
+    def _load_missed(self, buf: Buffer, layout: Layout, key: tuple[int, int], held: bool
+                     ) -> Any:
+        """A Launch read of ``buf`` in ``layout`` (cache key ``key``) that is not a kept
+        decoded tensor at hand: the entry's tensor when ``held`` and still current, a kept
+        view of DRAM (write-back values over it laid out first), else :meth:`_load_input`."""
+        decoded = self.dram.decoded
+        value = decoded.get(key) if held else None
+        if value is not None:
+            return value
+        kept = self._views.get(key)
+        if kept is None:
+            return self._load_input(buf, layout)[0]
+        if decoded.may_be_dirty(buf.group, buf.groups, buf.address, buf.lw_per_group):
+            self.dram.flush(buf.group, buf.groups, buf.address, buf.lw_per_group)
+        return kept[1]
 
     def _plan(self, program: LoadedProgram) -> tuple[tuple, tuple, tuple]:
         """``program``'s reads as (name, layout, layout number, unread), its outputs as
@@ -141,7 +123,7 @@ class FunctionalDevice(DramDevice):
                            n in program.unread) for n in program.reads)
             layouts = program.output_layouts
             stores = tuple((n, layouts[n], layout_key(layouts[n]),
-                            layouts[n].memo("torch_type", _torch_type))
+                            layouts[n].memo("torch_type", torch_type))
                            for n in program.outputs)
             # Not when an output is range-checked (int64): the run may then refuse to store.
             large = () if any(layouts[n].element.narrowed for n in program.outputs) else tuple(
@@ -287,6 +269,22 @@ class FunctionalDevice(DramDevice):
             return self._stream_cycles(buf.lw_per_group, write=True)
         return self._dram_write("host", buf, to_device(tensor, layout))
 
+    def _write_facts(self, buf: Buffer, layout: Layout) -> tuple:
+        """What :meth:`_write_planned` into ``buf`` in ``layout`` works out once
+        (:func:`.planned.write_facts`)."""
+        return planned.write_facts(self, buf, layout)
+
+    def _write_planned(self, facts: tuple, tensor: Any) -> int:
+        """:meth:`_write_host_tensor` of a replayed HostWrite, its fixed facts worked out by
+        :meth:`_write_facts` (:func:`.planned.write_planned`)."""
+        return planned.write_planned(self, facts, tensor)
+
+    def _run_planned(self, program: LoadedProgram, bindings: Mapping[str, Buffer],
+                     stores: Mapping[str, Buffer], memo: dict[str, Any]) -> tuple[int, int]:
+        """:meth:`_run_program` of a replayed Launch, its fixed facts kept in ``memo``
+        (:func:`.planned.run_planned`)."""
+        return planned.run_planned(self, program, bindings, stores, memo)
+
     def _keep_host(self, buf: Buffer, source: Any, layout: Layout, checked: bool = False
                    ) -> bool:
         """Make ``buf`` hold host tensor ``source`` laid out in ``layout``, write-back (as a
@@ -298,16 +296,16 @@ class FunctionalDevice(DramDevice):
         of a larger tensor would keep the whole of it alive), of the layout's type, spanning
         the buffer; of a narrowed type (int64 in 32-bit lanes) only when ``checked`` says its
         values fit their lanes."""
-        shape, dtype = layout.memo("torch_type", _torch_type)
+        shape, dtype = layout.memo("torch_type", torch_type)
         nbytes = source.element_size() * source.nelement()
         if (source.dtype != dtype or source.shape != shape
                 or (layout.element.narrowed and not checked)
                 or nbytes > self.dram.decoded.limit_bytes or not source.is_cpu
-                or not _whole_memory(source)
+                or not whole_memory(source)
                 or layout.groups != buf.groups or layout.lw_per_group != buf.lw_per_group
                 or self.dram.holds(source)):
             return False
-        clone = _lazy_clone(source.detach() if source.requires_grad else source)
+        clone = lazy_clone(source.detach() if source.requires_grad else source)
         return clone is not None and self.dram.store_deferred(
             (buf.id, layout_key(layout)), buf.group, buf.groups, buf.address, buf.lw_per_group,
             clone, layout, owner=buf)
@@ -327,11 +325,11 @@ class FunctionalDevice(DramDevice):
         # The default loop with each output's layout facts worked out once (_plan).
         cycles = nbytes = 0
         live, memo = self.allocator.is_live, self._stream_memo
-        for name, layout, number, torch_type in self._plan(program)[1]:
+        for name, layout, number, ttype in self._plan(program)[1]:
             buf = stores[name]
             if not live(buf):
                 self._check_buffer(buf)  # raises
-            self._store(buf, outputs[name], layout, number, torch_type)
+            self._store(buf, outputs[name], layout, number, ttype)
             memoised = memo.get((buf.lw_per_group, True))
             cycles += (memoised if memoised is not None
                        else self._stream_cycles(buf.lw_per_group, write=True))
@@ -339,17 +337,17 @@ class FunctionalDevice(DramDevice):
         return cycles, nbytes
 
     def _dram_store(self, path: str, buf: Buffer, tensor, layout) -> int:
-        self._store(buf, tensor, layout, layout_key(layout), layout.memo("torch_type", _torch_type))
+        self._store(buf, tensor, layout, layout_key(layout), layout.memo("torch_type", torch_type))
         return self._stream_cycles(buf.lw_per_group, write=True)
 
     def _store(self, buf: Buffer, tensor: Any, layout: Layout, number: int,
-               torch_type: tuple[tuple[int, ...], Any]) -> None:
+               ttype: tuple[tuple[int, ...], Any]) -> None:
         dram = self.dram
         # Write-back: the tensor stands for the buffer's bytes until something looks at them
         # (dram.py); a reader in this layout gets it without a decode, and an output freed
         # before anyone looks is never laid out. Only a tensor nothing else can change
         # qualifies: not a view of DRAM, and of the layout's exact shape and dtype.
-        shape, dtype = torch_type
+        shape, dtype = ttype
         if (tensor.dtype == dtype and tensor.shape == shape and tensor.is_cpu
                 and not dram.holds(tensor) and not tensor.is_inference()
                 and dram.store_deferred((buf.id, number), buf.group, buf.groups, buf.address,
@@ -369,7 +367,7 @@ class FunctionalDevice(DramDevice):
         cycles = self._stream_cycles(buf.lw_per_group, write=False)
         value = self.dram.decoded.get((buf.id, layout_key(layout)))
         if value is not None:
-            return _handed_out(value), cycles
+            return handed_out(value), cycles
         image = self.dram.read(buf.group, buf.groups, buf.address, buf.lw_per_group)
         return from_device(image, layout), cycles
 
@@ -404,80 +402,3 @@ class FunctionalDevice(DramDevice):
     def dram_snapshot(self) -> DramSnapshot:
         """Every Group's non-zero pages (to compare with another backend's DRAM)."""
         return [d.snapshot() for d in self.drams]
-
-
-def _handed_out(value: Any) -> Any:
-    """What the host gets of a kept tensor: its own tensor, contiguous as a decode gives it,
-    which the caller may change while the buffer keeps its value. A lazy clone when ``value``
-    is all of its memory (the caller's writes then land in a private copy, and the kept
-    tensor is never written through: programs only read it); a copy otherwise."""
-    if _whole_memory(value):
-        clone = _lazy_clone(value)
-        if clone is not None:
-            return clone
-    dense = value.contiguous()
-    return dense if dense is not value else value.clone()
-
-
-def _whole_memory(tensor: Any) -> bool:
-    """Whether ``tensor`` is all of its memory, contiguous from its start, and not an inference
-    tensor: what a lazy clone may share (a view of part of a larger tensor would keep the
-    whole of it alive)."""
-    return (tensor.is_contiguous() and not tensor.storage_offset() and not tensor.is_inference()
-            and tensor.untyped_storage().nbytes() == tensor.element_size() * tensor.nelement())
-
-
-def _torch_type(layout: Layout) -> tuple[tuple[int, ...], Any]:
-    """The shape and torch dtype of the tensors ``layout`` holds (None: no torch dtype by that
-    name, so no tensor matches)."""
-    dtype = getattr(torch, layout.dtype, None)
-    return tuple(layout.shape), dtype if isinstance(dtype, torch.dtype) else None
-
-
-class LayoutNumbers:
-    """Layouts as cache keys: a small int per layout, equal for equal layouts, kept on the
-    (frozen) layout itself. A Layout hashes its nested sub-axes on every lookup, and a key
-    object with a Python ``__hash__`` costs a call per lookup; an int costs neither.
-
-    Parameters
-    ----------
-    limit : int
-        How many layouts the table holds before it starts again. Numbers are never reused, so a
-        layout numbered again after that gets a fresh number: a cache miss at worst, never
-        another layout's entry.
-    """
-
-    def __init__(self, limit: int = 1 << 16) -> None:
-        if not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"The limit must be a positive int, not {limit!r}")
-        self.limit = limit
-        self._numbers: dict[Layout, int] = {}
-        self._next = itertools.count()
-        # Marks a number this table gave: a layout copied or unpickled carries a copy of the
-        # mark (a plain object, so copying a layout never copies the table), not the mark.
-        self._mark = object()
-
-    def __len__(self) -> int:
-        return len(self._numbers)
-
-    def key(self, layout: Layout) -> int:
-        """The number of ``layout``. A number kept on a layout by another table, or by another
-        process (a layout copied or unpickled), is not trusted: it is looked up again."""
-        kept = layout.memo("layout_number", _number_cell)
-        if kept[0] is not None and kept[0][1] is self._mark:
-            return kept[0][0]
-        if len(self._numbers) >= self.limit:
-            self._numbers.clear()  # bounded for long sessions
-        number = self._numbers.setdefault(layout, next(self._next))
-        kept[0] = (number, self._mark)
-        return number
-
-
-def _number_cell(_: Layout) -> list[tuple[int, object] | None]:
-    """The cell a layout keeps its number in: ``[(number, mark)]`` once a table gave one."""
-    return [None]
-
-
-#: The table every device of this process keys its decoded values by.
-LAYOUT_NUMBERS = LayoutNumbers()
-layout_key = LAYOUT_NUMBERS.key

@@ -51,8 +51,11 @@ class CallReplay:
     Parameters
     ----------
     device : DramDevice
-        The device (its hooks do the work; it must write host tensors:
-        ``_write_host_tensor``).
+        The device (its hooks do the work). It must write host tensors as replayed
+        HostWrites, ``_write_planned(facts, tensor)`` returning the cycles, with
+        ``_write_facts(buf, layout)`` worked out once per write; and run a replayed Launch,
+        ``_run_planned(program, bindings, stores, memo)``, what ``_run_program`` does with
+        its fixed facts kept in ``memo``.
     program : LoadedProgram
         The program the Launch runs, as loaded now.
     writes : sequence of (Buffer, Layout)
@@ -63,38 +66,58 @@ class CallReplay:
                  writes: Sequence[tuple[Buffer, Layout]]):
         self.device = device
         self.program = program
-        self._writes = tuple((buf, layout, f"HostWrite {buf}", buf.nbytes)
-                             for buf, layout in writes)
-        self._summaries: dict[tuple[int, int], str] = {}
+        facts = device._write_facts  # type: ignore[attr-defined]
+        self._writes = tuple((buf, facts(buf, layout)) for buf, layout in writes)
+        # Each write's figures as last recorded (a record keeps figures, never changes them,
+        # so calls of the same figures share one), made again when the cycles differ.
+        self._results = [CommandResult(f"HostWrite {buf}", {"host": buf.nbytes, "compute": 0,
+                                                            "converter": 0}, -1)
+                         for buf, _ in writes]
+        # The Launch's figures as last recorded, by (reads, stores) bound.
+        self._launches: dict[tuple[int, int], CommandResult] = {}
+        # What the device works out once for this call's Launch (``_run_planned``).
+        self._memo: dict[str, Any] = {}
 
     def write(self, tensors: Sequence[Any], add: Callable[[CommandResult], None]) -> None:
         """``HostWrite`` each of ``tensors`` (of its layout's shape and dtype, values checked)
-        into its buffer, adding each command's figures with ``add`` as it completes."""
+        into its buffer, adding each command's figures with ``add`` as it completes. Called
+        under the device lock (the caller holds it across the call's commands)."""
         device = self.device
-        write = device._write_host_tensor  # type: ignore[attr-defined]
-        for (buf, layout, summary, nbytes), tensor in zip(self._writes, tensors, strict=True):
-            with device.lock:
+        allocator, results = device.allocator, self._results
+        lives, pending = allocator.by_id, allocator.pending
+        write = device._write_planned  # type: ignore[attr-defined]
+        for index, ((buf, facts), tensor) in enumerate(zip(self._writes, tensors, strict=True)):
+            if device.closed or device._retired:
                 device.before_command()
-                device._check_buffer(buf)
-                cycles = write(buf, tensor, layout)
-            add(CommandResult(summary, {"host": nbytes, "compute": 0, "converter": 0}, cycles))
+            if (pending or lives.get(buf.id) is not buf) and not allocator.is_live(buf):
+                device._check_buffer(buf)  # raises
+            cycles = write(facts, tensor)
+            result = results[index]
+            if result.cycles != cycles:
+                result = results[index] = CommandResult(result.command, dict(result.bytes),
+                                                        cycles)
+            add(result)
 
     def launch(self, bindings: Mapping[str, Buffer], stores: Mapping[str, Buffer],
                add: Callable[[CommandResult], None]) -> None:
         """``Launch`` the program with ``bindings`` into ``stores`` (every read and output
-        named), adding its figures with ``add`` once it completes."""
+        named), adding its figures with ``add`` once it completes. Called under the device
+        lock."""
         device = self.device
         program = self.program
-        with device.lock:
+        if device.closed or device._retired:
             device.before_command()
-            if device.programs.get(program.name) is not program:
-                # Unloaded or loaded again since: the command says what it finds.
-                add(device._execute(Launch(program.name, dict(bindings), dict(stores))))
-                return
-            cycles, nbytes = device._run_program(program, bindings, stores)
+        if device.programs.get(program.name) is not program:
+            # Unloaded or loaded again since: the command says what it finds.
+            add(device._execute(Launch(program.name, dict(bindings), dict(stores))))
+            return
+        cycles, nbytes = device._run_planned(  # type: ignore[attr-defined]
+            program, bindings, stores, self._memo)
         sizes = (len(bindings), len(stores))
-        summary = self._summaries.get(sizes)
-        if summary is None:
-            summary = self._summaries[sizes] = (f"Launch {program.name} ({sizes[0]} in, "
-                                                f"{sizes[1]} out)")
-        add(CommandResult(summary, {"host": 0, "compute": nbytes, "converter": 0}, cycles))
+        result = self._launches.get(sizes)
+        if result is None or result.cycles != cycles or result.bytes["compute"] != nbytes:
+            summary = (f"Launch {program.name} ({sizes[0]} in, {sizes[1]} out)"
+                       if result is None else result.command)
+            result = self._launches[sizes] = CommandResult(
+                summary, {"host": 0, "compute": nbytes, "converter": 0}, cycles)
+        add(result)
