@@ -126,7 +126,7 @@ class CallPlan:
                 return None
             if bounds is not None:
                 least, most = torch.aminmax(value)
-                if int(least) < bounds[0] or int(most) > bounds[1]:
+                if least.item() < bounds[0] or most.item() > bounds[1]:
                     return None  # the general path says which value
             tensors.append(value)
         return tensors

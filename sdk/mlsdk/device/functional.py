@@ -364,7 +364,9 @@ class FunctionalDevice(DramDevice):
     def _read_tensor(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         # A tensor kept for the buffer in this layout (a Launch output, a decoded input) is
         # what decoding the DRAM would give: the host gets a copy of it, no decode.
-        cycles = self._stream_cycles(buf.lw_per_group, write=False)
+        cycles = self._stream_memo.get((buf.lw_per_group, False))
+        if cycles is None:
+            cycles = self._stream_cycles(buf.lw_per_group, write=False)
         value = self.dram.decoded.get((buf.id, layout_key(layout)))
         if value is not None:
             return handed_out(value), cycles

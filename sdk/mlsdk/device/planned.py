@@ -66,7 +66,7 @@ def run_planned(device: Any, program: LoadedProgram, bindings: Mapping[str, Buff
     plan = memo.get("launch")
     if plan is None or plan[0] is not program or plan[1] is not bindings:
         plan = memo["launch"] = _launch_facts(device, program, bindings)
-    _, _, reads, cycles, nbytes, writes = plan
+    _, _, reads, cycles, nbytes, writes, large = plan
     if device._released:  # buffers given back by finalizers: forget what they held first
         device._forget_released()
     allocator, decoded = device.allocator, device.dram.decoded
@@ -89,7 +89,8 @@ def run_planned(device: Any, program: LoadedProgram, bindings: Mapping[str, Buff
             values[name] = kept[1]  # a view of DRAM no write-back value overlaps
         else:
             values[name] = device._load_missed(buf, layout, key, entry is not None)
-    device._before_run(program, bindings, stores)
+    if large:  # outputs that may forget a freed buffer's write-back value first
+        device._before_run(program, bindings, stores)
     outputs = device._own_outputs(program.run(values))
     stored, moved = _store_planned(device, writes, stores, outputs, memo)
     return cycles + stored, nbytes + moved
@@ -98,9 +99,11 @@ def run_planned(device: Any, program: LoadedProgram, bindings: Mapping[str, Buff
 def _launch_facts(device: Any, program: LoadedProgram, bindings: Mapping[str, Buffer]
                   ) -> tuple:
     """What :func:`run_planned` works out once: ``(program, bindings, reads, cycles,
-    bytes, stores)``, each read as ``(name, buffer, cache key or None when unread,
+    bytes, stores, large)``, each read as ``(name, buffer, cache key or None when unread,
     layout)``, the cycles those of the reads and the compute, the bytes the reads', each
-    store as ``(name, layout, layout number, torch type, LWs, cycles of a store of them)``."""
+    store as ``(name, layout, layout number, torch type, LWs, cycles of a store of them)``,
+    and whether an output is large enough for ``_before_run`` to have work (none is: the
+    hook, which would return at once, is not called)."""
     reads, cycles, nbytes = [], device._compute_cycles(program), 0
     for name, layout, number, unread in device._plan(program)[0]:
         buf = bindings[name]
@@ -110,7 +113,7 @@ def _launch_facts(device: Any, program: LoadedProgram, bindings: Mapping[str, Bu
     writes = tuple((name, layout, number, ttype, layout.lw_per_group,
                     device._stream_cycles(layout.lw_per_group, write=True))
                    for name, layout, number, ttype in device._plan(program)[1])
-    return program, bindings, tuple(reads), cycles, nbytes, writes
+    return program, bindings, tuple(reads), cycles, nbytes, writes, bool(device._plan(program)[2])
 
 
 def _store_planned(device: Any, writes: tuple, stores: Mapping[str, Buffer],

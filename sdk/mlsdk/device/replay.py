@@ -38,8 +38,10 @@ def replay_read(device: DramDevice, buf: Buffer, layout: Layout) -> tuple[Any, C
     :attr:`~.base.DramDevice.replays`), without building or dispatching the command: the
     tensor decoded, and the command's figures."""
     with device.lock:
-        device.before_command()
-        device._check_buffer(buf)
+        if device.closed or device._retired:
+            device.before_command()
+        if not device.allocator.is_live(buf):
+            device._check_buffer(buf)  # raises
         tensor, cycles = device._read_tensor(buf, layout)
     return tensor, CommandResult(f"HostRead {buf}", {"host": buf.nbytes, "compute": 0,
                                                       "converter": 0}, cycles)
