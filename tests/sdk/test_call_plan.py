@@ -268,11 +268,15 @@ def test_a_program_loaded_again_under_the_name_is_launched_as_a_command(pair):
     assert len(device.allocator.live) == live  # its output buffers given back
 
 
-def test_an_interrupted_planned_call_hands_nothing_out(pair, monkeypatch):
+@pytest.mark.parametrize("large", [False, True])
+def test_an_interrupted_planned_call_hands_nothing_out(pair, monkeypatch, large):
     batch = _batch(random.Random(0))
     f = pair.f
-    want = f(batch)["y"].cpu()
     device = pair.context.device
+    if large:  # the dropped output's value lets go of its memory before the program runs
+        device.recycle_bytes = 0
+    want = f(batch)["y"].cpu()
+    f(batch)["y"].cpu()  # a planned call: its output's place is where the next one goes
     live = len(device.allocator.live)
     program = device.programs[f.key]
     real = program.run
@@ -287,7 +291,10 @@ def test_an_interrupted_planned_call_hands_nothing_out(pair, monkeypatch):
     assert device.lock.acquire_if_idle()
     device.lock.__exit__()
     assert len(device.allocator.live) == live
+    entries = device.dram.decoded.entries
+    assert all(entry.value is not None for entry in entries.values())  # none left vacated
     assert torch.equal(f(batch)["y"].cpu(), want)
+    device.dram_snapshot()  # every write-back value can still be laid out
 
 
 def test_the_caller_changing_an_int64_input_after_a_planned_call_changes_nothing(pair):
@@ -367,17 +374,23 @@ def test_a_function_with_a_plan_is_freed_when_its_last_user_drops_it(tmp_path):
             gc.enable()
 
 
+@pytest.mark.parametrize("large", [False, True])
 def test_repeated_calls_take_the_planned_paths_and_leave_what_commands_leave(tmp_path,
-                                                                             monkeypatch):
+                                                                             monkeypatch,
+                                                                             large):
     """The calls a loop makes: outputs dropped at once, outputs held one call longer (they
     take turns over two ranges), training steps storing their state where it was. The
     planned side takes its quick paths (a host input replacing the last one where it stands,
-    an output taking over a dropped output's range, a state update in place), and after every
-    step both sides agree on results, reports and DRAM page for page."""
+    an output taking over a dropped output's range, a state update in place; with every
+    output counted ``large``, the dropped output's value letting go of its memory before the
+    program runs), and after every step both sides agree on results, reports and DRAM page
+    for page."""
     from mlsdk.device.decoded import DecodedCache
 
-    taken = {"replace_dirty": 0, "rekey_alone": 0}
+    taken = {"replace_dirty": 0, "rekey_alone": 0, "vacate": 0}
     planned, general = Pair(tmp_path, True), Pair(tmp_path, False)
+    if large:  # read at a program's first Launch: none has run yet
+        planned.context.device.recycle_bytes = general.context.device.recycle_bytes = 0
     for name in taken:
         real = getattr(DecodedCache, name)
 
@@ -410,3 +423,4 @@ def test_repeated_calls_take_the_planned_paths_and_leave_what_commands_leave(tmp
         planned.context.close()
         general.context.close()
     assert taken["replace_dirty"] > 0 and taken["rekey_alone"] > 0, taken
+    assert (taken["vacate"] > 0) == large, taken

@@ -270,6 +270,19 @@ class DecodedCache:
                 for key in self._dirty.overlapping(group, groups, address, count)
                 if _inside(entries[key].span, group, groups, address, count)]
 
+    def vacate(self, key: Hashable, span: tuple[int, int, int, int]) -> bool:
+        """Let go of ``key``'s tensor and keep its entry's place, when the entry is dirty,
+        alone over its range and over the very ``span``: what :meth:`discard` does for a
+        Launch about to store over the range that wants the tensor's memory back before it
+        computes, for a caller whose store then hands the place on (:meth:`rekey_alone`).
+        Until then the entry holds no tensor: the caller hands it on or discards it before
+        anything else looks at the cache. Says whether it did."""
+        old = self._entries.get(key)
+        if old is None or not old.dirty or not old.alone or old.span != span:
+            return False
+        old.value = None
+        return True
+
     def discard(self, key: Hashable) -> None:
         """Forget ``key``'s tensor without laying it out, dirty or not: for a caller that
         overwrites its whole range before anything can look at it."""

@@ -66,7 +66,7 @@ def run_planned(device: Any, program: LoadedProgram, bindings: Mapping[str, Buff
     plan = memo.get("launch")
     if plan is None or plan[0] is not program or plan[1] is not bindings:
         plan = memo["launch"] = _launch_facts(device, program, bindings)
-    _, _, reads, cycles, nbytes, writes, large = plan
+    _, _, reads, cycles, nbytes, writes, large, _ = plan
     if device._released:  # buffers given back by finalizers: forget what they held first
         device._forget_released()
     allocator, decoded = device.allocator, device.dram.decoded
@@ -89,21 +89,56 @@ def run_planned(device: Any, program: LoadedProgram, bindings: Mapping[str, Buff
             values[name] = kept[1]  # a view of DRAM no write-back value overlaps
         else:
             values[name] = device._load_missed(buf, layout, key, entry is not None)
+    vacated: tuple = ()
     if large:  # outputs that may forget a freed buffer's write-back value first
-        device._before_run(program, bindings, stores)
-    outputs = device._own_outputs(program.run(values))
-    stored, moved = _store_planned(device, writes, stores, outputs, memo)
+        vacated = _vacate(device, large, plan[7], stores, memo)
+        if vacated is None:
+            device._before_run(program, bindings, stores)
+            vacated = ()
+    try:
+        outputs = device._own_outputs(program.run(values))
+        stored, moved = _store_planned(device, writes, stores, outputs, memo, vacated)
+    except BaseException:
+        for key in vacated:  # the places not handed on: forgotten, as _before_run forgets
+            decoded.discard(key)
+        raise
     return cycles + stored, nbytes + moved
+
+
+def _vacate(device: Any, large: tuple[str, ...], read: frozenset[int],
+            stores: Mapping[str, Buffer], memo: dict[str, Any]) -> tuple | None:
+    """``device._before_run`` for the large outputs ``large`` (``read``: the ids of the
+    buffers the Launch reads), when each lies over the very range of a value this replay
+    stored before, dirty and alone there: then that value is the one write-back value the
+    hook would forget (when its buffer is freed and the output's buffer is no read's), and
+    it lets go of its tensor keeping its place (:meth:`~.decoded.DecodedCache.vacate`),
+    which the output's store then takes over. Returns the keys vacated, or None when an
+    output is not in that case (the hook then does it all, nothing having changed)."""
+    live = device.allocator.is_live
+    if not all(live(buf) for buf in stores.values()):
+        return None  # a store will refuse: the hook forgets nothing either
+    decoded, last = device.dram.decoded, memo.get("stored", {})
+    found = []
+    for name in large:
+        buf = stores[name]
+        span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
+        before = last.get(span)
+        entry = None if before is None else decoded.entries.get(before)
+        if entry is None or not entry.dirty or not entry.alone or entry.span != span:
+            return None
+        if buf.id not in read and isinstance(entry.owner, Buffer) and not live(entry.owner):
+            found.append((before, span))
+    return tuple(key for key, span in found if decoded.vacate(key, span))
 
 
 def _launch_facts(device: Any, program: LoadedProgram, bindings: Mapping[str, Buffer]
                   ) -> tuple:
     """What :func:`run_planned` works out once: ``(program, bindings, reads, cycles,
-    bytes, stores, large)``, each read as ``(name, buffer, cache key or None when unread,
-    layout)``, the cycles those of the reads and the compute, the bytes the reads', each
-    store as ``(name, layout, layout number, torch type, LWs, cycles of a store of them)``,
-    and whether an output is large enough for ``_before_run`` to have work (none is: the
-    hook, which would return at once, is not called)."""
+    bytes, stores, large, read)``, each read as ``(name, buffer, cache key or None when
+    unread, layout)``, the cycles those of the reads and the compute, the bytes the reads',
+    each store as ``(name, layout, layout number, torch type, LWs, cycles of a store of
+    them)``, the outputs large enough for ``_before_run`` to have work (with none, the hook,
+    which would return at once, is not called), and the ids of the buffers read."""
     reads, cycles, nbytes = [], device._compute_cycles(program), 0
     for name, layout, number, unread in device._plan(program)[0]:
         buf = bindings[name]
@@ -113,16 +148,20 @@ def _launch_facts(device: Any, program: LoadedProgram, bindings: Mapping[str, Bu
     writes = tuple((name, layout, number, ttype, layout.lw_per_group,
                     device._stream_cycles(layout.lw_per_group, write=True))
                    for name, layout, number, ttype in device._plan(program)[1])
-    return program, bindings, tuple(reads), cycles, nbytes, writes, bool(device._plan(program)[2])
+    read = frozenset(buf.id for buf in bindings.values())
+    return (program, bindings, tuple(reads), cycles, nbytes, writes, device._plan(program)[2],
+            read)
 
 
 def _store_planned(device: Any, writes: tuple, stores: Mapping[str, Buffer],
-                   outputs: Mapping[str, Any], memo: dict[str, Any]) -> tuple[int, int]:
+                   outputs: Mapping[str, Any], memo: dict[str, Any], vacated: tuple
+                   ) -> tuple[int, int]:
     """``device._store_outputs`` of the stores ``writes`` (:func:`_launch_facts`): an output
     that qualifies for write-back (as ``_store`` asks) whose buffer lies over the very range
     of a value this replay stored before, that value still there, dirty and alone, takes its
-    place in the decoded cache (:meth:`~.decoded.DecodedCache.rekey_alone`); any other
-    output is stored by ``_store``."""
+    place in the decoded cache (:meth:`~.decoded.DecodedCache.rekey_alone`), a place
+    ``vacated`` (:func:`_vacate`) included; any other output is stored by ``_store`` (a
+    vacated place it does not take forgotten first)."""
     cycles = nbytes = 0
     live, dram = device.allocator.is_live, device.dram
     # The key of the last value this replay stored over each range (a caller holding the
@@ -140,6 +179,8 @@ def _store_planned(device: Any, writes: tuple, stores: Mapping[str, Buffer],
                 and not dram.holds(tensor)
                 and tensor.element_size() * tensor.nelement() <= dram.decoded.limit_bytes
                 and dram.decoded.rekey_alone(before, key, tensor, span, buf, layout)):
+            if before in vacated:  # a place not handed on: forgotten, as _before_run does
+                dram.decoded.discard(before)
             device._store(buf, tensor, layout, number, ttype)
         if len(last) >= 64:
             last.clear()
