@@ -194,6 +194,12 @@ class PreparedGraph:
         self.checked = False
 
     @property
+    def source(self) -> str:
+        """The Python of the first (checked) run, as generated (:mod:`.interpreter_codegen`):
+        what a traceback's ``<prepared graph N>`` lines point at."""
+        return self._run_first.source  # type: ignore[attr-defined]
+
+    @property
     def computed_nodes(self) -> tuple[str, ...]:
         """The names of the nodes a call computes, in the order of the first (checked) run: a
         node equal to an earlier one is not among them (it reuses that one's value)."""
