@@ -91,10 +91,11 @@ def run_planned(device: Any, program: LoadedProgram, bindings: Mapping[str, Buff
             values[name] = device._load_missed(buf, layout, key, entry is not None)
     vacated: tuple = ()
     if large:  # outputs that may forget a freed buffer's write-back value first
-        vacated = _vacate(device, large, plan[7], stores, memo)
-        if vacated is None:
+        found = _vacate(device, large, plan[7], stores, memo)
+        if found is None:
             device._before_run(program, bindings, stores)
-            vacated = ()
+        else:
+            vacated = found
     try:
         outputs = device._own_outputs(program.run(values))
         stored, moved = _store_planned(device, writes, stores, outputs, memo, vacated)
