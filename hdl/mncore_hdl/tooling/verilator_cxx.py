@@ -12,6 +12,7 @@ part of every build's cache key.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -99,7 +100,9 @@ class Cxx:
                         *map(str, profiles)], check=True, capture_output=True)
 
 
+@functools.cache
 def _version(cxx: str) -> str:
+    """First line of ``cxx --version`` (once per command path and process)."""
     run = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True)
     return run.stdout.splitlines()[0].strip()
 
@@ -135,5 +138,5 @@ def model_compiler() -> Cxx:
                            "llvm-profdata is on PATH (Debian: sudo apt-get install -y "
                            "clang); unset it to build with g++")
     if clang is None:
-        return Cxx("gcc", "g++", _version("g++"))
+        return Cxx("gcc", "g++", _version(shutil.which("g++") or "g++"))
     return Cxx("clang", clang[0], _version(clang[0]), clang[1])
