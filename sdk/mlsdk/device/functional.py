@@ -297,18 +297,30 @@ class FunctionalDevice(DramDevice):
         the buffer; of a narrowed type (int64 in 32-bit lanes) only when ``checked`` says its
         values fit their lanes."""
         shape, dtype = layout.memo("torch_type", torch_type)
-        nbytes = source.element_size() * source.nelement()
         if (source.dtype != dtype or source.shape != shape
                 or (layout.element.narrowed and not checked)
-                or nbytes > self.dram.decoded.limit_bytes or not source.is_cpu
-                or not whole_memory(source)
                 or layout.groups != buf.groups or layout.lw_per_group != buf.lw_per_group
-                or self.dram.holds(source)):
+                or not self._keepable(source)):
             return False
         clone = lazy_clone(source.detach() if source.requires_grad else source)
         return clone is not None and self.dram.store_deferred(
             (buf.id, layout_key(layout)), buf.group, buf.groups, buf.address, buf.lw_per_group,
             clone, layout, owner=buf)
+
+    def _keepable(self, source: Any) -> bool:
+        """Whether host tensor ``source`` may be kept write-back as a lazy clone (what
+        :meth:`_keep_host` asks of the tensor itself): on the CPU, all of its memory, not a
+        view of DRAM, within the decoded cache's limit."""
+        return (source.is_cpu and whole_memory(source) and not self.dram.holds(source)
+                and source.element_size() * source.nelement() <= self.dram.decoded.limit_bytes)
+
+    def _storable(self, tensor: Any, ttype: tuple[tuple[int, ...], Any]) -> bool:
+        """Whether a Launch output ``tensor`` may stand for its buffer's bytes, write-back
+        (what :meth:`_store` asks before ``store_deferred``, which also asks the cache's
+        limit): of the layout's torch type ``ttype``, on the CPU, nothing else can change it
+        (not a view of DRAM, not an inference tensor)."""
+        return (tensor.dtype == ttype[1] and tensor.shape == ttype[0] and tensor.is_cpu
+                and not self.dram.holds(tensor) and not tensor.is_inference())
 
     def _own_outputs(self, outputs: dict[str, Any]) -> dict[str, Any]:
         # Only an output that is a view of DRAM (of an input decoded as a view) can be changed
@@ -347,9 +359,7 @@ class FunctionalDevice(DramDevice):
         # (dram.py); a reader in this layout gets it without a decode, and an output freed
         # before anyone looks is never laid out. Only a tensor nothing else can change
         # qualifies: not a view of DRAM, and of the layout's exact shape and dtype.
-        shape, dtype = ttype
-        if (tensor.dtype == dtype and tensor.shape == shape and tensor.is_cpu
-                and not dram.holds(tensor) and not tensor.is_inference()
+        if (self._storable(tensor, ttype)
                 and dram.store_deferred((buf.id, number), buf.group, buf.groups, buf.address,
                                         buf.lw_per_group,
                                         tensor.detach() if tensor.requires_grad else tensor,
@@ -364,9 +374,7 @@ class FunctionalDevice(DramDevice):
     def _read_tensor(self, buf: Buffer, layout: Layout) -> tuple[Any, int]:
         # A tensor kept for the buffer in this layout (a Launch output, a decoded input) is
         # what decoding the DRAM would give: the host gets a copy of it, no decode.
-        cycles = self._stream_memo.get((buf.lw_per_group, False))
-        if cycles is None:
-            cycles = self._stream_cycles(buf.lw_per_group, write=False)
+        cycles = self._stream_cycles(buf.lw_per_group, write=False)
         value = self.dram.decoded.get((buf.id, layout_key(layout)))
         if value is not None:
             return handed_out(value), cycles

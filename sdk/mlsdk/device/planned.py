@@ -24,7 +24,7 @@ from mncore_hdl.layout import Layout
 
 from .base import LoadedProgram
 from .commands import Buffer
-from .host_values import layout_key, lazy_clone, whole_memory
+from .host_values import layout_key, lazy_clone
 
 __all__ = ["run_planned", "write_facts", "write_planned"]
 
@@ -44,14 +44,10 @@ def write_planned(device: Any, facts: tuple, tensor: Any) -> int:
     replaces it where it stands (:meth:`~.decoded.DecodedCache.replace_dirty`); anything
     else takes ``_write_host_tensor``."""
     buf, layout, key, cycles, fits = facts
-    dram = device.dram
-    if (fits and tensor.is_cpu and not tensor.requires_grad and whole_memory(tensor)
-            and not dram.holds(tensor)):
-        decoded = dram.decoded
-        if tensor.element_size() * tensor.nelement() <= decoded.limit_bytes:
-            clone = lazy_clone(tensor)
-            if clone is not None and decoded.replace_dirty(key, clone, layout):
-                return cycles
+    if fits and not tensor.requires_grad and device._keepable(tensor):
+        clone = lazy_clone(tensor)
+        if clone is not None and device.dram.decoded.replace_dirty(key, clone, layout):
+            return cycles
     return device._write_host_tensor(buf, tensor, layout)
 
 
@@ -71,7 +67,7 @@ def run_planned(device: Any, program: LoadedProgram, bindings: Mapping[str, Buff
         device._forget_released()
     allocator, decoded = device.allocator, device.dram.decoded
     released, lives = allocator.pending, allocator.by_id
-    entries, views = decoded.entries, device._views
+    entries = decoded.entries
     values: dict[str, Any] = {}
     for name, buf, key, layout in reads:
         if (released or lives.get(buf.id) is not buf) and not allocator.is_live(buf):
@@ -82,11 +78,6 @@ def run_planned(device: Any, program: LoadedProgram, bindings: Mapping[str, Buff
         if entry is not None and entry.value._version == entry.version:
             values[name] = entry.value
             entries.move_to_end(key)
-            continue
-        kept = None if entry is not None else views.get(key)
-        if kept is not None and not decoded.may_be_dirty(buf.group, buf.groups, buf.address,
-                                                         buf.lw_per_group):
-            values[name] = kept[1]  # a view of DRAM no write-back value overlaps
         else:
             values[name] = device._load_missed(buf, layout, key, entry is not None)
     vacated: tuple = ()
@@ -140,18 +131,18 @@ def _launch_facts(device: Any, program: LoadedProgram, bindings: Mapping[str, Bu
     each store as ``(name, layout, layout number, torch type, LWs, cycles of a store of
     them)``, the outputs large enough for ``_before_run`` to have work (with none, the hook,
     which would return at once, is not called), and the ids of the buffers read."""
+    plan_reads, plan_stores, large = device._plan(program)
     reads, cycles, nbytes = [], device._compute_cycles(program), 0
-    for name, layout, number, unread in device._plan(program)[0]:
+    for name, layout, number, unread in plan_reads:
         buf = bindings[name]
         reads.append((name, buf, None if unread else (buf.id, number), layout))
         cycles += device._stream_cycles(buf.lw_per_group, write=False)
         nbytes += buf.nbytes
     writes = tuple((name, layout, number, ttype, layout.lw_per_group,
                     device._stream_cycles(layout.lw_per_group, write=True))
-                   for name, layout, number, ttype in device._plan(program)[1])
+                   for name, layout, number, ttype in plan_stores)
     read = frozenset(buf.id for buf in bindings.values())
-    return (program, bindings, tuple(reads), cycles, nbytes, writes, device._plan(program)[2],
-            read)
+    return program, bindings, tuple(reads), cycles, nbytes, writes, large, read
 
 
 def _store_planned(device: Any, writes: tuple, stores: Mapping[str, Buffer],
@@ -175,9 +166,8 @@ def _store_planned(device: Any, writes: tuple, stores: Mapping[str, Buffer],
         tensor, key = outputs[name], (buf.id, number)
         span = (buf.group, buf.groups, buf.address, buf.lw_per_group)
         before = last.get(span)
-        if not (before is not None and tensor.dtype == ttype[1] and tensor.shape == ttype[0]
-                and tensor.is_cpu and not tensor.requires_grad and not tensor.is_inference()
-                and not dram.holds(tensor)
+        if not (before is not None and not tensor.requires_grad
+                and device._storable(tensor, ttype)
                 and tensor.element_size() * tensor.nelement() <= dram.decoded.limit_bytes
                 and dram.decoded.rekey_alone(before, key, tensor, span, buf, layout)):
             if before in vacated:  # a place not handed on: forgotten, as _before_run does
